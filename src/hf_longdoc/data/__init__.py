@@ -1,0 +1,13 @@
+"""Datasets: the built-in long-document task, loading of real data, and tokenizer fitting."""
+
+from .loading import DatasetError, load_text_classification_dataset
+from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
+from .tokenizer import fit_wordpiece_tokenizer
+
+__all__ = [
+    "DatasetError",
+    "EVIDENCE_WINDOWS",
+    "fit_wordpiece_tokenizer",
+    "load_text_classification_dataset",
+    "make_long_document_task",
+]

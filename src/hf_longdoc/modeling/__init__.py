@@ -1,0 +1,66 @@
+"""The registry of model families: one entry per paper, used by registration, the CLI, model cards and tests."""
+
+from dataclasses import dataclass, field
+
+from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
+
+
+@dataclass(frozen=True)
+class Family:
+    """What the package knows about one method: its classes, the Auto class of each, and its paper."""
+
+    name: str
+    config_class: type
+    model_class: type
+    heads: dict  # Auto class name -> head class
+    paper_title: str
+    paper_citation: str
+    summary: str
+    defaults: dict = field(default_factory=dict)  # config overrides for `hf-longdoc train` (small, trains on CPU)
+
+    @property
+    def classification_class(self):
+        return self.heads["AutoModelForSequenceClassification"]
+
+
+FAMILIES = {
+    "contextualizer": Family(
+        name="contextualizer",
+        config_class=ContextualizerConfig,
+        model_class=ContextualizerModel,
+        heads={"AutoModelForSequenceClassification": ContextualizerForSequenceClassification},
+        paper_title="Contextualizer: Connecting the Dots of Context with Second-Order Attention",
+        paper_citation=(
+            "@article{maupome2022contextualizer,\n"
+            "  title={Contextualizer: Connecting the Dots of Context with Second-Order Attention},\n"
+            "  author={Maupom{\\'e}, Diego and Meurs, Marie-Jean},\n"
+            "  journal={Information},\n  volume={13},\n  number={6},\n  pages={290},\n  year={2022},\n"
+            "  doi={10.3390/info13060290}\n}"
+        ),
+        summary=(
+            "A linear-time encoder: tokens are embedded with a softmax-over-positions encoding, then K steps of "
+            "rank-u second-order (vector) attention refine a single context vector c; the final c(K) is the "
+            "document representation. No maximum length."
+        ),
+        defaults={"hidden_size": 128, "rank": 256, "num_hidden_layers": 3},
+    ),
+}
+
+
+def get_family(name):
+    """The family called `name`, or a ValueError listing the known ones."""
+    key = name.lower().replace("-", "_")
+    if key not in FAMILIES:
+        raise ValueError(f"Unknown model family {name!r}; choose one of: {', '.join(sorted(FAMILIES))}.")
+    return FAMILIES[key]
+
+
+def family_of_config(config):
+    """The family whose config class built `config`."""
+    for family in FAMILIES.values():
+        if family.config_class.model_type == config.model_type:
+            return family
+    raise ValueError(f"Model type {config.model_type!r} is not an hf_longdoc family ({', '.join(FAMILIES)}).")
+
+
+__all__ = ["FAMILIES", "Family", "get_family", "family_of_config"]

@@ -1,0 +1,128 @@
+"""Configuration of the Contextualizer (Maupomé & Meurs, "Contextualizer: Connecting the Dots of Context with
+Second-Order Attention", Information 13(6):290, 2022).
+
+Self-contained (Hub rule): imports only transformers and the standard library, so a saved model loads with
+`trust_remote_code=True` where hf_longdoc is not installed.
+"""
+
+from transformers import PretrainedConfig
+
+DEFAULT_CONTEXTS = ("constant", "learned", "random")
+ALPHA_NORMALIZERS = ("none", "sigmoid", "softmax")
+
+# Section 4.1: m = 128, K = 5, and the rank u grown to reach 0.5M / 1M / 1.5M / 2M parameters (word-piece embeddings
+# excluded). Per step U, V, W and b, plus a LayerNorm, hold 3·u·m + 3·m parameters, so u = 260 gives
+# 5 · (3·260·128 + 3·128) ≈ 0.5M, and the other sizes scale u linearly.
+PAPER_SIZES = {"0.5M": 260, "1M": 520, "1.5M": 780, "2M": 1040}
+
+
+class ContextualizerConfig(PretrainedConfig):
+    r"""
+    Configuration of a [`ContextualizerModel`]. The defaults build the small model of the paper's exploratory
+    experiments (m = 128, K = 5) with a rank that trains on two CPU cores in minutes. The model has no maximum length:
+    the positional encoding (Eq. 1) is a softmax over however many positions a document has.
+
+    Args:
+        vocab_size (`int`, defaults to 8000):
+            Number of token ids the symbol embedding e(w) knows.
+        hidden_size (`int`, defaults to 128):
+            Embedding dimension m of the tokens, the positional encoding and the context vector (paper: 128).
+        rank (`int`, defaults to 256):
+            Rank u of the third-order attention tensor, factored as U, V (u×m) and W (m×u) in Eq. (5). The paper grows
+            u to set the parameter count (Table 2); see `from_paper`.
+        num_hidden_layers (`int`, defaults to 5):
+            Number K of contextualization steps, each with its own U, V, W, b and LayerNorm (paper: 5).
+        default_context (`str`, defaults to `"constant"`):
+            How the first context c(0) is set (Table 3): `"constant"` (c(0) = 1), `"learned"` (a parameter c_d) or
+            `"random"` (U(-1, 1), redrawn for every document in training; in evaluation a fixed draw seeded by
+            `random_context_seed`, so predictions are deterministic).
+        alpha_normalizer (`str`, defaults to `"none"`):
+            The paper leaves α of Eq. (5) un-normalised (`"none"`). `"sigmoid"` squashes each component to (0, 1);
+            `"softmax"` normalises each feature over the document's tokens. A deviation, off by default.
+        hidden_dropout_prob (`float`, defaults to 0.1):
+            Dropout on the symbol embeddings e(w).
+        classifier_dropout (`float`, *optional*):
+            Dropout before the classification head; `hidden_dropout_prob` when unset.
+        layer_norm_eps (`float`, defaults to 1e-5):
+            Epsilon of the LayerNorm of Eq. (7).
+        initializer_range (`float`, defaults to 0.02):
+            Standard deviation of the normal initialisation of embeddings and linear weights.
+        random_context_seed (`int`, defaults to 0):
+            Seed of the fixed evaluation draw of c(0) when `default_context="random"`.
+        pad_token_id (`int`, defaults to 0):
+            Id of the padding token (its embedding row is kept at zero).
+    """
+
+    model_type = "contextualizer"
+
+    def __init__(
+        self,
+        vocab_size=8000,
+        hidden_size=128,
+        rank=256,
+        num_hidden_layers=5,
+        default_context="constant",
+        alpha_normalizer="none",
+        hidden_dropout_prob=0.1,
+        classifier_dropout=None,
+        layer_norm_eps=1e-5,
+        initializer_range=0.02,
+        random_context_seed=0,
+        pad_token_id=0,
+        **kwargs,
+    ):
+        for name, value in (
+            ("vocab_size", vocab_size),
+            ("hidden_size", hidden_size),
+            ("rank", rank),
+            ("num_hidden_layers", num_hidden_layers),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        if default_context not in DEFAULT_CONTEXTS:
+            raise ValueError(f"`default_context` must be one of {DEFAULT_CONTEXTS}, got {default_context!r}.")
+        if alpha_normalizer not in ALPHA_NORMALIZERS:
+            raise ValueError(f"`alpha_normalizer` must be one of {ALPHA_NORMALIZERS}, got {alpha_normalizer!r}.")
+        for name, value in (("hidden_dropout_prob", hidden_dropout_prob), ("classifier_dropout", classifier_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+        if pad_token_id is not None and not 0 <= pad_token_id < vocab_size:
+            raise ValueError(
+                f"`pad_token_id` ({pad_token_id}) must be a valid id below `vocab_size` ({vocab_size}); "
+                "set it to the tokenizer's pad id."
+            )
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.rank = rank
+        self.num_hidden_layers = num_hidden_layers
+        self.default_context = default_context
+        self.alpha_normalizer = alpha_normalizer
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.classifier_dropout = classifier_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.random_context_seed = random_context_seed
+        kwargs.setdefault("auto_map", _auto_map())
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+
+    @classmethod
+    def from_paper(cls, size="0.5M", **kwargs):
+        """The paper's Table 2 models: m = 128, K = 5, rank u set for `size` in {"0.5M", "1M", "1.5M", "2M"}."""
+        if size not in PAPER_SIZES:
+            raise ValueError(f"`size` must be one of {tuple(PAPER_SIZES)} (Table 2 of the paper), got {size!r}.")
+        settings = {"hidden_size": 128, "num_hidden_layers": 5, "rank": PAPER_SIZES[size]}
+        settings.update(kwargs)
+        return cls(**settings)
+
+
+def _auto_map():
+    """Every Auto class that can load a saved Contextualizer, so the saved folder works without hf_longdoc."""
+    modeling = "modeling_contextualizer."
+    return {
+        "AutoConfig": "configuration_contextualizer.ContextualizerConfig",
+        "AutoModel": modeling + "ContextualizerModel",
+        "AutoModelForSequenceClassification": modeling + "ContextualizerForSequenceClassification",
+    }
+
+
+__all__ = ["ContextualizerConfig"]
