@@ -127,12 +127,34 @@ class ContextualizerStep(GradientCheckpointingLayer):
             alpha = alpha.masked_fill(~mask[:, :, None], float("-inf")).softmax(dim=1)
         return alpha
 
-    def forward(self, x_hat, c, mask):
+    def factored_update(self, x_hat, c, n_real):
+        """Eq. 5-6 without materialising α: z̃ = Σ_i (W(U x̂_i ⊙ V c)/n + b) ⊙ x̂_i/n, reordered as
+
+        z̃_j = Σ_r W_jr (V c)_r M_rj / n² + b_j Σ_i x̂_ij / n,   with M = Σ_i (U x̂_i) x̂_iᵀ (u×m),
+
+        two matmuls per step instead of two matmuls plus several (b, n, m) passes. Used when α is un-normalised and
+        the token outputs are not needed; `tests/test_contextualizer.py` proves it equals the direct form.
+        """
+        Ux = self.U(x_hat)  # (b, n, u)
+        with torch.autocast(device_type=x_hat.device.type, enabled=False):
+            M = torch.bmm(Ux.float().transpose(1, 2), x_hat.float())  # (b, u, m), sum over tokens in fp32
+            Vc = F.linear(c.float(), self.V.weight.float())  # (b, u)
+            W_t = self.W.weight.float().t()  # (u, m)
+            linear_part = (W_t[None] * Vc[:, :, None] * M).sum(dim=1)  # (b, m)
+            n = n_real[:, :, 0]  # (b, 1)
+            return linear_part / n**2 + self.W.bias.float() * x_hat.float().sum(dim=1) / n
+
+    def forward(self, x_hat, c, mask, output_contributions=False):
+        """Returns c(k) and, when asked (or when α is normalised), the token contributions α_i ⊙ x_i (b, n, m)."""
         n_real = mask.sum(dim=1).float()[:, None, None]  # (b, 1, 1)
-        alpha = self.attention(x_hat, c, mask, n_real)  # (b, n, m)
-        # Eq. 6 in fp32; pads add nothing because x̂ is zero there (and are masked for safety).
-        contributions = (alpha * x_hat.float()).masked_fill(~mask[:, :, None], 0.0) / n_real  # (b, n, m): α_i ⊙ x_i
-        z_tilde = contributions.sum(dim=1)  # (b, m)
+        contributions = None
+        if self.alpha_normalizer == "none" and not output_contributions:
+            z_tilde = self.factored_update(x_hat, c, n_real)  # Eq. 5-6, (b, m)
+        else:
+            alpha = self.attention(x_hat, c, mask, n_real)  # Eq. 5, (b, n, m)
+            # Eq. 6 in fp32; pads add nothing because x̂ is zero there (and are masked for safety).
+            contributions = (alpha * x_hat.float()).masked_fill(~mask[:, :, None], 0.0) / n_real  # α_i ⊙ x_i
+            z_tilde = contributions.sum(dim=1)  # (b, m)
         z = fp32_layer_norm(self.layer_norm, z_tilde)  # Eq. 7
         return c + z, contributions  # Eq. 8
 
@@ -198,8 +220,14 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_token_states: bool = True,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
+        r"""
+        output_token_states (`bool`, defaults to `True`):
+            Whether to compute `last_hidden_state` = α(K) ⊙ x. Heads that read only c(K) pass `False`, which lets the
+            last step skip materialising α (it is then `None`).
+        """
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
         if input_ids is not None:
             out_of_range = (input_ids < 0) | (input_ids >= self.config.vocab_size)
@@ -215,14 +243,15 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
         x_hat = self.embeddings(input_ids, inputs_embeds, mask)  # (b, n, m)
         c = self.default_context(mask.shape[0], mask.device)  # (b, m), fp32
         hidden_states = [c] if output_hidden_states else None
-        for step in self.steps:
-            c, contributions = step(x_hat, c, mask)  # Eq. 5-8
+        for k, step in enumerate(self.steps, start=1):
+            wants_tokens = output_token_states and k == len(self.steps)
+            c, contributions = step(x_hat, c, mask, wants_tokens)  # Eq. 5-8
             if output_hidden_states:
                 hidden_states.append(c)
 
         dtype = x_hat.dtype
         return BaseModelOutputWithPooling(
-            last_hidden_state=contributions.to(dtype),  # α(K) ⊙ x
+            last_hidden_state=contributions.to(dtype) if output_token_states else None,  # α(K) ⊙ x
             pooler_output=c.to(dtype),  # c(K)
             hidden_states=tuple(h.to(dtype) for h in hidden_states) if output_hidden_states else None,
         )
@@ -286,6 +315,7 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
             attention_mask=attention_mask,
             inputs_embeds=inputs_embeds,
             output_hidden_states=output_hidden_states,
+            output_token_states=False,
             return_dict=True,
         )
         logits = self.classifier(self.dropout(outputs.pooler_output))  # (b, num_labels)

@@ -1,0 +1,181 @@
+"""`hf-longdoc bench`: forward time and peak memory per document length, next to a Hugging Face baseline.
+
+Every model is built at the same width and depth (`hidden_size`, `num_layers`) and timed in the same process: the median
+of `repeats` forward passes after `warmup` passes, under `torch.inference_mode`. Peak memory is
+`torch.cuda.max_memory_allocated` on GPU and, on CPU, the peak resident-set growth during the forward passes, sampled
+every millisecond from /proc (an approximation that catches every allocation that lives longer than a millisecond).
+"""
+
+import csv
+import os
+import statistics
+import threading
+import time
+
+import torch
+from transformers import BertConfig, BertForSequenceClassification, RobertaConfig, RobertaForSequenceClassification
+
+from .modeling import FAMILIES, get_family
+
+BASELINES = ("bert", "roberta")
+
+
+def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000):
+    """A randomly initialised classification model `name` (a family or a baseline) of the given width and depth."""
+    if name in BASELINES:
+        config_class, model_class = {
+            "bert": (BertConfig, BertForSequenceClassification),
+            "roberta": (RobertaConfig, RobertaForSequenceClassification),
+        }[name]
+        config = config_class(
+            vocab_size=vocab_size,
+            hidden_size=hidden_size,
+            num_hidden_layers=num_layers,
+            num_attention_heads=num_heads,
+            intermediate_size=4 * hidden_size,
+            max_position_embeddings=max_length + 2,
+            num_labels=2,
+        )
+        config._attn_implementation = "sdpa"
+        return model_class(config)
+    family = get_family(name)
+    settings = dict(family.defaults, vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                    num_labels=2)
+    if "rank" in settings:
+        settings["rank"] = hidden_size
+    return family.classification_class(family.config_class(**settings))
+
+
+class PeakMemory:
+    """Context manager measuring peak memory growth (bytes) of the code inside it."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.peak = 0
+
+    def _rss(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss() - self._start)
+            time.sleep(0.001)
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        elif os.path.exists("/proc/self/statm"):
+            self._start = self._rss()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self._start
+        elif hasattr(self, "_thread"):
+            self._stop.set()
+            self._thread.join()
+        return False
+
+
+def time_forward(model, input_ids, attention_mask, repeats, warmup):
+    """Median seconds of one forward pass, and the peak memory of those passes."""
+    device = input_ids.device
+    times = []
+    with torch.inference_mode():
+        for _ in range(warmup):
+            model(input_ids=input_ids, attention_mask=attention_mask)
+        with PeakMemory(device) as memory:
+            for _ in range(repeats):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                model(input_ids=input_ids, attention_mask=attention_mask)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+    return statistics.median(times), memory.peak
+
+
+def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
+              hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
+              seed=0, progress=print):
+    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
+    for name in models:
+        if name not in BASELINES and name not in FAMILIES:
+            raise ValueError(f"Unknown model {name!r} for bench; choose from {', '.join(sorted(FAMILIES) + list(BASELINES))}.")
+    if any(length < 8 for length in lengths):
+        raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch_dtype = getattr(torch, dtype)
+    torch.manual_seed(seed)
+    rows = []
+    for name in models:
+        model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths)).to(device, torch_dtype).eval()
+        for length in lengths:
+            input_ids = torch.randint(5, 8000, (batch_size, length), device=device)
+            attention_mask = torch.ones_like(input_ids)
+            seconds, peak = time_forward(model, input_ids, attention_mask, repeats, warmup)
+            rows.append({"model": name, "length": length, "seconds": seconds, "peak_mib": peak / 2**20})
+            progress(f"{name:>16} {length:>6} tokens: {seconds * 1000:9.1f} ms  {peak / 2**20:8.1f} MiB")
+        del model
+    baseline = next((name for name in models if name in BASELINES), None)
+    if baseline:
+        reference = {row["length"]: row for row in rows if row["model"] == baseline}
+        for row in rows:
+            base = reference.get(row["length"])
+            row["speedup_vs_" + baseline] = base["seconds"] / row["seconds"] if base else None
+    return rows
+
+
+def format_table(rows):
+    """The rows as an aligned text table, with the growth from the shortest length per model."""
+    ratio_keys = [key for key in rows[0] if key.startswith("speedup_vs_")] if rows else []
+    header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"] + [key.replace("_", " ") for key in ratio_keys]
+    shortest = {}
+    for row in rows:
+        shortest.setdefault(row["model"], row["seconds"])
+    lines = [header]
+    for row in rows:
+        line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
+                f"{row['seconds'] / shortest[row['model']]:.2f}"]
+        line += [f"{row[key]:.2f}x" if row[key] else "-" for key in ratio_keys]
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in lines)
+
+
+def write_outputs(rows, prefix):
+    """Write `<prefix>.csv` and a log-log plot `<prefix>.png` of time against length; returns both paths."""
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    csv_path, png_path = prefix + ".csv", prefix + ".png"
+    with open(csv_path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name in dict.fromkeys(row["model"] for row in rows):
+        points = [(row["length"], row["seconds"] * 1000) for row in rows if row["model"] == name]
+        axis.plot(*zip(*points), marker="o", label=name)
+    axis.set_xscale("log", base=2)
+    axis.set_yscale("log")
+    axis.set_xlabel("document length (tokens)")
+    axis.set_ylabel("forward time (ms)")
+    axis.set_title("hf-longdoc bench")
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(png_path, dpi=120)
+    plt.close(figure)
+    return csv_path, png_path

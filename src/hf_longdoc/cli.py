@@ -1,0 +1,177 @@
+"""`hf-longdoc`: train / evaluate / bench / push / demo. Each verb is a parser plus a thin call into the library."""
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from .modeling import FAMILIES
+
+
+def _add_data_arguments(parser):
+    parser.add_argument("--dataset", default=None,
+                        help="Hub id or local .csv/.jsonl/.parquet file; default: the built-in long-document task")
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")
+    parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
+                        help="built-in task only: where the label evidence sits")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--threshold", type=float, default=0.3, help="multi-label decision threshold on sigmoid scores")
+
+
+def _train_parser(subparsers):
+    parser = subparsers.add_parser("train", help="train a model with Trainer and save it with its tokenizer and card")
+    parser.add_argument("--model", default="contextualizer", help=f"family: {', '.join(FAMILIES)}")
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--tokenizer", default=None, help="a saved tokenizer; default: fit WordPiece on train")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
+    parser.add_argument("--max-length", type=int, default=4096, help="tokens the model reads; longer text is cut")
+    parser.add_argument("--epochs", type=float, default=4)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--task-size", type=int, default=None, help="built-in task: number of training documents")
+    parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
+    _add_data_arguments(parser)
+    parser.set_defaults(run=_run_train)
+
+
+def _run_train(args):
+    from .training import parse_config_overrides, train
+
+    metrics = train(
+        model=args.model, output_dir=args.output_dir, dataset=args.dataset, text_column=args.text_column,
+        label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
+        max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
+        task_size=args.task_size, baseline=args.baseline,
+    )
+    print(json.dumps(metrics["test"], indent=2))
+    print(f"Saved model, tokenizer, metrics.json and model card to {os.path.abspath(args.output_dir)}")
+
+
+def _demo_parser(subparsers):
+    parser = subparsers.add_parser("demo", help="train the default model on the built-in task (evidence at the end) "
+                                                "next to a 512-token truncating baseline")
+    parser.add_argument("--output-dir", default="out/demo-contextualizer")
+    parser.add_argument("--model", default="contextualizer")
+    parser.add_argument("--epochs", type=float, default=3)
+    parser.add_argument("--task-size", type=int, default=800)
+    parser.set_defaults(run=_run_demo)
+
+
+def _run_demo(args):
+    from .training import train
+
+    metrics = train(model=args.model, output_dir=args.output_dir, epochs=args.epochs, task_size=args.task_size,
+                    evidence="end", baseline=True)
+    baseline = metrics["truncating_baseline_tfidf"]
+    print()
+    print("Built-in long-document task, label evidence in the last 20% of each 800-3000-word document:")
+    print(f"  {args.model} (reads up to {metrics['max_length']} tokens)  test accuracy {metrics['test']['accuracy']:.3f}")
+    print(f"  TF-IDF + logistic regression, first 512 tokens   test accuracy {baseline['first_512']:.3f}")
+    print(f"  TF-IDF + logistic regression, full text          test accuracy {baseline['full_text']:.3f}")
+    print(f"Model saved to {os.path.abspath(args.output_dir)}")
+
+
+def _evaluate_parser(subparsers):
+    parser = subparsers.add_parser("evaluate", help="metrics of a saved model on a dataset split")
+    parser.add_argument("model_dir")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--batch-size", type=int, default=8)
+    _add_data_arguments(parser)
+    parser.set_defaults(run=_run_evaluate)
+
+
+def _run_evaluate(args):
+    from .training import evaluate_model
+
+    if not os.path.isfile(os.path.join(args.model_dir, "config.json")):
+        raise ValueError(f"{args.model_dir!r} is not a saved model folder (no config.json).")
+    metrics = evaluate_model(args.model_dir, args.dataset, args.text_column, args.label_column, args.split, args.seed,
+                             args.evidence, args.threshold, args.batch_size)
+    print(json.dumps(metrics, indent=2))
+
+
+def _bench_parser(subparsers):
+    parser = subparsers.add_parser("bench", help="forward time and peak memory per length against a HF baseline")
+    parser.add_argument("--models", default="contextualizer,bert", help="comma-separated families and/or bert,roberta")
+    parser.add_argument("--lengths", default="512,1024,2048,4096,8192")
+    parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--num-layers", type=int, default=4)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
+    parser.set_defaults(run=_run_bench)
+
+
+def _run_bench(args):
+    from .bench import format_table, run_bench, write_outputs
+
+    try:
+        lengths = [int(length) for length in args.lengths.split(",")]
+    except ValueError:
+        raise ValueError(f"`--lengths` must be comma-separated integers, got {args.lengths!r}.") from None
+    rows = run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], lengths=lengths,
+                     batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
+                     num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
+                     dtype=args.dtype)
+    print()
+    print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
+          f"dtype={args.dtype}; median of {args.repeats} after {args.warmup} warm-up")
+    print(format_table(rows))
+    csv_path, png_path = write_outputs(rows, args.output)
+    print(f"Wrote {csv_path} and {png_path}")
+
+
+def _push_parser(subparsers):
+    parser = subparsers.add_parser("push", help="upload a saved model (with its model card) to the Hub")
+    parser.add_argument("output_dir")
+    parser.add_argument("--repo-id", required=True, help="USER/NAME")
+    parser.add_argument("--dry-run", action="store_true", help="write the folder that would be uploaded, and list it")
+    parser.add_argument("--dry-run-dir", default=None, help="where --dry-run writes (default OUTPUT_DIR/_hub_upload)")
+    parser.add_argument("--private", action="store_true")
+    parser.set_defaults(run=_run_push)
+
+
+def _run_push(args):
+    from .hub import push_to_hub
+
+    folder, files = push_to_hub(args.output_dir, args.repo_id, dry_run=args.dry_run, dry_run_dir=args.dry_run_dir,
+                                private=args.private)
+    if args.dry_run:
+        print(f"Dry run: would upload {folder} to {args.repo_id}:")
+    else:
+        print(f"Uploaded to https://huggingface.co/{args.repo_id}:")
+    for name in files:
+        print(f"  {name}")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="hf-longdoc", description="Long-document classification with Transformers")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for add in (_train_parser, _evaluate_parser, _bench_parser, _push_parser, _demo_parser):
+        add(subparsers)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"hf-longdoc {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Run by test_conformance.py under `torchrun --nproc_per_node 2`: a few DDP Trainer steps on CPU with gloo."""
+
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import Trainer, TrainingArguments
+
+sys.path.insert(0, os.path.dirname(__file__))
+from families import FAMILY_CASES  # noqa: E402
+
+name, output_dir = sys.argv[1], sys.argv[2]
+case = next(case for case in FAMILY_CASES if case.name == name)
+torch.manual_seed(0)
+model = case.classification_class(case.config())
+generator = torch.Generator().manual_seed(1)
+rows = []
+for i in range(16):
+    length = int(torch.randint(5, 40, (1,), generator=generator))
+    rows.append({"input_ids": torch.randint(1, case.tiny["vocab_size"], (length,), generator=generator).tolist(),
+                 "label": i % case.tiny["num_labels"]})
+
+
+def collate(features):
+    n = max(len(f["input_ids"]) for f in features)
+    return {
+        "input_ids": torch.tensor([f["input_ids"] + [0] * (n - len(f["input_ids"])) for f in features]),
+        "attention_mask": torch.tensor([[1] * len(f["input_ids"]) + [0] * (n - len(f["input_ids"])) for f in features]),
+        "labels": torch.tensor([f["label"] for f in features]),
+    }
+
+
+args = TrainingArguments(output_dir=output_dir, max_steps=3, per_device_train_batch_size=2, use_cpu=True,
+                         ddp_backend="gloo", report_to="none", save_strategy="no", learning_rate=1e-2,
+                         gradient_checkpointing=True)
+trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate)
+trainer.train()
+assert trainer.args.world_size == 2, trainer.args.world_size
+rank = int(os.environ["RANK"])
+save_file({k: v.contiguous() for k, v in trainer.model.state_dict().items()},
+          os.path.join(output_dir, f"rank{rank}.safetensors"))

@@ -1,0 +1,284 @@
+"""The conformance suite: every family behaves like a Transformers model (parametrised over tests/families.py)."""
+
+import copy
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from conftest import random_batch
+from safetensors.torch import load_file, save_file
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSequenceClassification,
+    Trainer,
+    TrainingArguments,
+)
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _classifier(family, **overrides):
+    torch.manual_seed(0)
+    return family.classification_class(family.config(**overrides)).eval()
+
+
+def test_save_load_round_trip_with_auto_classes(family, tmp_path):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [17, 9])
+    model.save_pretrained(tmp_path)
+    files = set(os.listdir(tmp_path))
+    assert "model.safetensors" in files and not any(name.endswith((".bin", ".pt", ".pkl")) for name in files)
+    assert AutoConfig.from_pretrained(tmp_path).model_type == model.config.model_type
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(loaded) is family.classification_class
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids, attention_mask=attention_mask).logits,
+                                   model(input_ids, attention_mask=attention_mask).logits, rtol=0, atol=0)
+    base = AutoModel.from_pretrained(tmp_path)
+    assert type(base) is family.base_class
+
+
+def test_saved_folder_carries_auto_map_and_sources(family, tmp_path):
+    _classifier(family).save_pretrained(tmp_path)
+    config = AutoConfig.from_pretrained(tmp_path)
+    assert {"AutoConfig", "AutoModel", "AutoModelForSequenceClassification"} <= set(config.auto_map)
+    for reference in config.auto_map.values():
+        module = reference.split(".")[0]
+        source = tmp_path / f"{module}.py"
+        assert source.is_file(), f"{source.name} missing from the saved folder"
+        text = source.read_text()
+        assert "import hf_longdoc" not in text and "from hf_longdoc" not in text and "from .." not in text
+
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    class BlockHfLongdoc:
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_longdoc" or name.startswith("hf_longdoc."):
+                raise ModuleNotFoundError("hf_longdoc is hidden in this process")
+    sys.meta_path.insert(0, BlockHfLongdoc())
+    sys.path = [p for p in sys.path if not p.rstrip("/").endswith("src")]
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForSequenceClassification
+    folder, inputs, outputs = sys.argv[1:4]
+    try:
+        import hf_longdoc
+        raise SystemExit("hf_longdoc should not be importable here")
+    except ModuleNotFoundError:
+        pass
+    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    assert "transformers_modules" in type(model).__module__, type(model).__module__
+    batch = load_file(inputs)
+    with torch.no_grad():
+        logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    save_file({"logits": logits.contiguous()}, outputs)
+    """
+)
+
+
+def test_fresh_process_without_hf_longdoc_loads_with_trust_remote_code(family, tmp_path):
+    model = _classifier(family)
+    model.save_pretrained(tmp_path / "model")
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [23, 11, 5])
+    save_file({"input_ids": input_ids, "attention_mask": attention_mask}, str(tmp_path / "inputs.safetensors"))
+    script = tmp_path / "load.py"
+    script.write_text(FRESH_PROCESS)
+    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", PYTHONPATH="")
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "model"), str(tmp_path / "inputs.safetensors"),
+         str(tmp_path / "out.safetensors")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask).logits
+    assert torch.equal(load_file(str(tmp_path / "out.safetensors"))["logits"], expected)  # bit-identical
+
+
+@pytest.mark.parametrize("left_padding", [False, True])
+def test_padded_batch_equals_each_document_alone(family, left_padding):
+    model = _classifier(family)
+    lengths = [31, 7, 18, 1]
+    input_ids, attention_mask = random_batch(model.config.vocab_size, lengths, left_padding=left_padding)
+    with torch.no_grad():
+        batched = model(input_ids, attention_mask=attention_mask).logits
+        for row, length in enumerate(lengths):
+            keep = attention_mask[row].bool()
+            alone = model(input_ids[row, keep][None]).logits
+            torch.testing.assert_close(batched[row: row + 1], alone, rtol=0, atol=1e-5)
+
+
+def test_deterministic_under_a_seed(family):
+    input_ids, attention_mask = random_batch(family.tiny["vocab_size"], [12, 20])
+    outputs = []
+    for _ in range(2):
+        torch.manual_seed(123)
+        model = family.classification_class(family.config(hidden_dropout_prob=0.1)).train()
+        outputs.append(model(input_ids, attention_mask=attention_mask).logits)  # dropout drawn from the seed too
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=0)
+
+
+def test_every_trainable_parameter_gets_a_gradient(family):
+    model = _classifier(family).train()
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [15, 9, 21])
+    loss = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 2, 1])).loss
+    loss.backward()
+    missing = [name for name, p in model.named_parameters()
+               if p.requires_grad and (p.grad is None or not torch.any(p.grad != 0))]
+    assert not missing, f"no gradient reaches {missing}"
+
+
+def test_one_trainer_step_on_cpu(family, tmp_path):
+    model = _classifier(family).train()
+    before = copy.deepcopy(model.state_dict())
+    rows = []
+    for length, label in ((13, 0), (29, 1), (8, 2), (17, 1)):
+        input_ids, attention_mask = random_batch(model.config.vocab_size, [length], seed=length)
+        rows.append({"input_ids": input_ids[0].tolist(), "attention_mask": attention_mask[0].tolist(), "label": label})
+
+    def collate(features):
+        n = max(len(f["input_ids"]) for f in features)
+        pad = lambda values: values + [0] * (n - len(values))  # noqa: E731
+        return {
+            "input_ids": torch.tensor([pad(f["input_ids"]) for f in features]),
+            "attention_mask": torch.tensor([pad(f["attention_mask"]) for f in features]),
+            "labels": torch.tensor([f["label"] for f in features]),
+        }
+
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, use_cpu=True,
+                             report_to="none", learning_rate=1e-2, save_strategy="no")
+    result = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate).train()
+    assert torch.isfinite(torch.tensor(result.training_loss))
+    changed = [name for name, value in model.state_dict().items() if not torch.equal(value, before[name])]
+    assert changed, "the Trainer step changed no weight"
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(family):
+    input_ids, attention_mask = random_batch(family.tiny["vocab_size"], [19, 12])
+    labels = torch.tensor([1, 0])
+    gradients = []
+    for checkpointing in (False, True):
+        model = _classifier(family).train()
+        if checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            assert model.is_gradient_checkpointing
+        model(input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
+    assert gradients[0].keys() == gradients[1].keys()
+    for name in gradients[0]:
+        torch.testing.assert_close(gradients[0][name], gradients[1][name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_return_dict_false_tuple_equals_dataclass(family):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [10, 6])
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        as_dict = model(input_ids, attention_mask=attention_mask, labels=labels, output_hidden_states=True)
+        as_tuple = model(input_ids, attention_mask=attention_mask, labels=labels, output_hidden_states=True,
+                         return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    expected = as_dict.to_tuple()
+    assert len(as_tuple) == len(expected)
+    for got, want in zip(as_tuple, expected):
+        if isinstance(want, tuple):
+            for g, w in zip(got, want):
+                torch.testing.assert_close(g, w, rtol=0, atol=0)
+        else:
+            torch.testing.assert_close(got, want, rtol=0, atol=0)
+    base = family.base_class(model.config).eval()
+    with torch.no_grad():
+        base_tuple = base(input_ids, attention_mask=attention_mask, return_dict=False)
+        base_dict = base(input_ids, attention_mask=attention_mask)
+    torch.testing.assert_close(base_tuple[0], base_dict.last_hidden_state, rtol=0, atol=0)
+
+
+def test_bf16_autocast_forward(family):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [300, 120])
+    with torch.no_grad():
+        reference = model(input_ids, attention_mask=attention_mask).logits
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(input_ids, attention_mask=attention_mask).logits
+    assert torch.isfinite(logits).all()
+    torch.testing.assert_close(logits.float(), reference, rtol=0.05, atol=0.05)
+
+
+def test_fp16_half_forward_on_4096_tokens(family):
+    model = _classifier(family).half()
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [4096, 3000])
+    with torch.no_grad():
+        outputs = model(input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        reference = _classifier(family)(input_ids, attention_mask=attention_mask).logits
+    assert outputs.logits.dtype == torch.float16
+    assert torch.isfinite(outputs.logits).all()
+    assert all(torch.isfinite(h).all() for h in outputs.hidden_states)
+    torch.testing.assert_close(outputs.logits.float(), reference, rtol=0.02, atol=0.02)
+
+
+# --- bad input -----------------------------------------------------------------------------------------------------
+
+
+def test_empty_batch_raises(family):
+    model = _classifier(family)
+    with pytest.raises(ValueError, match="empty"):
+        model(torch.zeros((0, 5), dtype=torch.long))
+    with pytest.raises(ValueError, match="empty"):
+        model(torch.zeros((2, 0), dtype=torch.long))
+
+
+def test_all_padding_row_raises(family):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [5, 5])
+    attention_mask[1] = 0
+    with pytest.raises(ValueError, match=r"Rows \[1\].*no real token"):
+        model(input_ids, attention_mask=attention_mask)
+
+
+def test_wrong_label_shape_raises(family):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [5, 7])
+    with pytest.raises(ValueError, match="labels"):
+        model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="labels"):
+        model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 7]))
+    multi = _classifier(family, problem_type="multi_label_classification")
+    with pytest.raises(ValueError, match="multi-hot"):
+        multi(input_ids, attention_mask=attention_mask, labels=torch.ones(2, 5))
+
+
+def test_out_of_vocabulary_ids_and_bad_mask_raise(family):
+    model = _classifier(family)
+    input_ids, attention_mask = random_batch(model.config.vocab_size, [5, 7])
+    with pytest.raises(ValueError, match="vocab"):
+        model(input_ids + model.config.vocab_size, attention_mask=attention_mask)
+    with pytest.raises(ValueError, match="attention_mask"):
+        model(input_ids, attention_mask=attention_mask[:, :3])
+    with pytest.raises(ValueError, match="input_ids"):
+        model(input_ids[0])
+
+
+def test_invalid_config_values_raise(family):
+    for kwargs, fragment in family.invalid:
+        with pytest.raises(ValueError, match=fragment):
+            family.config(**kwargs)
+
+
+@pytest.mark.slow
+def test_two_process_ddp_trainer_run(family, tmp_path):
+    """torchrun --nproc_per_node 2 with gloo on CPU: a few Trainer steps, both ranks finish with equal weights."""
+    script = os.path.join(os.path.dirname(__file__), "ddp_train.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+               script, family.name, str(tmp_path)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    weights = [load_file(str(tmp_path / f"rank{rank}.safetensors")) for rank in (0, 1)]
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
