@@ -1,0 +1,114 @@
+"""`hf-longdoc` end to end: train, evaluate, pipeline, push --dry-run, bench, and clear errors."""
+
+import json
+import os
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+from hf_longdoc.cli import main
+from hf_longdoc.data import make_long_document_task
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A Contextualizer trained for a few steps on a small built-in task through the CLI."""
+    output = tmp_path_factory.mktemp("cli") / "model"
+    code = main(["train", "--model", "contextualizer", "--output-dir", str(output), "--task-size", "40",
+                 "--epochs", "1", "--max-length", "2048", "--vocab-size", "3000",
+                 "--config", "hidden_size=32", "rank=24", "num_hidden_layers=2"])
+    assert code == 0
+    return output
+
+
+def test_train_writes_model_tokenizer_metrics_and_card(trained):
+    files = set(os.listdir(trained))
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.json",
+            "README.md", "modeling_contextualizer.py", "configuration_contextualizer.py"} <= files
+    assert not any(name.startswith("checkpoint-") for name in files)
+    metrics = json.loads((trained / "metrics.json").read_text())
+    assert {"accuracy", "macro_f1", "micro_f1"} <= set(metrics["test"])
+    config = json.loads((trained / "config.json").read_text())
+    assert config["hidden_size"] == 32 and config["id2label"]["0"] == "topic_0"
+    card = (trained / "README.md").read_text()
+    assert "Contextualizer: Connecting the Dots of Context" in card and "trust_remote_code=True" in card
+    assert "accuracy" in card and "10.3390/info13060290" in card
+
+
+def test_pipeline_reads_long_documents_without_silent_truncation(trained):
+    tokenizer = AutoTokenizer.from_pretrained(trained)
+    assert tokenizer.model_max_length == 2048  # what the model was trained to read
+    text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=9)["test"]["text"][0]
+    encoded = tokenizer(text, return_tensors="pt")
+    assert encoded["input_ids"].shape[1] > 512
+    classifier = pipeline("text-classification", model=str(trained), top_k=None)
+    result = classifier(text)
+    rows = result[0] if isinstance(result[0], list) else result
+    scores = {row["label"]: row["score"] for row in rows}
+    model = AutoModelForSequenceClassification.from_pretrained(trained).eval()
+    with torch.no_grad():
+        full = model(**encoded).logits.softmax(-1)[0]
+        cut = model(**tokenizer(text, truncation=True, max_length=512, return_tensors="pt")).logits.softmax(-1)[0]
+    assert not torch.allclose(full, cut)  # the test can tell the whole document from its first 512 tokens
+    for i, label in model.config.id2label.items():
+        assert scores[label] == pytest.approx(full[i].item(), abs=1e-5)
+
+
+def test_evaluate_command(trained, capsys):
+    assert main(["evaluate", str(trained), "--split", "validation"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert 0.0 <= metrics["accuracy"] <= 1.0 and "macro_f1" in metrics
+
+
+def test_push_dry_run_writes_the_upload_folder(trained, tmp_path, capsys):
+    staging = tmp_path / "upload"
+    assert main(["push", str(trained), "--repo-id", "someone/ctx-test", "--dry-run", "--dry-run-dir", str(staging)]) == 0
+    out = capsys.readouterr().out
+    assert "Dry run" in out and "model.safetensors" in out and "README.md" in out
+    assert "someone/ctx-test" in (staging / "README.md").read_text()
+    assert AutoModelForSequenceClassification.from_pretrained(staging).config.num_labels == 4
+
+
+def test_bench_writes_table_csv_and_plot(tmp_path, capsys):
+    prefix = tmp_path / "bench"
+    assert main(["bench", "--models", "contextualizer,bert", "--lengths", "64,128", "--hidden-size", "32",
+                 "--num-layers", "2", "--num-heads", "2", "--repeats", "2", "--output", str(prefix)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup vs bert" in out and "contextualizer" in out
+    assert (tmp_path / "bench.png").stat().st_size > 1000
+    rows = (tmp_path / "bench.csv").read_text().splitlines()
+    assert len(rows) == 5 and rows[0].startswith("model,length,seconds,peak_mib")
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--model", "transformer-xl", "--output-dir", "x"], "Unknown model family"),
+    (["train", "--dataset", "/nonexistent/data.jsonl", "--output-dir", "x"], "does not exist"),
+    (["train", "--config", "hidden_size", "--output-dir", "x"], "key=value"),
+    (["bench", "--models", "gpt9"], "Unknown model"),
+    (["bench", "--lengths", "1k"], "--lengths"),
+    (["evaluate", "/nonexistent-model"], "not a saved model folder"),
+    (["push", "/nonexistent-model", "--repo-id", "a/b", "--dry-run"], "not a saved model folder"),
+])
+def test_clear_errors(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_missing_column_is_a_clear_error(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps({"body": "x y z", "label": "a"}) for _ in range(20)))
+    assert main(["train", "--dataset", str(data), "--output-dir", str(tmp_path / "out")]) == 2
+    assert "--text-column" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_contextualizer_beats_chance_with_evidence_at_the_end(tmp_path):
+    """The issue's check, scaled to CI: evidence past token 512, and the model still finds it."""
+    from hf_longdoc.training import train
+
+    metrics = train(model="contextualizer", output_dir=str(tmp_path / "m"), task_size=300, epochs=3,
+                    evidence="end", baseline=True)
+    assert metrics["truncating_baseline_tfidf"]["first_512"] < 0.4  # chance is 0.25
+    assert metrics["test"]["accuracy"] > 0.7, metrics["test"]

@@ -1,0 +1,144 @@
+"""The built-in long-document task, real-data loading, tokenizer fitting and metrics."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from hf_longdoc.data import (
+    DatasetError,
+    fit_wordpiece_tokenizer,
+    load_text_classification_dataset,
+    make_long_document_task,
+)
+from hf_longdoc.metrics import compute_metrics_fn, load_metric
+from hf_longdoc.training import truncating_baseline
+
+
+def _small_task(evidence, seed=0):
+    return make_long_document_task(num_labels=4, train_size=240, validation_size=20, test_size=160,
+                                   evidence=evidence, seed=seed)
+
+
+def test_task_is_seeded_and_shaped():
+    a = make_long_document_task(train_size=5, validation_size=2, test_size=3, seed=3)
+    b = make_long_document_task(train_size=5, validation_size=2, test_size=3, seed=3)
+    assert a["train"]["text"] == b["train"]["text"] and a["test"]["label"] == b["test"]["label"]
+    assert {name: len(split) for name, split in a.items()} == {"train": 5, "validation": 2, "test": 3}
+    words = [len(text.split()) for text in a["train"]["text"]]
+    assert min(words) >= 800 and max(words) <= 3000
+    assert a["train"].features["label"].names == ["topic_0", "topic_1", "topic_2", "topic_3"]
+
+
+def _evidence_positions(data):
+    """Relative word positions of the class-specific words (words that occur in only one class)."""
+    by_class = {}
+    for text, label in zip(data["train"]["text"], data["train"]["label"]):
+        for word in set(re.findall(r"\w+", text.lower())):
+            by_class.setdefault(word, set()).add(label)
+    positions = []
+    for text in data["train"]["text"]:
+        words = re.findall(r"\w+", text.lower())
+        positions += [i / len(words) for i, w in enumerate(words) if len(by_class[w]) == 1 and len(words) > 0]
+    return np.array(positions), words
+
+
+@pytest.mark.parametrize("evidence,window", [("start", (0.0, 0.2)), ("middle", (0.4, 0.6)), ("end", (0.8, 1.0))])
+def test_evidence_sits_at_the_requested_depth(evidence, window):
+    data = make_long_document_task(train_size=60, validation_size=2, test_size=2, evidence=evidence,
+                                   vocabulary_size=800, seed=1)
+    positions, _ = _evidence_positions(data)
+    assert len(positions) > 60
+    assert np.all(positions >= window[0] - 0.01) and np.all(positions <= window[1] + 0.01)
+
+
+def test_end_evidence_defeats_a_512_token_reader_but_not_the_full_text():
+    scores = truncating_baseline(_small_task("end"))
+    assert scores["first_512"] < 0.40, scores  # chance is 0.25
+    assert scores["full_text"] > 0.95, scores
+
+
+def test_start_evidence_is_visible_in_the_first_512_tokens():
+    assert truncating_baseline(_small_task("start"))["first_512"] > 0.95
+
+
+def test_invalid_task_arguments():
+    with pytest.raises(ValueError, match="evidence"):
+        make_long_document_task(evidence="late")
+    with pytest.raises(ValueError, match="min_words"):
+        make_long_document_task(min_words=900, max_words=800)
+
+
+def _write_jsonl(path, rows):
+    path.write_text("\n".join(json.dumps(row) for row in rows))
+    return str(path)
+
+
+def test_load_local_jsonl_creates_stratified_splits(tmp_path):
+    rows = [{"body": f"document number {i} " * 5, "topic": ["sport", "tech"][i % 2]} for i in range(100)]
+    data, names, multi_label = load_text_classification_dataset(
+        _write_jsonl(tmp_path / "d.jsonl", rows), text_column="body", label_column="topic")
+    assert names == ["sport", "tech"] and not multi_label
+    assert set(data) == {"train", "validation", "test"}
+    assert sum(len(split) for split in data.values()) == 100
+    assert data["train"].column_names == ["text", "label"]
+    assert sorted(set(data["test"]["label"])) == [0, 1]
+    assert abs(np.mean(data["test"]["label"]) - 0.5) < 0.1  # stratified
+
+
+def test_load_csv_and_multilabel_lists(tmp_path):
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text("text,label\n" + "\n".join(f"words {i},{'a' if i % 3 else 'b'}" for i in range(60)))
+    data, names, multi_label = load_text_classification_dataset(str(csv_path))
+    assert names == ["a", "b"] and not multi_label
+    rows = [{"text": f"claim {i}", "label": [["A01B"], ["G06Q", "A01B"], ["H04L"]][i % 3]} for i in range(60)]
+    data, names, multi_label = load_text_classification_dataset(_write_jsonl(tmp_path / "m.jsonl", rows))
+    assert multi_label and names == ["A01B", "G06Q", "H04L"]
+    assert all(len(vector) == 3 and set(vector) <= {0.0, 1.0} for vector in data["train"]["label"])
+
+
+def test_loading_errors_are_clear(tmp_path):
+    with pytest.raises(DatasetError, match="does not exist"):
+        load_text_classification_dataset(str(tmp_path / "missing.jsonl"))
+    bad = tmp_path / "data.txt"
+    bad.write_text("hello")
+    with pytest.raises(DatasetError, match="extension"):
+        load_text_classification_dataset(str(bad))
+    rows = [{"text": "x", "label": "a"}] * 10
+    with pytest.raises(DatasetError, match="--label-column"):
+        load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows), label_column="topic")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{not json")
+    with pytest.raises(DatasetError, match="Could not read"):
+        load_text_classification_dataset(str(broken))
+
+
+def test_wordpiece_tokenizer_fits_fast_and_round_trips(tmp_path):
+    texts = make_long_document_task(train_size=30, validation_size=1, test_size=1)["train"]["text"]
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=2000, model_max_length=1024)
+    assert tokenizer.pad_token_id == 0 and tokenizer.model_input_names == ["input_ids", "attention_mask"]
+    encoded = tokenizer(texts[0])
+    assert len(encoded["input_ids"]) > 1024 and "token_type_ids" not in encoded
+    assert tokenizer.decode(encoded["input_ids"], skip_special_tokens=True).split()[:5] == texts[0].lower().split()[:5]
+    tokenizer.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    loaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert loaded(texts[1])["input_ids"] == tokenizer(texts[1])["input_ids"] and loaded.model_max_length == 1024
+
+
+def test_metrics_modules_load_offline_and_compute():
+    result = load_metric("classification").compute(predictions=[0, 1, 2, 2], references=[0, 1, 1, 2])
+    assert result["accuracy"] == 0.75 and 0 < result["macro_f1"] < 1
+    result = load_metric("multilabel").compute(predictions=[[0.9, 0.35, 0.1], [0.2, 0.8, 0.29]],
+                                               references=[[1, 0, 0], [0, 1, 1]], threshold=0.3)
+    assert result["micro_precision"] == pytest.approx(2 / 3) and result["micro_recall"] == pytest.approx(2 / 3)
+
+    class Prediction:
+        predictions = np.array([[2.0, -1.0], [-1.0, 3.0]])
+        label_ids = np.array([[1.0, 0.0], [1.0, 1.0]])
+
+    assert compute_metrics_fn(multi_label=True, threshold=0.3)(Prediction())["micro_recall"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="Unknown metric"):
+        load_metric("bleu")
