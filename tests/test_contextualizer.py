@@ -151,3 +151,12 @@ def test_paper_sizes_match_table_2(size, target):
     without_embeddings = sum(p.numel() for name, p in model.named_parameters() if "word_embeddings" not in name)
     assert config.hidden_size == 128 and config.num_hidden_layers == 5
     assert abs(without_embeddings - target) / target < 0.01, without_embeddings
+
+
+def test_softmax_tail_is_flushed_instead_of_left_subnormal():
+    """A learned s makes most of Eq. 1's tail subnormal; those slow CPU matmuls ~20x and are flushed to 0."""
+    mask = torch.ones(1, 3000, dtype=torch.bool)
+    np_i = positional_encoding(mask, torch.full((8,), 0.05))
+    tiny = torch.finfo(torch.float32).tiny
+    assert not torch.any((np_i > 0) & (np_i < tiny))
+    torch.testing.assert_close(np_i.sum(dim=1) / 3000, torch.ones(1, 8))  # the mass is all still there
