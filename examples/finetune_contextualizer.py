@@ -8,10 +8,15 @@ the documents short, build the model through the Auto classes, train with Traine
 
 import argparse
 
-import hf_longdoc  # noqa: F401  (registers the model types with the Auto classes)
-from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer
-from transformers import TrainingArguments
+from transformers import (
+                              AutoConfig,
+                              AutoModelForSequenceClassification,
+                              DataCollatorWithPadding,
+                              Trainer,
+                              TrainingArguments,
+)
 
+import hf_longdoc  # noqa: F401  (registers the model types with the Auto classes)
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_text_classification_dataset
 from hf_longdoc.metrics import compute_metrics_fn
 

@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 import torch
-from conftest import random_batch
 from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
@@ -17,6 +16,8 @@ from transformers import (
     Trainer,
     TrainingArguments,
 )
+
+from conftest import random_batch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,7 +109,7 @@ def test_padded_batch_equals_each_document_alone(family, left_padding):
     input_ids, attention_mask = random_batch(model.config.vocab_size, lengths, left_padding=left_padding)
     with torch.no_grad():
         batched = model(input_ids, attention_mask=attention_mask).logits
-        for row, length in enumerate(lengths):
+        for row in range(len(lengths)):
             keep = attention_mask[row].bool()
             alone = model(input_ids[row, keep][None]).logits
             torch.testing.assert_close(batched[row: row + 1], alone, rtol=0, atol=1e-5)

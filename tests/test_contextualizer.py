@@ -1,11 +1,11 @@
-"""The Contextualizer's equations (paper 001, Section 2) checked on small tensors against a direct loop implementation."""
+"""The Contextualizer's equations (paper 001, Section 2) checked on small tensors against a direct loop version."""
 
 import math
 
 import pytest
 import torch
-from conftest import random_batch
 
+from conftest import random_batch
 from hf_longdoc import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
 from hf_longdoc.modeling.contextualizer.modeling_contextualizer import positional_encoding
 

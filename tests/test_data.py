@@ -142,3 +142,11 @@ def test_metrics_modules_load_offline_and_compute():
     assert compute_metrics_fn(multi_label=True, threshold=0.3)(Prediction())["micro_recall"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="Unknown metric"):
         load_metric("bleu")
+
+
+def test_empty_documents_are_dropped_with_a_warning(tmp_path, caplog):
+    rows = [{"text": "" if i % 10 == 0 else "   " if i % 10 == 1 else f"words {i}", "label": i % 2} for i in range(80)]
+    with caplog.at_level("WARNING"):
+        data, _, _ = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
+    assert sum(len(split) for split in data.values()) == 64
+    assert "empty or missing text" in caplog.text

@@ -1,9 +1,9 @@
 """Transformers' own common model tests (`ModelTesterMixin`, `ConfigTester`) run against every hf_longdoc family.
 
 The transformers wheel ships no tests, so the test files of the installed version are taken from its source
-distribution (`pip download --no-binary :all: --no-deps`), cached, and given stand-ins for the three modules the sdist
-lacks. Skipped cleanly when PyPI cannot be reached. Tests of the mixin that do not apply to a family are skipped with the
-reason in `NOT_APPLICABLE`; everything else must pass, and the record of what passes is the pytest report itself.
+distribution (`pip download --no-binary :all: --no-deps`), cached, and given stand-ins for the three modules the
+sdist lacks. Skipped cleanly when PyPI cannot be reached. Tests of the mixin that do not apply to a family are skipped
+with the reason in `NOT_APPLICABLE`; everything else must pass (record: docs/transformers_common_tests.md).
 """
 
 import importlib
@@ -35,7 +35,8 @@ STAND_INS = {
         "config_common_kwargs = {\n"
         "    'return_dict': False, 'output_hidden_states': True, 'dtype': 'float16',\n"
         "    'id2label': {0: 'label'}, 'label2id': {'label': '0'}, 'problem_type': 'regression',\n"
-        "    'architectures': ['BertModel'], 'finetuning_task': 'translation', 'tokenizer_class': 'BertTokenizerFast',\n"
+        "    'architectures': ['BertModel'], 'finetuning_task': 'translation',\n"
+        "    'tokenizer_class': 'BertTokenizerFast',\n"
         "    'prefix': 'prefix', 'bos_token_id': 6, 'eos_token_id': 8, 'sep_token_id': 9,\n"
         "}\n"
     ),

@@ -109,7 +109,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
     for name in models:
         if name not in BASELINES and name not in FAMILIES:
-            raise ValueError(f"Unknown model {name!r} for bench; choose from {', '.join(sorted(FAMILIES) + list(BASELINES))}.")
+            known = ", ".join(sorted(FAMILIES) + list(BASELINES))
+            raise ValueError(f"Unknown model {name!r} for bench; choose from {known}.")
     if any(length < 8 for length in lengths):
         raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -137,7 +138,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
 def format_table(rows):
     """The rows as an aligned text table, with the growth from the shortest length per model."""
     ratio_keys = [key for key in rows[0] if key.startswith("speedup_vs_")] if rows else []
-    header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"] + [key.replace("_", " ") for key in ratio_keys]
+    header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
+    header += [key.replace("_", " ") for key in ratio_keys]
     shortest = {}
     for row in rows:
         shortest.setdefault(row["model"], row["seconds"])

@@ -69,7 +69,8 @@ def _run_demo(args):
     baseline = metrics["truncating_baseline_tfidf"]
     print()
     print("Built-in long-document task, label evidence in the last 20% of each 800-3000-word document:")
-    print(f"  {args.model} (reads up to {metrics['max_length']} tokens)  test accuracy {metrics['test']['accuracy']:.3f}")
+    accuracy = metrics["test"]["accuracy"]
+    print(f"  {args.model} (reads up to {metrics['max_length']} tokens)  test accuracy {accuracy:.3f}")
     print(f"  TF-IDF + logistic regression, first 512 tokens   test accuracy {baseline['first_512']:.3f}")
     print(f"  TF-IDF + logistic regression, full text          test accuracy {baseline['full_text']:.3f}")
     print(f"Model saved to {os.path.abspath(args.output_dir)}")

@@ -43,7 +43,8 @@ def load_task(dataset=None, text_column="text", label_column="label", seed=42, e
     if dataset in (None, BUILTIN_TASK):
         kwargs = {"evidence": evidence, "seed": seed}
         if task_size:
-            kwargs.update(train_size=task_size, validation_size=max(task_size // 5, 20), test_size=max(task_size // 2, 40))
+            kwargs.update(train_size=task_size, validation_size=max(task_size // 5, 20),
+                          test_size=max(task_size // 2, 40))
         data = make_long_document_task(**kwargs)
         return data, data["train"].features["label"].names, False, f"built-in long-document task (evidence={evidence})"
     data, names, multi_label = load_text_classification_dataset(dataset, text_column, label_column, seed=seed)
@@ -150,6 +151,7 @@ def train(
     Writes the model (safetensors + config + source files), the tokenizer, `metrics.json` and a model card; returns the
     metrics dict. `baseline=True` adds the 512-token truncating TF-IDF baseline to the metrics.
     """
+    get_family(model)  # an unknown family fails before any data is made
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)

@@ -5,11 +5,13 @@ multi-hot list for multi-label data (a column whose values are lists of label na
 `train`, seeded and stratified when the labels allow it.
 """
 
+import logging
 import os
 
 import datasets
 from datasets import ClassLabel, DatasetDict, Sequence, Value
 
+logger = logging.getLogger(__name__)
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
@@ -84,7 +86,8 @@ def _normalise_columns(dataset, text_column, label_column):
 
 def _split(dataset, name, fraction, seed, stratify):
     try:
-        parts = dataset.train_test_split(test_size=fraction, seed=seed, stratify_by_column="label" if stratify else None)
+        stratify_by = "label" if stratify else None
+        parts = dataset.train_test_split(test_size=fraction, seed=seed, stratify_by_column=stratify_by)
     except ValueError:  # a class too rare to stratify
         parts = dataset.train_test_split(test_size=fraction, seed=seed)
     return parts["train"], parts["test"]
@@ -102,6 +105,11 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     if "validation" not in raw and "dev" in raw:
         raw["validation"] = raw.pop("dev")
     dataset, names, multi_label = _normalise_columns(raw, text_column, label_column)
+    for split, part in dataset.items():
+        kept = part.filter(lambda example: isinstance(example["text"], str) and example["text"].strip() != "")
+        if len(kept) < len(part):
+            logger.warning("%s: dropped %d documents with empty or missing text.", split, len(part) - len(kept))
+            dataset[split] = kept
     if len(dataset["train"]) == 0:
         raise DatasetError(f"Dataset {source!r} has an empty `train` split.")
     splits = {"train": dataset["train"]}

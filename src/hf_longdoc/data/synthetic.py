@@ -28,10 +28,8 @@ def pseudo_words(count, rng):
     words = set()
     while len(words) < count:
         syllables = rng.integers(1, 4)
-        words.add("".join(
-            _ONSETS[rng.integers(len(_ONSETS))] + _VOWELS[rng.integers(len(_VOWELS))] + _CODAS[rng.integers(len(_CODAS))]
-            for _ in range(syllables)
-        ))
+        pick = lambda parts: parts[rng.integers(len(parts))]  # noqa: E731
+        words.add("".join(pick(_ONSETS) + pick(_VOWELS) + pick(_CODAS) for _ in range(syllables)))
     words = sorted(words)
     rng.shuffle(words)
     return words

@@ -5,8 +5,7 @@ An `evaluate` module shipped inside hf_longdoc and loaded by local path, so it w
 
 import datasets
 import evaluate
-from sklearn.metrics import accuracy_score
-from sklearn.metrics import f1_score
+from sklearn.metrics import accuracy_score, f1_score
 
 _DESCRIPTION = "Accuracy, macro-averaged F1 and micro-averaged F1 of predicted class ids against reference ids."
 _KWARGS_DESCRIPTION = """

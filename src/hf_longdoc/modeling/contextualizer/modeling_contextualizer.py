@@ -51,7 +51,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     if shape[0] == 0 or shape[1] == 0:
         raise ValueError(f"Got an empty batch of shape {shape}: pass at least one document with at least one token.")
     if attention_mask is None:
-        return torch.ones(shape, dtype=torch.bool, device=(input_ids if input_ids is not None else inputs_embeds).device)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        return torch.ones(shape, dtype=torch.bool, device=device)
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
     mask = attention_mask.bool()
@@ -74,14 +75,14 @@ def positional_encoding(mask, s):
     p = logits.softmax(dim=1)  # (b, n, m), Σ_i p(i)_j = 1
     n_real = mask.sum(dim=1, keepdim=True).float()[:, :, None]  # (b, 1, 1)
     np_i = p * n_real  # mean 1 over the real positions, at least 1 at the peak
-    # Once s is learned, i·s_j spans hundreds and the softmax tail is full of subnormal floats, on which CPU matmuls run
-    # ~20x slower (measured: 6.5 s -> 0.33 s per training step of 8 × 3000 tokens). Their share of any sum is below 1e-20 of the peak's,
-    # far under fp32 resolution, so they are flushed to zero.
+    # Once s is learned, i·s_j spans hundreds and the softmax tail is full of subnormal floats, on which CPU matmuls
+    # run ~20x slower (measured: 6.5 s -> 0.33 s per training step of 8 × 3000 tokens). Their share of any sum is
+    # below 1e-20 of the peak's, far under fp32 resolution, so they are flushed to zero.
     return np_i.masked_fill(np_i < 1e-20, 0.0)
 
 
 def fp32_layer_norm(layer_norm, z):
-    """LayerNorm in fp32 whatever the parameter dtype or autocast state (Eq. 7 runs on a sum over thousands of tokens)."""
+    """LayerNorm in fp32 whatever the parameter dtype or autocast (Eq. 7 normalises a sum over thousands of tokens)."""
     weight = layer_norm.weight.float()
     bias = layer_norm.bias.float()
     with torch.autocast(device_type=z.device.type, enabled=False):
