@@ -67,14 +67,22 @@ def _architecture(config):
     keys = ("hidden_size", "rank", "num_hidden_layers", "num_attention_heads", "vocab_size", "default_context",
             "max_position_embeddings", "num_labels", "problem_type")
     rows = [f"| `{key}` | `{getattr(config, key)}` |" for key in keys if getattr(config, key, None) is not None]
+    rows.append(f"| labels | {', '.join(config.id2label[i] for i in range(config.num_labels))} |")
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
 def _evaluation(metrics):
     if not metrics:
         return "No evaluation was recorded."
-    rows = [f"| {name} | {value:.4f} |" for name, value in sorted(metrics.items()) if isinstance(value, (int, float))]
+    timing = ("runtime", "per_second")
+    rows = [f"| {name} | {value:.4f} |" for name, value in sorted(metrics.items())
+            if isinstance(value, (int, float)) and not any(word in name for word in timing)]
     return "Test split:\n\n| metric | value |\n|---|---|\n" + "\n".join(rows)
+
+
+def _is_hub_id(name):
+    """`user/name` of the Hub, as opposed to a local file (which has an extension or exists)."""
+    return bool(name) and name.count("/") == 1 and not os.path.splitext(name)[1] and not os.path.exists(name)
 
 
 def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, training_data=None):
@@ -92,7 +100,7 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         library_name="transformers",
         pipeline_tag="text-classification",
         tags=["hf_longdoc", family.name, "long-document-classification"],
-        datasets=[dataset_name] if dataset_name and "/" in dataset_name else None,
+        datasets=[dataset_name] if _is_hub_id(dataset_name) else None,
         model_name=repo_id.split("/")[-1],
     )
     limits = (
