@@ -3,8 +3,12 @@
 import json
 import logging
 import os
+import re
+import shutil
 
 import numpy as np
+import torch
+from datasets import DatasetDict
 from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
@@ -87,7 +91,6 @@ def truncating_baseline(data, multi_label=False, max_tokens=512):
     from sklearn.multiclass import OneVsRestClassifier
 
     token_pattern = r"(?u)\b\w+\b"
-    import re
 
     def first_tokens(text):
         return " ".join(re.findall(token_pattern, text)[:max_tokens])
@@ -185,7 +188,7 @@ def train(
         seed=seed,
         data_seed=seed,
         report_to=report_to,
-        use_cpu=not _cuda_available(),
+        use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0,
     )
     trainer = Trainer(
@@ -218,8 +221,6 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name):
     tokenizer.save_pretrained(output_dir)
     for name in os.listdir(output_dir):
         if name.startswith("checkpoint-"):
-            import shutil
-
             shutil.rmtree(os.path.join(output_dir, name))
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
@@ -238,11 +239,11 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     if list(label_names) != known:
         raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
                          "`--label-column` and dataset the model was trained on.")
-    encoded = tokenize(data.__class__({split: data[split]}), tokenizer, max_length or tokenizer.model_max_length)
+    encoded = tokenize(DatasetDict({split: data[split]}), tokenizer, max_length or tokenizer.model_max_length)
     trainer = Trainer(
         model=model,
         args=TrainingArguments(output_dir=os.path.join(model_dir, "_eval"), per_device_eval_batch_size=batch_size,
-                               report_to="none", use_cpu=not _cuda_available()),
+                               report_to="none", use_cpu=not torch.cuda.is_available()),
         data_collator=DataCollatorWithPadding(tokenizer),
         compute_metrics=compute_metrics_fn(multi_label or model.config.problem_type == "multi_label_classification",
                                            threshold),
@@ -250,8 +251,3 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     result = trainer.evaluate(encoded[split], metric_key_prefix=split)
     return {key[len(split) + 1:]: value for key, value in result.items()}
 
-
-def _cuda_available():
-    import torch
-
-    return torch.cuda.is_available()
