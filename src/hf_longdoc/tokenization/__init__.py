@@ -1,0 +1,5 @@
+"""Tokenizers: the byte-level elementwise tokenizer."""
+
+from .tokenization_elementwise import ElementwiseTokenizer
+
+__all__ = ["ElementwiseTokenizer"]
