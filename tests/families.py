@@ -1,26 +1,87 @@
-"""The registry the conformance suite is parametrised over: one entry per family, tiny awkward sizes."""
+"""The registry the conformance suite is parametrised over: one entry per family (and backbone), tiny awkward sizes."""
 
 from dataclasses import dataclass, field
+
+import torch
 
 import hf_longdoc
 
 
 @dataclass
 class FamilyCase:
-    name: str
+    name: str  # the test id
+    family: str  # the hf_longdoc family
     config_class: type
     base_class: type
     classification_class: type
     tiny: dict  # config kwargs of a tiny model (odd sizes so a hard-coded dimension fails)
     invalid: list = field(default_factory=list)  # (kwargs, fragment of the error message)
+    granularity: int = 1  # input lengths come in multiples of this (elements per material)
+    first_id: int = 1  # smallest id a random document uses (pad is 0)
+    left_padding: bool = True  # whether left padding gives the same logits (absolute-position backbones: no)
+    max_length: int = 4096  # longest input the tiny config takes
+    mixin_skips: dict = field(default_factory=dict)  # Transformers common tests that do not apply, with the reason
+    unused_parameters: tuple = ()  # prefixes of parameters a classifier never uses (by the backbone's design)
 
     def config(self, **overrides):
         return self.config_class(**{**self.tiny, **overrides})
+
+    @property
+    def vocab_size(self):
+        return self.config().vocab_size
+
+    def batch(self, lengths, seed=0, left_padding=False):
+        """input_ids/attention_mask of random documents of (about) the given lengths, padded to the longest."""
+        g = self.granularity
+        lengths = [max(g, -(-length // g) * g) for length in lengths]
+        generator = torch.Generator().manual_seed(seed)
+        n = max(lengths)
+        input_ids = torch.zeros((len(lengths), n), dtype=torch.long)
+        attention_mask = torch.zeros((len(lengths), n), dtype=torch.long)
+        for row, length in enumerate(lengths):
+            span = slice(n - length, n) if left_padding else slice(0, length)
+            input_ids[row, span] = torch.randint(self.first_id, self.vocab_size, (length,), generator=generator)
+            attention_mask[row, span] = 1
+        return input_ids, attention_mask
+
+
+def _elementwise(backbone, unused_parameters=(), **backbone_settings):
+    settings = {"model_type": backbone, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
+                "intermediate_size": 37, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                "max_position_embeddings": 1024, **backbone_settings}
+    return FamilyCase(
+        name=f"elementwise-{backbone}",
+        family="elementwise",
+        config_class=hf_longdoc.ElementwiseConfig,
+        base_class=hf_longdoc.ElementwiseModel,
+        classification_class=hf_longdoc.ElementwiseForSequenceClassification,
+        tiny=dict(backbone_config=settings, elements_per_material=4, max_materials=1024, num_labels=3,
+                  embedding_dropout=0.0),
+        invalid=[
+            (dict(elements_per_material=3), "elements_per_material"),
+            (dict(elements_per_material=8), "attention heads"),
+            (dict(element_size=5), "element_size"),
+            (dict(mode="chars"), "mode"),
+            (dict(max_materials=5000), "max_materials"),
+            (dict(embedding_dropout=2.0), "embedding_dropout"),
+        ],
+        granularity=4,
+        first_id=4,
+        unused_parameters=unused_parameters,
+        left_padding=False,
+        mixin_skips={
+            "test_resize_tokens_embeddings": "the element vocabulary is fixed at 260 (4 special ids + 256 bytes)",
+            "test_resize_embeddings_untied": "the element vocabulary is fixed at 260 (4 special ids + 256 bytes)",
+            "test_inputs_embeds": "inputs are element ids; the backbone's inputs_embeds are the materials themselves",
+            "test_inputs_embeds_matches_input_ids": "as test_inputs_embeds",
+        },
+    )
 
 
 FAMILY_CASES = [
     FamilyCase(
         name="contextualizer",
+        family="contextualizer",
         config_class=hf_longdoc.ContextualizerConfig,
         base_class=hf_longdoc.ContextualizerModel,
         classification_class=hf_longdoc.ContextualizerForSequenceClassification,
@@ -34,7 +95,18 @@ FAMILY_CASES = [
             (dict(hidden_dropout_prob=1.5), "hidden_dropout_prob"),
             (dict(pad_token_id=500), "pad_token_id"),
         ],
+        mixin_skips={
+            "test_hidden_states_output": "hidden_states are the per-step context vectors c(k) of shape (batch, "
+                                         "hidden), not per-token states; tests/test_contextualizer.py checks them",
+        },
     ),
+    _elementwise("bert"),
+    _elementwise("albert", embedding_size=16),
+    # CANINE's pooler reads the molecules: the upsampling layers serve token outputs only (as in Transformers' own
+    # CanineForSequenceClassification).
+    _elementwise("canine", unused_parameters=("elementwise.backbone.projection.",
+                                              "elementwise.backbone.final_char_encoder."),
+                 downsampling_rate=2, num_hash_buckets=1024, max_position_embeddings=4096),
 ]
 
-assert {case.name for case in FAMILY_CASES} == set(hf_longdoc.FAMILIES), "every family needs a conformance entry"
+assert {case.family for case in FAMILY_CASES} == set(hf_longdoc.FAMILIES), "every family needs a conformance entry"

@@ -4,7 +4,7 @@ Importing the package registers every family with the Auto classes, so saved mod
 `AutoModelForSequenceClassification.from_pretrained(path)` and no `trust_remote_code`.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
 from .modeling import FAMILIES, get_family
 from .modeling.contextualizer import (
@@ -12,6 +12,8 @@ from .modeling.contextualizer import (
     ContextualizerForSequenceClassification,
     ContextualizerModel,
 )
+from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .tokenization import ElementwiseTokenizer
 
 __version__ = "0.1.0"
 
@@ -30,6 +32,7 @@ def _register(family):
 
 for _family in FAMILIES.values():
     _register(_family)
+AutoTokenizer.register(ElementwiseConfig, slow_tokenizer_class=ElementwiseTokenizer, exist_ok=True)
 
 __all__ = [
     "FAMILIES",
@@ -37,4 +40,8 @@ __all__ = [
     "ContextualizerConfig",
     "ContextualizerModel",
     "ContextualizerForSequenceClassification",
+    "ElementwiseConfig",
+    "ElementwiseModel",
+    "ElementwiseForSequenceClassification",
+    "ElementwiseTokenizer",
 ]

@@ -3,6 +3,7 @@
 from dataclasses import dataclass, field
 
 from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
+from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,7 @@ class Family:
     paper_citation: str
     summary: str
     defaults: dict = field(default_factory=dict)  # config overrides for `hf-longdoc train` (small, trains on CPU)
+    tokenizer: str = "wordpiece"  # what `hf-longdoc train` uses when no --tokenizer is given
 
     @property
     def classification_class(self):
@@ -43,6 +45,26 @@ FAMILIES = {
             "document representation. No maximum length."
         ),
         defaults={"hidden_size": 128, "rank": 256, "num_hidden_layers": 3},
+    ),
+    "elementwise": Family(
+        name="elementwise",
+        config_class=ElementwiseConfig,
+        model_class=ElementwiseModel,
+        heads={"AutoModelForSequenceClassification": ElementwiseForSequenceClassification},
+        paper_title="Elementwise Language Representation",
+        paper_citation=(
+            "@article{kim2023elementwise,\n"
+            "  title={Elementwise Language Representation},\n"
+            "  author={Kim, Dunam and Kim, Jeeeun},\n"
+            "  journal={arXiv preprint arXiv:2302.13475},\n  year={2023}\n}"
+        ),
+        summary=(
+            "Elementwise embedding: a 260 × c table of byte (element) embeddings replaces the token embeddings of a "
+            "Transformers encoder; v elements are concatenated into one w = v·c material (a word, or v raw bytes), "
+            "and the encoder, with h = v attention heads, reads u materials, i.e. u·v bytes at the cost of u tokens."
+        ),
+        defaults={},
+        tokenizer="elementwise",
     ),
 }
 

@@ -1,0 +1,197 @@
+"""Configuration of elementwise models (Kim & Kim, "Elementwise Language Representation", Sections 4.2, 5.2, Table 1).
+
+Self-contained (Hub rule): imports only transformers and the standard library.
+"""
+
+from transformers import AutoConfig, PretrainedConfig
+
+MODES = ("whitespace", "bytes", "vgram")
+ELEMENT_VOCAB_SIZE = 260  # PAD, CLS, SEP, MASK and the 256 byte values
+
+# Table 1 (EWE rows): u = 128 materials of v = 16 elements; w = v·c; h = v heads; BERT-base sized backbones.
+PAPER_BACKBONES = {
+    "bert": {"model_type": "bert", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 16,
+             "intermediate_size": 3072, "max_position_embeddings": 512},
+    "albert": {"model_type": "albert", "embedding_size": 128, "hidden_size": 768, "num_hidden_layers": 12,
+               "num_attention_heads": 16, "intermediate_size": 3072, "max_position_embeddings": 512},
+    "canine": {"model_type": "canine", "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 16,
+               "intermediate_size": 3072},
+}
+
+
+def input_embedding_size(backbone_config):
+    """What the backbone's `inputs_embeds` must be wide: ALBERT's factorised `embedding_size`, else `hidden_size`."""
+    return getattr(backbone_config, "embedding_size", None) or backbone_config.hidden_size
+
+
+class ElementwiseConfig(PretrainedConfig):
+    r"""
+    Configuration of an [`ElementwiseModel`]: an element embedding table of 260 × c replaces the backbone's token
+    embeddings; v elements are concatenated into one w = v·c material, which the backbone reads through
+    `inputs_embeds` with h = v attention heads. The defaults build a small BERT backbone that trains on CPU.
+
+    Args:
+        backbone_config (`dict` or `PretrainedConfig`, *optional*):
+            Config of any Transformers encoder whose model accepts `inputs_embeds` (BERT, ALBERT and CANINE are
+            tested). A dict needs a `model_type`. Default: a 4-layer BERT of width 256 with 8 heads.
+        elements_per_material (`int`, defaults to 8):
+            v, elements (bytes) per material. Must equal the backbone's heads (Section 4.1) unless
+            `allow_head_mismatch`.
+        element_size (`int`, *optional*):
+            c, the size of one element embedding; derived as w / v when unset, and checked against w when set.
+        max_materials (`int`, defaults to 512):
+            u, the most materials a document may have; the global focus table holds u·v positions.
+        mode (`str`, defaults to `"whitespace"`):
+            Must match the tokenizer's: `whitespace` or `bytes` feed elements as they are; `vgram` replaces every
+            element by the softmax-weighted sum of the v elements starting at it (Section 6.2).
+        use_focus_embeddings (`bool`, *optional*):
+            Add the global (per element position) and local (per position inside a material) focus embeddings of
+            Section 4.2. Default: on, except in `vgram` mode where the paper leaves them out.
+        embedding_dropout (`float`, defaults to 0.1):
+            Dropout on the materials before the backbone (Section 4.2).
+        use_embedding_layer_norm (`bool`, defaults to `True`):
+            LayerNorm on the materials before the backbone (Section 4.2).
+        allow_head_mismatch (`bool`, defaults to `False`):
+            Permit a backbone whose heads differ from v (the ablation of Section 6.2's footnote).
+        layer_norm_eps (`float`, defaults to 1e-12), initializer_range (`float`, defaults to 0.02):
+            As in BERT.
+        classifier_dropout (`float`, *optional*):
+            Dropout before the classification head; `embedding_dropout` when unset.
+        pooling (`str`, *optional*):
+            What the classification head reads: `"pooler"` (default: the backbone's pooled output, as Transformers'
+            BERT, ALBERT and CANINE classifiers do) or `"first_material"` (the final state of the first material; the
+            backbone is then built without its pooler). With CANINE, `"pooler"` reads the molecules, so the
+            upsampling layers get no gradient (DDP then needs `ddp_find_unused_parameters=True`), while
+            `"first_material"` uses every layer but is not padding-invariant (CANINE's upsampling sees the padding).
+    """
+
+    model_type = "elementwise"
+    sub_configs = {"backbone_config": AutoConfig}
+
+    def __init__(
+        self,
+        backbone_config=None,
+        elements_per_material=8,
+        element_size=None,
+        max_materials=512,
+        mode="whitespace",
+        use_focus_embeddings=None,
+        embedding_dropout=0.1,
+        use_embedding_layer_norm=True,
+        allow_head_mismatch=False,
+        layer_norm_eps=1e-12,
+        initializer_range=0.02,
+        classifier_dropout=None,
+        pooling=None,
+        pad_token_id=0,
+        **kwargs,
+    ):
+        if backbone_config is None:
+            backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
+                               "num_attention_heads": 8, "intermediate_size": 1024, "max_position_embeddings": 512}
+        if isinstance(backbone_config, dict):
+            settings = dict(backbone_config)
+            if "model_type" not in settings:
+                raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
+            backbone_config = AutoConfig.for_model(settings.pop("model_type"), **settings)
+        if not isinstance(backbone_config, PretrainedConfig):
+            raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(backbone_config)}.")
+        v = elements_per_material
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"`elements_per_material` must be a positive integer, got {v!r}.")
+        w = input_embedding_size(backbone_config)
+        if w % v:
+            raise ValueError(
+                f"The backbone's input embedding size w ({w}) must be a multiple of `elements_per_material` v ({v}) "
+                f"so that w = v × c; change v or the backbone's {_width_name(backbone_config)}."
+            )
+        if element_size is None:
+            element_size = w // v
+        elif element_size * v != w:
+            raise ValueError(
+                f"`elements_per_material` × `element_size` ({v}×{element_size}={v * element_size}) must equal the "
+                f"backbone's input embedding size w ({w}); change one of them."
+            )
+        heads = backbone_config.num_attention_heads
+        if heads != v and not allow_head_mismatch:
+            raise ValueError(
+                f"The backbone has {heads} attention heads but `elements_per_material` is {v}; elementwise embedding "
+                f"aligns the n-th elements in the n-th head (h = v). Set the backbone's `num_attention_heads` to {v}, "
+                "or `allow_head_mismatch=True` for the ablation."
+            )
+        positions = getattr(backbone_config, "max_position_embeddings", None)
+        if backbone_config.model_type == "canine":  # CANINE sizes its position table by `num_hash_buckets`
+            positions = min(positions, backbone_config.num_hash_buckets)
+        if isinstance(max_materials, bool) or not isinstance(max_materials, int) or max_materials < 1:
+            raise ValueError(f"`max_materials` must be a positive integer, got {max_materials!r}.")
+        if positions is not None and max_materials > positions:
+            raise ValueError(
+                f"`max_materials` ({max_materials}) exceeds the backbone's position table ({positions}: "
+                "`max_position_embeddings`, and `num_hash_buckets` for CANINE); lower it or raise the backbone's."
+            )
+        if mode not in MODES:
+            raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
+        if pooling is None:
+            pooling = "pooler"
+        if pooling not in ("pooler", "first_material"):
+            raise ValueError(f"`pooling` must be 'pooler' or 'first_material', got {pooling!r}.")
+        if use_focus_embeddings is None:
+            use_focus_embeddings = mode != "vgram"
+        for name, value in (("embedding_dropout", embedding_dropout), ("classifier_dropout", classifier_dropout)):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+        self.backbone_config = backbone_config
+        self.elements_per_material = v
+        self.element_size = element_size
+        self.max_materials = max_materials
+        self.mode = mode
+        self.use_focus_embeddings = use_focus_embeddings
+        self.embedding_dropout = embedding_dropout
+        self.use_embedding_layer_norm = use_embedding_layer_norm
+        self.allow_head_mismatch = allow_head_mismatch
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.classifier_dropout = classifier_dropout
+        self.pooling = pooling
+        self.vocab_size = ELEMENT_VOCAB_SIZE
+        kwargs.pop("vocab_size", None)
+        kwargs.setdefault("auto_map", _auto_map())
+        super().__init__(pad_token_id=pad_token_id, **kwargs)
+
+    @property
+    def hidden_size(self):
+        return self.backbone_config.hidden_size
+
+    @property
+    def num_hidden_layers(self):
+        return self.backbone_config.num_hidden_layers
+
+    @property
+    def num_attention_heads(self):
+        return self.backbone_config.num_attention_heads
+
+    @classmethod
+    def from_paper(cls, backbone="bert", **kwargs):
+        """Table 1's EWE settings: u = 128, v = 16, h = 16, w = 768 (BERT, CANINE) or 128 (ALBERT), c = w / v."""
+        if backbone not in PAPER_BACKBONES:
+            raise ValueError(f"`backbone` must be one of {tuple(PAPER_BACKBONES)} (Table 1), got {backbone!r}.")
+        settings = {"backbone_config": dict(PAPER_BACKBONES[backbone]), "elements_per_material": 16,
+                    "max_materials": 128}
+        settings.update(kwargs)
+        return cls(**settings)
+
+
+def _width_name(backbone_config):
+    return "embedding_size" if getattr(backbone_config, "embedding_size", None) else "hidden_size"
+
+
+def _auto_map():
+    modeling = "modeling_elementwise."
+    return {
+        "AutoConfig": "configuration_elementwise.ElementwiseConfig",
+        "AutoModel": modeling + "ElementwiseModel",
+        "AutoModelForSequenceClassification": modeling + "ElementwiseForSequenceClassification",
+    }
+
+
+__all__ = ["ElementwiseConfig"]

@@ -1,0 +1,276 @@
+"""Elementwise embedding over any Transformers encoder (BERT, ALBERT, CANINE).
+
+Paper: D. Kim and J. Kim, "Elementwise Language Representation" (`shared/papers/000_e0390bf542c201df.txt`).
+- Section 4.2 (the reshape): e(i) <- Reshape_(1,w)[{e(i)[j] ⊕ g(p)}_{j=1..v}] ⊕ f(i), then dropout and LayerNorm, then
+  the unchanged backbone with h = v heads reads the u materials through `inputs_embeds`.
+  g is the global focus embedding (c-dim, indexed by the element's position in the whole sequence); f the local one
+  (indexed by the element's position inside its material: a (v, c) table, i.e. one w-dim vector per material slot).
+- Section 6.2 (v-gram "gradient" tokenisation): e_t <- Σ_{j<v} softmax_j(e_{t+j}·s) e_{t+j}, no focus embeddings.
+- The element table (260 × c: PAD, CLS, SEP, MASK and 256 bytes) is the only token embedding: the backbone's own token
+  embedding table is removed, so it is neither allocated nor saved (Table 1: BERT_EWE has ~12k embedding parameters).
+Choices the paper leaves open: PAD elements and padding materials are excluded from the v-gram windows (so a padded
+batch equals each document alone); a material is real when any of its elements is; without an `attention_mask`,
+elements are real where their id is not PAD.
+
+Shapes: b batch · u materials · v elements per material · c element size · w = v·c material size · L = u·v elements.
+
+Self-contained (Hub rule): imports only torch, transformers and sibling files.
+"""
+
+import torch
+from torch import nn
+from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
+from transformers.utils import can_return_tuple
+
+from .configuration_elementwise import ElementwiseConfig
+
+PAD_ID = 0
+
+
+def remove_token_embeddings(backbone):
+    """Delete the backbone's token-id embedding tables (BERT/ALBERT `word_embeddings`, CANINE's hash embedders):
+    with `inputs_embeds` they are never read, and keeping them would allocate and save millions of parameters."""
+    removed = []
+    for name, module in list(backbone.named_modules()):
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, nn.Embedding) and (leaf == "word_embeddings" or leaf.startswith("HashBucketCodepoint")):
+            parent = backbone.get_submodule(name.rsplit(".", 1)[0]) if "." in name else backbone
+            setattr(parent, leaf, None)
+            removed.append(name)
+    return removed
+
+
+def vgram_pool(e, element_mask, s, v):
+    """Section 6.2: each element becomes Σ_{j<v} α_j e_{t+j} with α = softmax_j(e_{t+j}·s) over its window.
+
+    Windows stop at the end of the sequence and skip PAD elements; an element whose window holds no real element
+    (a PAD at the end) becomes zero. e: (b, L, c), element_mask: (b, L) bool, s: (c,).
+    """
+    b, L, c = e.shape
+    padded = torch.cat([e, e.new_zeros(b, v - 1, c)], dim=1)  # (b, L + v - 1, c)
+    padded_mask = torch.cat([element_mask, element_mask.new_zeros(b, v - 1)], dim=1)
+    windows = padded.unfold(1, v, 1).transpose(2, 3)  # (b, L, v, c): windows[:, t, j] = e_{t+j}
+    window_mask = padded_mask.unfold(1, v, 1)  # (b, L, v)
+    scores = (windows.float() @ s.float()).masked_fill(~window_mask, float("-inf"))  # (b, L, v)
+    alpha = torch.nan_to_num(scores.softmax(dim=-1), nan=0.0)  # all-masked windows -> 0
+    return (alpha[..., None] * windows.float()).sum(dim=2).to(e.dtype)  # (b, L, c)
+
+
+def pad_for_downsampling(materials, material_mask, backbone_config):
+    """Zero the padding materials and, for a backbone that pools every `downsampling_rate` positions (CANINE), pad
+    the materials to a multiple of that rate, so a document's last molecule is the same alone or in a padded batch."""
+    materials = materials * material_mask[:, :, None].to(materials.dtype)
+    rate = getattr(backbone_config, "downsampling_rate", 1) or 1
+    extra = -materials.shape[1] % rate
+    if extra:
+        materials = torch.cat([materials, materials.new_zeros(materials.shape[0], extra, materials.shape[2])], dim=1)
+        material_mask = torch.cat([material_mask, material_mask.new_zeros(material_mask.shape[0], extra)], dim=1)
+    return materials, material_mask
+
+
+class ElementwiseEmbeddings(nn.Module):
+    """Element table, optional v-gram pooling and focus embeddings, and the (b, L, c) -> (b, u, w) reshape."""
+
+    def __init__(self, config):
+        super().__init__()
+        v, c = config.elements_per_material, config.element_size
+        self.v, self.c = v, c
+        self.element_embeddings = nn.Embedding(config.vocab_size, c, padding_idx=config.pad_token_id)
+        if config.use_focus_embeddings:
+            self.global_focus = nn.Embedding(config.max_materials * v, c)  # g(p)
+            self.local_focus = nn.Parameter(torch.zeros(v, c))  # f: one c-vector per slot of a material
+        else:
+            self.global_focus, self.local_focus = None, None
+        self.vgram_scorer = nn.Parameter(torch.zeros(c)) if config.mode == "vgram" else None  # s of Section 6.2
+        self.layer_norm = (nn.LayerNorm(v * c, eps=config.layer_norm_eps) if config.use_embedding_layer_norm
+                           else nn.Identity())
+        self.dropout = nn.Dropout(config.embedding_dropout)
+
+    def forward(self, input_ids, element_mask):
+        b, L = input_ids.shape
+        u = L // self.v
+        e = self.element_embeddings(input_ids)  # (b, L, c)
+        if self.vgram_scorer is not None:
+            e = vgram_pool(e, element_mask, self.vgram_scorer, self.v)
+        if self.global_focus is not None:
+            e = e + self.global_focus.weight[:L][None]  # ⊕ g(p), p = element position in the sequence
+        x = e.reshape(b, u, self.v * self.c)  # (b, u, w): the reshape of Section 4.2
+        if self.local_focus is not None:
+            x = x + self.local_focus.reshape(1, 1, -1)  # ⊕ f, the j-th element of every material gets f[j]
+        return self.dropout(self.layer_norm(x))
+
+
+class ElementwisePreTrainedModel(PreTrainedModel):
+    config_class = ElementwiseConfig
+    base_model_prefix = "elementwise"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        backbone = self.get_backbone()
+        if backbone is not None and any(module is m for m in backbone.modules()):
+            backbone._init_weights(module)  # the backbone's own rules (buffers such as BERT's position_ids)
+            return
+        super()._init_weights(module)
+        if isinstance(module, ElementwiseEmbeddings):
+            if module.local_focus is not None:
+                init.normal_(module.local_focus, mean=0.0, std=self.config.initializer_range)
+            if module.vgram_scorer is not None:
+                init.zeros_(module.vgram_scorer)  # uniform v-gram weights at the start
+
+    def get_backbone(self):
+        model = getattr(self, self.base_model_prefix, self)
+        return getattr(model, "backbone", None)
+
+
+class ElementwiseModel(ElementwisePreTrainedModel):
+    """Elementwise embedding + backbone: (b, u·v) ids -> backbone outputs over u materials."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embeddings = ElementwiseEmbeddings(config)
+        self.backbone = AutoModel.from_config(config.backbone_config,
+                                              add_pooling_layer=config.pooling == "pooler")
+        remove_token_embeddings(self.backbone)
+        # ALBERT's shared layers do not checkpoint; say so instead of failing inside gradient_checkpointing_enable
+        self.supports_gradient_checkpointing = self.backbone.supports_gradient_checkpointing
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.element_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.element_embeddings = value
+
+    def element_mask(self, input_ids, attention_mask):
+        """Validate the inputs once; return the (b, L) bool mask of real elements."""
+        if input_ids is None or input_ids.dim() != 2:
+            shape = None if input_ids is None else tuple(input_ids.shape)
+            raise ValueError(f"`input_ids` must be a (batch, materials × elements) tensor, got {shape}.")
+        b, L = input_ids.shape
+        v, u = self.config.elements_per_material, self.config.max_materials
+        if b == 0 or L == 0:
+            raise ValueError(f"Got an empty batch of shape {(b, L)}: pass at least one document.")
+        if L % v:
+            raise ValueError(f"`input_ids` has {L} elements per row, not a multiple of `elements_per_material` ({v}); "
+                             "encode with the ElementwiseTokenizer, which pads and truncates in whole materials.")
+        if L > u * v:
+            raise ValueError(f"`input_ids` holds {L // v} materials but `max_materials` is {u}; truncate with the "
+                             f"tokenizer (max_length={u * v}) or raise `max_materials`.")
+        if (input_ids < 0).any() or (input_ids >= self.config.vocab_size).any():
+            raise ValueError(f"`input_ids` holds ids outside the element vocabulary [0, {self.config.vocab_size}); "
+                             "encode with the ElementwiseTokenizer.")
+        if attention_mask is None:
+            return input_ids != PAD_ID
+        if tuple(attention_mask.shape) != (b, L):
+            raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {(b, L)} (one "
+                             "value per element).")
+        mask = attention_mask.bool()
+        empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+        if empty:
+            raise ValueError(f"Rows {empty} of `attention_mask` have no real element (all padding); drop empty "
+                             "documents from the batch.")
+        return mask
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling:
+        element_mask = self.element_mask(input_ids, attention_mask)  # (b, L)
+        b, L = input_ids.shape
+        v = self.config.elements_per_material
+        materials = self.embeddings(input_ids, element_mask)  # (b, u, w)
+        material_mask = element_mask.reshape(b, L // v, v).any(dim=-1)  # (b, u): real if any element is
+        materials, material_mask = pad_for_downsampling(materials, material_mask, self.config.backbone_config)
+        outputs = self.backbone(
+            inputs_embeds=materials,
+            attention_mask=material_mask.long(),
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            return_dict=True,
+        )
+        return BaseModelOutputWithPooling(
+            last_hidden_state=outputs.last_hidden_state,
+            pooler_output=getattr(outputs, "pooler_output", None),
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+
+
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} "
+                             f"of shape {tuple(labels.shape)}.")
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), "
+                             f"got {tuple(labels.shape)}.")
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
+class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
+    """A linear head on the backbone's pooled output or its first material (`config.pooling`): single-label,
+    multi-label (BCE, the paper's patent setting) or regression, by `problem_type`."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.elementwise = ElementwiseModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.embedding_dropout
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.supports_gradient_checkpointing = self.elementwise.supports_gradient_checkpointing
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput:
+        outputs = self.elementwise(input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
+                                   output_attentions=output_attentions, return_dict=True)
+        pooled = outputs.pooler_output if self.config.pooling == "pooler" else outputs.last_hidden_state[:, 0]
+        logits = self.classifier(self.dropout(pooled))  # (b, num_labels)
+        loss = None
+        if labels is not None:
+            check_labels(labels, logits, self.config)
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                        attentions=outputs.attentions)
+
+
+ElementwiseConfig.register_for_auto_class("AutoConfig")
+ElementwiseModel.register_for_auto_class("AutoModel")
+ElementwiseForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = ["ElementwiseModel", "ElementwiseForSequenceClassification", "ElementwisePreTrainedModel"]
