@@ -22,6 +22,8 @@ class FamilyCase:
     max_length: int = 4096  # longest input the tiny config takes
     mixin_skips: dict = field(default_factory=dict)  # Transformers common tests that do not apply, with the reason
     unused_parameters: tuple = ()  # prefixes of parameters a classifier never uses (by the backbone's design)
+    config_tester_kwargs: dict = None  # what Transformers' ConfigTester builds configs from (default: tiny)
+    mixin_attributes: dict = field(default_factory=dict)  # ModelTesterMixin switches to set on the test class
 
     def config(self, **overrides):
         return self.config_class(**{**self.tiny, **overrides})
@@ -45,7 +47,10 @@ class FamilyCase:
         return input_ids, attention_mask
 
 
-def _elementwise(backbone, unused_parameters=(), **backbone_settings):
+ALBERT_NO_CHECKPOINTING = "ALBERT's shared layer stack does not support gradient checkpointing"
+
+
+def _elementwise(backbone, unused_parameters=(), mixin_skips=None, mixin_attributes=None, **backbone_settings):
     settings = {"model_type": backbone, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
                 "intermediate_size": 37, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
                 "max_position_embeddings": 1024, **backbone_settings}
@@ -74,7 +79,11 @@ def _elementwise(backbone, unused_parameters=(), **backbone_settings):
             "test_resize_embeddings_untied": "the element vocabulary is fixed at 260 (4 special ids + 256 bytes)",
             "test_inputs_embeds": "inputs are element ids; the backbone's inputs_embeds are the materials themselves",
             "test_inputs_embeds_matches_input_ids": "as test_inputs_embeds",
+            **(mixin_skips or {}),
         },
+        # the default backbone (BERT, width 256, 8 heads): ConfigTester compares flat values, not a nested dict
+        config_tester_kwargs=dict(elements_per_material=8, max_materials=64, mode="bytes"),
+        mixin_attributes=mixin_attributes or {},
     )
 
 
@@ -101,11 +110,19 @@ FAMILY_CASES = [
         },
     ),
     _elementwise("bert"),
-    _elementwise("albert", embedding_size=16),
+    _elementwise("albert", embedding_size=16, mixin_skips={name: ALBERT_NO_CHECKPOINTING for name in (
+        "test_enable_input_require_grads_with_gradient_checkpointing",
+        "test_gradient_checkpointing_backward_compatibility", "test_gradient_checkpointing_enable_disable",
+        "test_peft_gradient_checkpointing_enable_disable",
+        "test_training_gradient_checkpointing", "test_training_gradient_checkpointing_use_reentrant_false",
+        "test_training_gradient_checkpointing_use_reentrant_true")}),
     # CANINE's pooler reads the molecules: the upsampling layers serve token outputs only (as in Transformers' own
     # CanineForSequenceClassification).
     _elementwise("canine", unused_parameters=("elementwise.backbone.projection.",
                                               "elementwise.backbone.final_char_encoder."),
+                 mixin_attributes={"test_all_params_have_gradient": False},
+                 mixin_skips={"test_hidden_states_output": "CANINE returns the states of its three stacks (initial, "
+                              "deep, final), as Transformers' own CANINE test allows"},
                  downsampling_rate=2, num_hash_buckets=1024, max_position_embeddings=4096),
 ]
 

@@ -82,11 +82,7 @@ except Exception as error:  # no PyPI, or a transformers version whose test file
 ModelTesterMixin = test_modeling_common.ModelTesterMixin
 ConfigTester = test_configuration_common.ConfigTester
 
-# Why a test of the mixin does not apply (the same reasons for every family, since they share the interface).
-NOT_APPLICABLE = {
-    "test_hidden_states_output": "hidden_states are the per-step context vectors c(k) of shape (batch, hidden), "
-                                 "not per-token states; tests/test_contextualizer.py checks them",
-}
+# Why a test of the mixin does not apply to a family: `mixin_skips` of its entry in tests/families.py.
 # The mixin trains every class in `all_model_classes`; a base model has no loss, so these run on the heads only.
 TRAINING_TESTS = ("test_training", "test_training_gradient_checkpointing",
                   "test_training_gradient_checkpointing_use_reentrant_false",
@@ -96,11 +92,12 @@ TRAINING_TESTS = ("test_training", "test_training_gradient_checkpointing",
 class FamilyModelTester:
     """Builds the tiny config and inputs of one family for the mixin."""
 
-    def __init__(self, parent, case, batch_size=3, seq_length=11):
+    def __init__(self, parent, case, batch_size=3, seq_length=12):
         self.parent = parent
         self.case = case
         self.batch_size = batch_size
-        self.seq_length = seq_length
+        self.input_length = seq_length
+        self.seq_length = seq_length // case.granularity  # positions the hidden states have (materials)
         self.is_training = True
         config = self.get_config()
         self.vocab_size = config.vocab_size
@@ -112,9 +109,8 @@ class FamilyModelTester:
         return self.case.config(num_hidden_layers=2)  # the mixin asks for at most two layers
 
     def prepare_config_and_inputs_for_common(self):
-        input_ids = torch.randint(1, self.vocab_size, (self.batch_size, self.seq_length))
-        attention_mask = torch.ones_like(input_ids)
-        attention_mask[0, -3:] = 0  # one padded row
+        lengths = [self.input_length - self.case.granularity] + [self.input_length] * (self.batch_size - 1)
+        input_ids, attention_mask = self.case.batch(lengths)  # one padded row
         return self.get_config(), {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
@@ -127,7 +123,7 @@ def _make_test_case(case):
 
         def setUp(self):
             self.model_tester = FamilyModelTester(self, case)
-            settings = {key: value for key, value in case.tiny.items() if key != "num_labels"}  # not serialised
+            settings = case.config_tester_kwargs or {k: v for k, v in case.tiny.items() if k != "num_labels"}
             self.config_tester = ConfigTester(self, config_class=case.config_class, **settings,
                                               common_properties=["hidden_size", "num_hidden_layers", "vocab_size"])
 
@@ -148,10 +144,13 @@ def _make_test_case(case):
         return run
 
     for name in TRAINING_TESTS:
-        setattr(FamilyModelTest, name, heads_only(getattr(ModelTesterMixin, name)))
-    for name, reason in NOT_APPLICABLE.items():
+        if name not in case.mixin_skips:
+            setattr(FamilyModelTest, name, heads_only(getattr(ModelTesterMixin, name)))
+    for name, value in case.mixin_attributes.items():
+        setattr(FamilyModelTest, name, value)
+    for name, reason in case.mixin_skips.items():
         setattr(FamilyModelTest, name, unittest.skip(reason)(lambda self: None))
-    title = "".join(part.capitalize() for part in case.name.split("_"))
+    title = "".join(part.capitalize() for part in case.name.replace("-", "_").split("_"))
     FamilyModelTest.__name__ = FamilyModelTest.__qualname__ = f"{title}CommonModelTest"
     return FamilyModelTest
 

@@ -158,17 +158,30 @@ class ElementwiseConfig(PretrainedConfig):
         kwargs.setdefault("auto_map", _auto_map())
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
+    # The backbone's sizes, under the standard names, so generic tooling reads (and sets) them here.
     @property
     def hidden_size(self):
         return self.backbone_config.hidden_size
+
+    @hidden_size.setter
+    def hidden_size(self, value):
+        self.backbone_config.hidden_size = value
 
     @property
     def num_hidden_layers(self):
         return self.backbone_config.num_hidden_layers
 
+    @num_hidden_layers.setter
+    def num_hidden_layers(self, value):
+        self.backbone_config.num_hidden_layers = value
+
     @property
     def num_attention_heads(self):
         return self.backbone_config.num_attention_heads
+
+    @num_attention_heads.setter
+    def num_attention_heads(self, value):
+        self.backbone_config.num_attention_heads = value
 
     @classmethod
     def from_paper(cls, backbone="bert", **kwargs):

@@ -186,6 +186,10 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         element_mask = self.element_mask(input_ids, attention_mask)  # (b, L)
+        if output_hidden_states is None:  # the backbone reads its own config, so resolve ours here
+            output_hidden_states = self.config.output_hidden_states
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
         b, L = input_ids.shape
         v = self.config.elements_per_material
         materials = self.embeddings(input_ids, element_mask)  # (b, u, w)
