@@ -26,7 +26,8 @@ def test_train_writes_model_tokenizer_metrics_and_card(trained):
     files = set(os.listdir(trained))
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "metrics.json",
             "README.md", "modeling_contextualizer.py", "configuration_contextualizer.py"} <= files
-    assert not any(name.startswith("checkpoint-") for name in files)
+    assert not any(name.startswith("checkpoint-") or name.endswith((".bin", ".pkl", ".pt")) for name in files)
+    assert "training_args.json" in files
     metrics = json.loads((trained / "metrics.json").read_text())
     assert {"accuracy", "macro_f1", "micro_f1"} <= set(metrics["test"])
     config = json.loads((trained / "config.json").read_text())

@@ -58,16 +58,17 @@ def load_task(dataset=None, text_column="text", label_column="label", seed=42, e
 def tokenize(data, tokenizer, max_length):
     """Tokenize every split with explicit truncation at `max_length`, and log how many documents were cut."""
     def encode(batch):
+        if not tokenizer.is_fast:  # count what truncation cuts with a second, untruncated pass
+            encoded = tokenizer(batch["text"], truncation=True, max_length=max_length)
+            lengths = tokenizer(batch["text"], truncation=False, return_length=True)["length"]
+            encoded["truncated"] = [length > max_length for length in lengths]
+            return encoded
         encoded = tokenizer(batch["text"], truncation=True, max_length=max_length, return_overflowing_tokens=True)
-        if "overflow_to_sample_mapping" in encoded:  # fast tokenizers: one row per window, keep the first
-            sample = encoded.pop("overflow_to_sample_mapping")
-            first = [i for i, s in enumerate(sample) if i == 0 or sample[i - 1] != s]
-            counts = np.bincount(sample, minlength=len(batch["text"]))
-            encoded = {key: [values[i] for i in first] for key, values in encoded.items()}
-            encoded["truncated"] = (counts > 1).tolist()
-        else:  # slow tokenizers report what they cut
-            encoded.pop("overflowing_tokens", None)
-            encoded["truncated"] = [n > 0 for n in encoded.pop("num_truncated_tokens", [0] * len(batch["text"]))]
+        sample = encoded.pop("overflow_to_sample_mapping")  # one row per window: keep the first of each text
+        first = [i for i, s in enumerate(sample) if i == 0 or sample[i - 1] != s]
+        counts = np.bincount(sample, minlength=len(batch["text"]))
+        encoded = {key: [values[i] for i in first] for key, values in encoded.items()}
+        encoded["truncated"] = (counts > 1).tolist()
         return encoded
 
     data = data.map(encode, batched=True, remove_columns=["text"], desc="Tokenizing")
@@ -109,6 +110,20 @@ def truncating_baseline(data, multi_label=False, max_tokens=512):
         scores[name] = float(f1_score(y_test, predicted, average="micro") if multi_label
                              else accuracy_score(y_test, predicted))
     return scores
+
+
+def default_tokenizer(family_name, data, vocab_size, max_length, config_overrides=None):
+    """The tokenizer `train` uses without `--tokenizer`: WordPiece fitted on train, or the family's own (elementwise:
+    the byte-level ElementwiseTokenizer matching the config's v, u and mode, cut to `max_length` elements)."""
+    family = get_family(family_name)
+    if family.tokenizer == "elementwise":
+        from .tokenization import ElementwiseTokenizer
+
+        config = family.config_class(**{**family.defaults, **(config_overrides or {})})
+        v = config.elements_per_material
+        return ElementwiseTokenizer(elements_per_material=v, max_materials=min(config.max_materials, max_length // v),
+                                    mode="whitespace" if config.mode == "whitespace" else "bytes")
+    return fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=vocab_size, model_max_length=max_length)
 
 
 def build_model(family_name, tokenizer, label_names, multi_label, config_overrides=None):
@@ -159,7 +174,8 @@ def train(
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)
     if tokenizer is None:
-        tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=vocab_size, model_max_length=max_length)
+        tokenizer = default_tokenizer(model, data, vocab_size, max_length, config_overrides)
+        max_length = tokenizer.model_max_length
     else:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         tokenizer.model_max_length = max_length
@@ -222,6 +238,11 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name):
     for name in os.listdir(output_dir):
         if name.startswith("checkpoint-"):
             shutil.rmtree(os.path.join(output_dir, name))
+    # Trainer pickles its arguments to training_args.bin; keep them as JSON instead (nothing saved is pickled)
+    if os.path.exists(os.path.join(output_dir, "training_args.bin")):
+        os.remove(os.path.join(output_dir, "training_args.bin"))
+    with open(os.path.join(output_dir, "training_args.json"), "w") as f:
+        f.write(trainer.args.to_json_string())
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
