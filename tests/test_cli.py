@@ -138,3 +138,19 @@ def test_train_multilabel_with_a_given_tokenizer(trained, tmp_path, capsys):
     assert config["problem_type"] == "multi_label_classification" and config["id2label"]["1"] == "G06Q"
     reused, original = AutoTokenizer.from_pretrained(output), AutoTokenizer.from_pretrained(trained)
     assert reused.get_vocab() == original.get_vocab() and reused.model_max_length == 512
+
+
+def test_bench_elementwise_reports_both_baselines(tmp_path, capsys):
+    assert main(["bench", "--models", "elementwise,bert", "--lengths", "64,128", "--hidden-size", "32",
+                 "--num-layers", "1", "--num-heads", "8", "--repeats", "1", "--output", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "time vs bert at length over v" in out and "bert@length/v" in out
+
+
+def test_bench_tokenizer_throughput(tmp_path, capsys):
+    text = tmp_path / "docs.txt"
+    text.write_text("Ein Satz mit Umlauten: äöü, und Emoji 😀.\nAnother line of plain text.\n")
+    assert main(["bench", "--tokenizers", str(text), "--megabytes", "0.05"]) == 0
+    out = capsys.readouterr().out
+    for name in ("elementwise (whitespace)", "elementwise (bytes)", "ByT5Tokenizer", "CanineTokenizer"):
+        assert name in out

@@ -39,11 +39,24 @@ def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, voca
         config._attn_implementation = "sdpa"
         return model_class(config)
     family = get_family(name)
+    if name == "elementwise":  # a BERT backbone of this size behind v = heads elements per material
+        backbone = {"model_type": "bert", "hidden_size": hidden_size, "num_hidden_layers": num_layers,
+                    "num_attention_heads": num_heads, "intermediate_size": 4 * hidden_size,
+                    "max_position_embeddings": max(max_length // num_heads, 8)}
+        config = family.config_class(backbone_config=backbone, elements_per_material=num_heads,
+                                     max_materials=max(max_length // num_heads, 8), num_labels=2)
+        config.backbone_config._attn_implementation = "sdpa"
+        return family.classification_class(config)
     settings = dict(family.defaults, vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                     num_labels=2)
     if "rank" in settings:
         settings["rank"] = hidden_size
     return family.classification_class(family.config_class(**settings))
+
+
+def elements_per_token(model):
+    """How many input ids one position of the model's encoder covers (v for elementwise models, else 1)."""
+    return getattr(model.config, "elements_per_material", 1)
 
 
 class PeakMemory:
@@ -117,27 +130,52 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     torch_dtype = getattr(torch, dtype)
     torch.manual_seed(seed)
     rows = []
+    baseline = next((name for name in models if name in BASELINES), None)
+    packing = {}  # elements per encoder position of each model
     for name in models:
         model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths)).to(device, torch_dtype).eval()
+        packing[name] = elements_per_token(model)
+        low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
+        high = min(model.config.vocab_size, 8000)
         for length in lengths:
-            input_ids = torch.randint(5, 8000, (batch_size, length), device=device)
-            attention_mask = torch.ones_like(input_ids)
-            seconds, peak = time_forward(model, input_ids, attention_mask, repeats, warmup)
-            rows.append({"model": name, "length": length, "seconds": seconds, "peak_mib": peak / 2**20})
-            progress(f"{name:>16} {length:>6} tokens: {seconds * 1000:9.1f} ms  {peak / 2**20:8.1f} MiB")
+            input_ids = torch.randint(low, high, (batch_size, length), device=device)
+            rows.append(_measure(model, name, input_ids, repeats, warmup, progress))
         del model
-    baseline = next((name for name in models if name in BASELINES), None)
+    # Elementwise models read `length` bytes as length / v materials: also time the baseline at length / v tokens
+    # (the subword-level cost of the same number of positions).
+    v = max(packing.values())
+    if baseline and v > 1:
+        model = build_bench_model(baseline, hidden_size, num_layers, num_heads, max(lengths)).to(device, torch_dtype)
+        model.eval()
+        for length in lengths:
+            input_ids = torch.randint(5, 8000, (batch_size, max(length // v, 1)), device=device)
+            row = _measure(model, f"{baseline}@length/v", input_ids, repeats, warmup, progress)
+            row["length"] = length
+            rows.append(row)
+        del model
     if baseline:
         reference = {row["length"]: row for row in rows if row["model"] == baseline}
+        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline + "@")}
         for row in rows:
             base = reference.get(row["length"])
             row["speedup_vs_" + baseline] = base["seconds"] / row["seconds"] if base else None
+            if packed:
+                same_positions = packed.get(row["length"]) if packing.get(row["model"], 1) > 1 else None
+                row["time_vs_" + baseline + "_at_length_over_v"] = (
+                    row["seconds"] / same_positions["seconds"] if same_positions else None)
     return rows
+
+
+def _measure(model, name, input_ids, repeats, warmup, progress):
+    seconds, peak = time_forward(model, input_ids, torch.ones_like(input_ids), repeats, warmup)
+    length = input_ids.shape[1]
+    progress(f"{name:>16} {length:>6} ids: {seconds * 1000:9.1f} ms  {peak / 2**20:8.1f} MiB")
+    return {"model": name, "length": length, "seconds": seconds, "peak_mib": peak / 2**20}
 
 
 def format_table(rows):
     """The rows as an aligned text table, with the growth from the shortest length per model."""
-    ratio_keys = [key for key in rows[0] if key.startswith("speedup_vs_")] if rows else []
+    ratio_keys = [key for key in rows[0] if key.startswith(("speedup_vs_", "time_vs_"))] if rows else []
     header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
     header += [key.replace("_", " ") for key in ratio_keys]
     shortest = {}
@@ -147,7 +185,7 @@ def format_table(rows):
     for row in rows:
         line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
                 f"{row['seconds'] / shortest[row['model']]:.2f}"]
-        line += [f"{row[key]:.2f}x" if row[key] else "-" for key in ratio_keys]
+        line += [f"{row[key]:.2f}x" if row.get(key) else "-" for key in ratio_keys]
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in lines)
@@ -181,3 +219,28 @@ def write_outputs(rows, prefix):
     figure.savefig(png_path, dpi=120)
     plt.close(figure)
     return csv_path, png_path
+
+
+def tokenizer_throughput(texts, elements_per_material=16, repeats=3):
+    """MB/s of encoding `texts` (a list of documents) with the ElementwiseTokenizer (each mode) and with Transformers'
+    byte/character tokenizers ByT5 and CANINE, in the same run: best of `repeats` passes over the whole list."""
+    from transformers import ByT5Tokenizer, CanineTokenizer
+
+    from .tokenization import ElementwiseTokenizer
+
+    megabytes = sum(len(text.encode("utf-8")) for text in texts) / 1e6
+    tokenizers = {
+        "elementwise (whitespace)": ElementwiseTokenizer(elements_per_material=elements_per_material),
+        "elementwise (bytes)": ElementwiseTokenizer(elements_per_material=elements_per_material, mode="bytes"),
+        "ByT5Tokenizer": ByT5Tokenizer(),
+        "CanineTokenizer": CanineTokenizer(),
+    }
+    rows = []
+    for name, tokenizer in tokenizers.items():
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            tokenizer(texts)
+            best = min(best, time.perf_counter() - start)
+        rows.append({"tokenizer": name, "megabytes": megabytes, "seconds": best, "mb_per_s": megabytes / best})
+    return rows

@@ -108,12 +108,18 @@ def _bench_parser(subparsers):
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
+    parser.add_argument("--tokenizers", default=None, metavar="TEXT_FILE",
+                        help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
+                             "--megabytes")
+    parser.add_argument("--megabytes", type=float, default=10.0)
     parser.set_defaults(run=_run_bench)
 
 
 def _run_bench(args):
     from .bench import format_table, run_bench, write_outputs
 
+    if args.tokenizers:
+        return _run_tokenizer_bench(args)
     try:
         lengths = [int(length) for length in args.lengths.split(",")]
     except ValueError:
@@ -128,6 +134,31 @@ def _run_bench(args):
     print(format_table(rows))
     csv_path, png_path = write_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")
+
+
+def _read_texts(path, megabytes):
+    """Documents from a .txt (one per line) or .jsonl (`text` field) file, repeated up to `megabytes`."""
+    if not os.path.isfile(path):
+        raise ValueError(f"`--tokenizers` file {path!r} does not exist.")
+    with open(path, encoding="utf-8") as f:
+        if path.endswith(".jsonl"):
+            texts = [json.loads(line)["text"] for line in f if line.strip()]
+        else:
+            texts = [line.rstrip("\n") for line in f if line.strip()]
+    if not texts:
+        raise ValueError(f"`--tokenizers` file {path!r} holds no text.")
+    size = sum(len(text.encode("utf-8")) for text in texts)
+    return texts * max(1, int(megabytes * 1e6 / size + 0.999))
+
+
+def _run_tokenizer_bench(args):
+    from .bench import tokenizer_throughput
+
+    texts = _read_texts(args.tokenizers, args.megabytes)
+    rows = tokenizer_throughput(texts, elements_per_material=args.num_heads)
+    print(f"{rows[0]['megabytes']:.1f} MB of {os.path.basename(args.tokenizers)} ({len(texts)} documents), best of 3:")
+    for row in rows:
+        print(f"  {row['tokenizer']:>26}: {row['mb_per_s']:8.1f} MB/s  ({row['seconds']:.2f} s)")
 
 
 def _push_parser(subparsers):
