@@ -154,3 +154,16 @@ def test_bench_tokenizer_throughput(tmp_path, capsys):
     out = capsys.readouterr().out
     for name in ("elementwise (whitespace)", "elementwise (bytes)", "ByT5Tokenizer", "CanineTokenizer"):
         assert name in out
+
+
+def test_train_elementwise_through_the_cli_then_pipeline(tmp_path):
+    backbone = json.dumps({"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+                           "intermediate_size": 37, "max_position_embeddings": 128})
+    output = tmp_path / "ewe"
+    assert main(["train", "--model", "elementwise", "--task-size", "30", "--epochs", "1", "--output-dir", str(output),
+                 "--config", f"backbone_config={backbone}", "elements_per_material=4", "max_materials=128"]) == 0
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert type(tokenizer).__name__ == "ElementwiseTokenizer" and tokenizer.model_max_length == 512
+    text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=3)["test"]["text"][0]
+    result = pipeline("text-classification", model=str(output))(text, truncation=True)
+    assert result[0]["label"].startswith("topic_")

@@ -30,7 +30,8 @@ def _train_parser(subparsers):
     parser.add_argument("--max-length", type=int, default=4096, help="tokens the model reads; longer text is cut")
     parser.add_argument("--epochs", type=float, default=4)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
+    parser.add_argument("--learning-rate", type=float, default=None, help="default: the family's (2e-3 "
+                        "Contextualizer, 1e-4 elementwise)")
     parser.add_argument("--task-size", type=int, default=None, help="built-in task: number of training documents")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     _add_data_arguments(parser)

@@ -155,7 +155,7 @@ def train(
     vocab_size=8000,
     epochs=4,
     batch_size=8,
-    learning_rate=2e-3,
+    learning_rate=None,
     weight_decay=0.01,
     seed=42,
     threshold=0.3,
@@ -169,7 +169,8 @@ def train(
     Writes the model (safetensors + config + source files), the tokenizer, `metrics.json` and a model card; returns the
     metrics dict. `baseline=True` adds the 512-token truncating TF-IDF baseline to the metrics.
     """
-    get_family(model)  # an unknown family fails before any data is made
+    family = get_family(model)  # an unknown family fails before any data is made
+    learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)

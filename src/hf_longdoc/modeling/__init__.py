@@ -19,6 +19,7 @@ class Family:
     summary: str
     defaults: dict = field(default_factory=dict)  # config overrides for `hf-longdoc train` (small, trains on CPU)
     tokenizer: str = "wordpiece"  # what `hf-longdoc train` uses when no --tokenizer is given
+    learning_rate: float = 2e-3  # `hf-longdoc train`'s default for this family
 
     @property
     def classification_class(self):
@@ -65,6 +66,7 @@ FAMILIES = {
         ),
         defaults={},
         tokenizer="elementwise",
+        learning_rate=1e-4,  # a Transformer trained from scratch: higher rates collapse to the label prior
     ),
 }
 
