@@ -2,9 +2,9 @@
 
     python examples/elementwise_vs_subword.py ../shared/data/bbc_news/data.jsonl --epochs 4
 
-Both models share the backbone (width 256, 4 layers, 8 heads, 512 positions), the data split, the optimiser settings
+Both models share the backbone (width 128, 2 layers, 8 heads, 512 positions: small enough for a CPU), the data split, the optimiser settings
 and the seed; they differ only in the input representation: 512 whitespace materials of 8 bytes (BERT_EWE) against
-512 WordPiece tokens (BERT_ORIG, whose 8000 × 256 token table is the only extra parameters).
+512 WordPiece tokens (BERT_ORIG, whose 8000 × 128 token table is the only extra parameters).
 """
 
 import argparse
@@ -23,7 +23,7 @@ from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.metrics import compute_metrics_fn
 from hf_longdoc.training import load_task, tokenize, train
 
-BACKBONE = {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8, "intermediate_size": 1024,
+BACKBONE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 512,
             "max_position_embeddings": 512}
 
 
