@@ -2,9 +2,10 @@
 
     python examples/elementwise_vs_subword.py ../shared/data/bbc_news/data.jsonl --epochs 4
 
-Both models share the backbone (width 128, 2 layers, 8 heads, 512 positions: small enough for a CPU), the data split, the optimiser settings
-and the seed; they differ only in the input representation: 512 whitespace materials of 8 bytes (BERT_EWE) against
-512 WordPiece tokens (BERT_ORIG, whose 8000 × 128 token table is the only extra parameters).
+Both models share the backbone (width 128, 2 layers, 8 heads: small enough for a CPU), the data split, the
+optimiser settings and the seed; they differ only in the input representation: `--positions` whitespace materials of
+8 bytes (BERT_EWE) against as many WordPiece tokens (BERT_ORIG, whose 8000 × 128 token table is its only extra
+parameters).
 """
 
 import argparse
@@ -27,11 +28,11 @@ BACKBONE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8
             "max_position_embeddings": 512}
 
 
-def train_subword(dataset, output_dir, epochs, learning_rate, seed):
+def train_subword(dataset, output_dir, epochs, learning_rate, seed, positions=512):
     """The WordPiece twin: same split (load_task is seeded), same Trainer settings as `hf_longdoc.training.train`."""
     data, labels, _, _ = load_task(dataset, seed=seed)
-    tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=8000, model_max_length=512)
-    encoded = tokenize(data, tokenizer, 512)
+    tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=8000, model_max_length=positions)
+    encoded = tokenize(data, tokenizer, positions)
     config = BertConfig(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, num_labels=len(labels),
                         **BACKBONE)
     set_seed(seed)
@@ -55,13 +56,16 @@ def main():
     parser.add_argument("--epochs", type=float, default=4)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--positions", type=int, default=512, help="materials (EWE) = tokens (WordPiece) read")
     parser.add_argument("--output-dir", default="out/ewe-vs-subword")
     args = parser.parse_args()
     load_task(args.dataset)  # fail early on a bad path or column
     ewe = train(model="elementwise", output_dir=f"{args.output_dir}/bert-ewe", dataset=args.dataset,
                 epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,
-                config_overrides={"backbone_config": {"model_type": "bert", **BACKBONE}})
-    orig = train_subword(args.dataset, f"{args.output_dir}/bert-orig", args.epochs, args.learning_rate, args.seed)
+                config_overrides={"backbone_config": {"model_type": "bert", **BACKBONE},
+                                  "max_materials": args.positions})
+    orig = train_subword(args.dataset, f"{args.output_dir}/bert-orig", args.epochs, args.learning_rate, args.seed,
+                         args.positions)
     print(json.dumps({"bert_ewe": ewe["test"], "bert_orig_wordpiece": orig["test"]}, indent=2))
 
 
