@@ -124,6 +124,23 @@ FAMILY_CASES = [
                  mixin_skips={"test_hidden_states_output": "CANINE returns the states of its three stacks (initial, "
                               "deep, final), as Transformers' own CANINE test allows"},
                  downsampling_rate=2, num_hash_buckets=1024, max_position_embeddings=4096),
+    FamilyCase(
+        name="slstm",
+        family="slstm",
+        config_class=hf_longdoc.SLSTMConfig,
+        base_class=hf_longdoc.SLSTMModel,
+        classification_class=hf_longdoc.SLSTMForSequenceClassification,
+        tiny=dict(vocab_size=99, hidden_size=24, num_recurrent_steps=3, window_size=2, num_labels=3,
+                  hidden_dropout_prob=0.0),
+        invalid=[
+            (dict(hidden_size=0), "hidden_size"),
+            (dict(num_recurrent_steps=0), "num_recurrent_steps"),
+            (dict(window_size=0), "window_size"),
+            (dict(window_combine="mean"), "window_combine"),
+            (dict(position_embedding_type="rotary"), "position_embedding_type"),
+            (dict(step_dropout_prob=1.5), "step_dropout_prob"),
+        ],
+    ),
 ]
 
 assert {case.family for case in FAMILY_CASES} == set(hf_longdoc.FAMILIES), "every family needs a conformance entry"

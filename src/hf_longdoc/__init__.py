@@ -13,6 +13,7 @@ from .modeling.contextualizer import (
     ContextualizerModel,
 )
 from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .tokenization import ElementwiseTokenizer
 
 __version__ = "0.1.0"
@@ -44,4 +45,8 @@ __all__ = [
     "ElementwiseModel",
     "ElementwiseForSequenceClassification",
     "ElementwiseTokenizer",
+    "SLSTMConfig",
+    "SLSTMModel",
+    "SLSTMForMaskedLM",
+    "SLSTMForSequenceClassification",
 ]

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
 from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,27 @@ FAMILIES = {
         defaults={},
         tokenizer="elementwise",
         learning_rate=1e-4,  # a Transformer trained from scratch: higher rates collapse to the label prior
+    ),
+    "slstm": Family(
+        name="slstm",
+        config_class=SLSTMConfig,
+        model_class=SLSTMModel,
+        heads={"AutoModelForSequenceClassification": SLSTMForSequenceClassification,
+               "AutoModelForMaskedLM": SLSTMForMaskedLM},
+        paper_title="Pre-Training a Graph Recurrent Network for Language Representation",
+        paper_citation=(
+            "@article{wang2022slstm,\n"
+            "  title={Pre-Training a Graph Recurrent Network for Language Representation},\n"
+            "  author={Wang, Yile and Yang, Linyi and Teng, Zhiyang and Zhou, Ming and Zhang, Yue},\n"
+            "  journal={arXiv preprint arXiv:2209.03834},\n  year={2022}\n}"
+        ),
+        summary=(
+            "A graph recurrent encoder (S-LSTM): every token is a node linked to its neighbours and to one sentence "
+            "node; L synchronous LSTM-style updates with shared parameters exchange information locally and through "
+            "the sentence node, in time linear in the length. The final sentence node is the document vector."
+        ),
+        defaults={"hidden_size": 256, "num_recurrent_steps": 4},
+        learning_rate=1e-3,
     ),
 }
 

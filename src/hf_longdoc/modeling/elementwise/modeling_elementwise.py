@@ -117,6 +117,14 @@ class ElementwisePreTrainedModel(PreTrainedModel):
             return
         super()._init_weights(module)
         if isinstance(module, ElementwiseEmbeddings):
+            # Elements start at unit scale (nn.Embedding's own default), focus embeddings at `initializer_range`: the
+            # LayerNorm after the reshape fixes the overall scale, so only their ratio matters, and at 0.02 / 0.02 the
+            # position signal g(p) is as loud as the bytes (pure noise on a short word's padding slots). Measured on
+            # BBC from scratch (3 epochs, 128 materials): 0.45 test accuracy at 0.02, 0.72 at 1.0.
+            elements = module.element_embeddings.weight
+            init.normal_(elements, mean=0.0, std=1.0)
+            if not getattr(elements, "_is_hf_initialized", False):  # a slice loses the flag, so check it here
+                init.zeros_(elements[self.config.pad_token_id])
             if module.local_focus is not None:
                 init.normal_(module.local_focus, mean=0.0, std=self.config.initializer_range)
             if module.vgram_scorer is not None:

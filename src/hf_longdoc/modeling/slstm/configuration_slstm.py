@@ -1,0 +1,159 @@
+"""Configuration of the S-LSTM graph recurrent encoder (Wang et al., "Pre-Training a Graph Recurrent Network for
+Language Representation", 2022).
+
+Self-contained (Hub rule): imports only transformers and the standard library, so a saved model loads with
+`trust_remote_code=True` where hf_longdoc is not installed.
+"""
+
+from transformers import PretrainedConfig
+
+WINDOW_COMBINES = ("sum", "concat")
+POSITION_EMBEDDING_TYPES = ("absolute", "none")
+
+# Section 5.1-5.2 and Table 5: (recurrent steps L, hidden size). "base" is the pre-trained model of Section 5.2
+# (10 steps, 1792 hidden, 186M parameters with a 30k SentencePiece vocabulary and 512 positions).
+PAPER_SIZES = {
+    "base": (10, 1792),
+    "6x1280": (6, 1280),
+    "12x1280": (12, 1280),
+    "6x2048": (6, 2048),
+    "12x2048": (12, 2048),
+}
+
+
+class SLSTMConfig(PretrainedConfig):
+    r"""
+    Configuration of an [`SLSTMModel`]. The defaults build a small model that trains on two CPU cores in minutes;
+    `SLSTMConfig.from_paper(...)` gives the paper's sizes.
+
+    Args:
+        vocab_size (`int`, defaults to 8000):
+            Number of token ids the embedding table E of Eq. 2 knows.
+        hidden_size (`int`, defaults to 256):
+            Size H of the token embeddings and of every node state h, c, g, c_g (paper: 1792).
+        num_recurrent_steps (`int`, defaults to 4):
+            Number L of synchronous state updates; one set of parameters is shared by all steps (Section 4, paper:
+            10). Also readable as `num_hidden_layers`.
+        window_size (`int`, defaults to 1):
+            Neighbours k on each side that a token node reads (Eq. 1 uses k = 1).
+        window_combine (`str`, defaults to `"sum"`):
+            How the k neighbours on a side enter ξ of Eq. 3: `"sum"` adds them (the released code; ξ stays 3H wide)
+            or `"concat"` concatenates all 2k+1 states (ξ is (2k+1)H wide). Identical for k = 1. In both, the left and
+            right forget gates multiply the sum of the k cells on their side, as the released code does.
+        gate_layer_norm (`bool`, defaults to `True`):
+            LayerNorm on every gate pre-activation of Eq. 3 and 4 (Section 3.2; the ablation of Fig. 3c turns it off).
+        position_embedding_type (`str`, defaults to `"absolute"`):
+            `"absolute"`: x = E(w) + P(pos) (Eq. 2) with a learned table of `max_position_embeddings` rows; `"none"`:
+            x = E(w) and no length limit (Fig. 3c ablation).
+        max_position_embeddings (`int`, defaults to 4096):
+            Longest document the position table covers.
+        type_vocab_size (`int`, defaults to 0):
+            Rows of an optional token-type table added to x for sentence pairs. The paper feeds a pair as one
+            concatenated sequence with no segment embedding (0: `token_type_ids` are accepted and ignored).
+        hidden_dropout_prob (`float`, defaults to 0.1):
+            Dropout on the input x.
+        step_dropout_prob (`float`, defaults to 0.0):
+            Dropout on h and g after every step (Fig. 3c: no gain, so off).
+        classifier_dropout (`float`, *optional*):
+            Dropout before the classification head; `hidden_dropout_prob` when unset.
+        layer_norm_eps (`float`, defaults to 1e-5):
+            Epsilon of the gate LayerNorms and of the masked-LM head's LayerNorm.
+        initializer_range (`float`, defaults to 0.02):
+            Standard deviation of the normal initialisation of embeddings and linear weights.
+        pad_token_id (`int`, defaults to 0):
+            Id of the padding token.
+        tie_word_embeddings (`bool`, defaults to `True`):
+            Whether the masked-LM decoder is the input embedding E (Eq. 5).
+    """
+
+    model_type = "slstm"
+    attribute_map = {"num_hidden_layers": "num_recurrent_steps"}
+
+    def __init__(
+        self,
+        vocab_size=8000,
+        hidden_size=256,
+        num_recurrent_steps=4,
+        window_size=1,
+        window_combine="sum",
+        gate_layer_norm=True,
+        position_embedding_type="absolute",
+        max_position_embeddings=4096,
+        type_vocab_size=0,
+        hidden_dropout_prob=0.1,
+        step_dropout_prob=0.0,
+        classifier_dropout=None,
+        layer_norm_eps=1e-5,
+        initializer_range=0.02,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+        **kwargs,
+    ):
+        for name, value, least in (
+            ("vocab_size", vocab_size, 1),
+            ("hidden_size", hidden_size, 1),
+            ("num_recurrent_steps", num_recurrent_steps, 1),
+            ("window_size", window_size, 1),
+            ("max_position_embeddings", max_position_embeddings, 1),
+            ("type_vocab_size", type_vocab_size, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        if window_combine not in WINDOW_COMBINES:
+            raise ValueError(f"`window_combine` must be one of {WINDOW_COMBINES}, got {window_combine!r}.")
+        if position_embedding_type not in POSITION_EMBEDDING_TYPES:
+            raise ValueError(
+                f"`position_embedding_type` must be one of {POSITION_EMBEDDING_TYPES}, got {position_embedding_type!r}."
+            )
+        for name, value in (
+            ("hidden_dropout_prob", hidden_dropout_prob),
+            ("step_dropout_prob", step_dropout_prob),
+            ("classifier_dropout", classifier_dropout),
+        ):
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must lie in [0, 1), got {value!r}.")
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_recurrent_steps = num_recurrent_steps
+        self.window_size = window_size
+        self.window_combine = window_combine
+        self.gate_layer_norm = gate_layer_norm
+        self.position_embedding_type = position_embedding_type
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.step_dropout_prob = step_dropout_prob
+        self.classifier_dropout = classifier_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.pad_token_id = pad_token_id
+        self.tie_word_embeddings = tie_word_embeddings
+        kwargs.setdefault("auto_map", _auto_map())
+        super().__init__(**kwargs)
+
+    @classmethod
+    def from_paper(cls, size="base", **kwargs):
+        """The paper's settings: `"base"` (Section 5.2: 10 steps, hidden 1792, ≈186M parameters) or a Table 5 row
+        `"6x1280"`, `"12x1280"`, `"6x2048"`, `"12x2048"`. A 30k vocabulary, 512 positions (the pre-training length) and
+        window 1, as in the paper; any keyword overrides."""
+        if size not in PAPER_SIZES:
+            raise ValueError(f"Unknown paper size {size!r}; choose one of {', '.join(PAPER_SIZES)}.")
+        steps, hidden = PAPER_SIZES[size]
+        settings = {"vocab_size": 30000, "hidden_size": hidden, "num_recurrent_steps": steps, "window_size": 1,
+                    "max_position_embeddings": 512, "hidden_dropout_prob": 0.1}
+        settings.update(kwargs)
+        return cls(**settings)
+
+
+def _auto_map():
+    """Every Auto class that can load a saved S-LSTM, so the saved folder works without hf_longdoc."""
+    modeling = "modeling_slstm."
+    return {
+        "AutoConfig": "configuration_slstm.SLSTMConfig",
+        "AutoModel": modeling + "SLSTMModel",
+        "AutoModelForMaskedLM": modeling + "SLSTMForMaskedLM",
+        "AutoModelForSequenceClassification": modeling + "SLSTMForSequenceClassification",
+    }
+
+
+__all__ = ["SLSTMConfig"]

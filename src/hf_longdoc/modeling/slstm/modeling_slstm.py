@@ -1,0 +1,459 @@
+"""S-LSTM: a graph recurrent encoder with one node per token and one sentence node, updated L times in parallel.
+
+Paper: Y. Wang, L. Yang, Z. Teng, M. Zhou, Y. Zhang, "Pre-Training a Graph Recurrent Network for Language
+Representation", 2022 (`shared/papers/002_fe6a7c215d87ca4b.txt`, Sections 3-4), after Zhang et al.'s S-LSTM (2018).
+
+    Eq. 1  graph: token node i linked to i±1 (window k) and to the sentence node g, with self-loops
+    Eq. 2  x_i = E(w_i) + P(i)
+    Eq. 3  token node i at step t, from the step t-1 states:
+           ξ_i = h_{i-1} ‖ h_i ‖ h_{i+1}
+           î, l̂, r̂, f̂, ŝ, o = σ(LN(W ξ_i + U x_i + V g + b)),  u = tanh(LN(W_u ξ_i + U_u x_i + V_u g + b_u))
+           i, l, r, f, s = softmax(î, l̂, r̂, f̂, ŝ)            (per dimension, over the five sigmoided gates)
+           c_i = l ⊙ c_{i-1} + f ⊙ c_i + r ⊙ c_{i+1} + s ⊙ c_g + i ⊙ u,   h_i = o ⊙ tanh(c_i)
+    Eq. 4  sentence node at step t, from the step t-1 states:
+           h̄ = mean_i h_i,  f̂_i = σ(LN(W_f g + U_f h_i + b_f)),  f̂_g = σ(LN(W_g g + U_g h̄ + b_g)),
+           o_g = σ(LN(W_o g + U_o h̄ + b_o)),  f_1..f_n, f_g = softmax(f̂_1..f̂_n, f̂_g)   (per dimension, over tokens)
+           c_g = f_g ⊙ c_g + Σ_i f_i ⊙ c_i,   g = o_g ⊙ tanh(c_g)
+    Eq. 5  masked LM: P(w | h̃) ∝ exp(E(w)ᵀ W h̃), the decoder tied to E
+
+Where the paper is silent, the released code (github ylwangy/slstm_pytorch) decides: ONE set of parameters shared by
+all L steps, h = c = x and g = c_g = masked mean of x at the start, the softmaxes taken over the already-sigmoided
+gates, the window neighbours of a side summed (`window_combine="sum"`; `"concat"` is the alternative), and the final
+sentence node g as the sentence vector. Unlike the code, both nodes update synchronously from step t-1 (Eq. 3-4 as
+written; the code feeds the new token states to the sentence node), the gates are layer-normalised (Section 3.2; the
+code's default turns it off), and positions enter once through Eq. 2 (the code adds them to the gates instead).
+Padding never leaks: pads hold zero states, are skipped by the mean and the softmax, and a neighbour beyond either end
+is a zero state. The masked-LM head is dense → GELU → LayerNorm → tied decoder, the released code's form of Eq. 5.
+
+Fast path (`SLSTMStep`): W ξ_i = W_left h_{i-1} + W_center h_i + W_right h_{i+1}, so ONE matmul of the states with the
+stacked blocks (and U_f of Eq. 4) gives every gate term of every token, ≈ 22·H² multiply-adds per token and step; the
+neighbour terms are then shifted outputs. U x (constant over steps) is computed once, V g and the sentence-node terms
+in g and h̄ once per document and step. Softmaxes and sums over tokens run in fp32 under autocast.
+
+Shapes: b batch · n tokens · H hidden size.
+
+Self-contained (Hub rule): imports only torch, transformers and sibling files.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
+from transformers.utils import can_return_tuple
+
+from .configuration_slstm import SLSTMConfig
+
+TOKEN_GATES = ("i", "l", "r", "f", "s", "o", "u")  # Eq. 3, in this order in every 7H-wide tensor
+SENTENCE_GATES = ("f_token", "f_g", "o")  # Eq. 4: f̂_i, f̂_g, o
+
+
+def real_token_mask(input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs once and return the (b, n) bool mask of real tokens."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
+    shape = tuple(input_ids.shape if input_ids is not None else inputs_embeds.shape[:2])
+    if len(shape) != 2 or (inputs_embeds is not None and inputs_embeds.dim() != 3):
+        got = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+        raise ValueError(f"`input_ids` must have shape (batch, length) (`inputs_embeds` one more dim), got {got}.")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"Got an empty batch of shape {shape}: pass at least one document with at least one token.")
+    if attention_mask is None:
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        return torch.ones(shape, dtype=torch.bool, device=device)
+    if tuple(attention_mask.shape) != shape:
+        raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
+    mask = attention_mask.bool()
+    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty documents from the batch."
+        )
+    return mask
+
+
+def at_least_fp32(t):
+    """fp16/bf16 -> fp32; fp32 and fp64 unchanged (the float64 reference tests run the model in double)."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+def shift(states, offset):
+    """states[:, i - offset] at position i (zeros where i - offset falls outside the sequence); (b, n, d)."""
+    if offset == 0:
+        return states
+    shifted = torch.zeros_like(states)
+    if abs(offset) < states.shape[1]:
+        if offset > 0:
+            shifted[:, offset:] = states[:, :-offset]
+        else:
+            shifted[:, :offset] = states[:, -offset:]
+    return shifted
+
+
+def window_sum(states, window_size):
+    """(Σ_{s=1..k} states_{i-s}, Σ_{s=1..k} states_{i+s}): the summed left and right neighbours of every token."""
+    left = sum(shift(states, s) for s in range(1, window_size + 1))
+    right = sum(shift(states, -s) for s in range(1, window_size + 1))
+    return left, right
+
+
+class GateLayerNorm(nn.Module):
+    """A separate LayerNorm for each of G gates, applied to a (..., G, H) tensor in one call."""
+
+    def __init__(self, num_gates, hidden_size, eps, enabled=True):
+        super().__init__()
+        self.enabled = enabled
+        self.eps = eps
+        if enabled:
+            self.weight = nn.Parameter(torch.ones(num_gates, hidden_size))
+            self.bias = nn.Parameter(torch.zeros(num_gates, hidden_size))
+
+    def forward(self, gates):
+        if not self.enabled:
+            return gates
+        normed = F.layer_norm(gates, gates.shape[-1:], eps=self.eps)
+        return normed * self.weight + self.bias
+
+
+class SLSTMEmbeddings(nn.Module):
+    """Eq. 2: x = E(w) + P(position), positions counting real tokens only (left padding changes nothing)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = (
+            nn.Embedding(config.max_position_embeddings, config.hidden_size)
+            if config.position_embedding_type == "absolute" else None
+        )
+        self.token_type_embeddings = (
+            nn.Embedding(config.type_vocab_size, config.hidden_size) if config.type_vocab_size else None
+        )
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids, inputs_embeds, token_type_ids, mask):
+        x = self.word_embeddings(input_ids) if inputs_embeds is None else inputs_embeds
+        if self.position_embeddings is not None:
+            positions = (mask.long().cumsum(dim=1) - 1).clamp(min=0)  # 0, 1, ... over the real tokens
+            x = x + self.position_embeddings(positions)
+        if self.token_type_embeddings is not None and token_type_ids is not None:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(x) * mask[:, :, None].to(x.dtype)  # pads are zero states
+
+
+class SLSTMStep(GradientCheckpointingLayer):
+    """One synchronous update of all token nodes (Eq. 3) and the sentence node (Eq. 4). The same instance (the same
+    parameters) runs all L steps.
+
+    Parameters, by the paper's names (x the gate, H the hidden size, B = 3 or 2k+1 blocks of ξ):
+        token_W  (7H × B·H, bias b_x)  W_x ξ          token_U (7H × H)  U_x x_i          token_V (7H × H)  V_x g
+        sentence_W (3H × H, biases b_f, b_g, b_o)  W_f g, W_g g, W_o g
+        sentence_U_token (H × H)  U_f h_i           sentence_U_mean (2H × H)  U_g h̄, U_o h̄
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        H, k = config.hidden_size, config.window_size
+        self.window_size = k
+        self.window_combine = config.window_combine
+        self.num_blocks = 3 if config.window_combine == "sum" else 2 * k + 1  # ξ = left ‖ centre ‖ right
+        self.token_W = nn.Linear(self.num_blocks * H, 7 * H)
+        self.token_U = nn.Linear(H, 7 * H, bias=False)
+        self.token_V = nn.Linear(H, 7 * H, bias=False)
+        self.token_norm = GateLayerNorm(7, H, config.layer_norm_eps, config.gate_layer_norm)
+        self.sentence_W = nn.Linear(H, 3 * H)
+        self.sentence_U_token = nn.Linear(H, H, bias=False)
+        self.sentence_U_mean = nn.Linear(H, 2 * H, bias=False)
+        self.sentence_norm = GateLayerNorm(3, H, config.layer_norm_eps, config.gate_layer_norm)
+        self.dropout = nn.Dropout(config.step_dropout_prob)
+
+    def block_offsets(self):
+        """The token offset each B-block of ξ reads: sum mode (-1, 0, +1) stand for the summed sides."""
+        if self.window_combine == "sum":
+            return (-1, 0, 1)
+        return tuple(range(-self.window_size, self.window_size + 1))
+
+    def token_gate_inputs(self, h):
+        """W ξ_i for every token (without b), and U_f h_i of Eq. 4, from ONE matmul: (b, n, 7H), (b, n, H)."""
+        b, n, H = h.shape
+        blocks = self.token_W.weight.split(H, dim=1)  # B × (7H, H)
+        stacked = torch.cat([*blocks, self.sentence_U_token.weight], dim=0)  # (B·7H + H, H)
+        projected = F.linear(h, stacked)  # (b, n, B·7H + H): every block applied to every token
+        per_block = projected[..., : self.num_blocks * 7 * H].split(7 * H, dim=-1)
+        gate_input = None
+        for offset, block in zip(self.block_offsets(), per_block):
+            if self.window_combine == "sum" and offset != 0:  # W_side Σ_s h_{i∓s} = Σ_s (W_side h)_{i∓s}
+                side = sum(shift(block, -offset * s) for s in range(1, self.window_size + 1))
+            else:
+                side = shift(block, -offset)  # the term in h_{i+offset} lands on token i
+            gate_input = side if gate_input is None else gate_input + side
+        return gate_input, projected[..., self.num_blocks * 7 * H:]
+
+    def forward(self, h, c, g, c_g, x_term, mask):
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H)
+        computed once per forward; mask (b, n) bool. Returns the four states at step t."""
+        b, n, H = h.shape
+        real = mask[:, :, None]
+        W_xi, U_f_h = self.token_gate_inputs(h)
+
+        # Eq. 3: the token nodes
+        pre = (W_xi + x_term + self.token_V(g)[:, None, :]).view(b, n, 7, H)
+        pre = self.token_norm(pre)
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            pre = at_least_fp32(pre)
+            gates = torch.sigmoid(pre[:, :, :6])  # î, l̂, r̂, f̂, ŝ, o
+            mix = torch.softmax(gates[:, :, :5], dim=2)  # i, l, r, f, s: softmax over the five, per dimension
+            u = torch.tanh(pre[:, :, 6])
+            c32 = at_least_fp32(c)
+            c_left, c_right = window_sum(c32, self.window_size)
+            c_new = (mix[:, :, 0] * u + mix[:, :, 1] * c_left + mix[:, :, 2] * c_right + mix[:, :, 3] * c32
+                     + mix[:, :, 4] * at_least_fp32(c_g)[:, None, :])
+            h_new = gates[:, :, 5] * torch.tanh(c_new)
+            c_new = c_new * real
+            h_new = h_new * real
+
+        # Eq. 4: the sentence node, from the step t-1 token states
+        n_real = mask.sum(dim=1, keepdim=True).to(h.dtype)  # (b, 1)
+        h_mean = h.sum(dim=1) / n_real  # pads are zero
+        W_g = self.sentence_W(g)  # (b, 3H): W_f g + b_f, W_g g + b_g, W_o g + b_o
+        U_mean = self.sentence_U_mean(h_mean)  # (b, 2H): U_g h̄, U_o h̄
+        token_forget = U_f_h + W_g[:, None, :H]  # (b, n, H)
+        doc_gates = W_g[:, H:] + U_mean  # (b, 2H)
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            token_forget, forget_g, out_g = self.sentence_gates(token_forget, doc_gates)
+            # softmax over the real tokens and the sentence slot, per dimension; σ(·) ∈ (0, 1) so exp needs no shift
+            weight_tokens = torch.exp(token_forget) * real  # (b, n, H)
+            weight_g = torch.exp(forget_g)  # (b, H)
+            total = weight_tokens.sum(dim=1) + weight_g
+            c_g_new = (weight_g * at_least_fp32(c_g) + (weight_tokens * c32).sum(dim=1)) / total
+            g_new = out_g * torch.tanh(c_g_new)
+
+        dtype = h.dtype
+        return (self.dropout(h_new.to(dtype)), c_new.to(dtype), self.dropout(g_new.to(dtype)), c_g_new.to(dtype))
+
+    def sentence_gates(self, token_forget, doc_gates):
+        """σ(LN(·)) of Eq. 4's three gates, in fp32: f̂_i (b, n, H), f̂_g (b, H), o (b, H)."""
+        norm = self.sentence_norm
+        H = token_forget.shape[-1]
+        token_forget = at_least_fp32(token_forget)
+        doc = at_least_fp32(doc_gates).view(-1, 2, H)
+        if norm.enabled:
+            weight, bias = at_least_fp32(norm.weight), at_least_fp32(norm.bias)
+            token_forget = F.layer_norm(token_forget, (H,), eps=norm.eps) * weight[0] + bias[0]
+            doc = F.layer_norm(doc, (H,), eps=norm.eps) * weight[1:] + bias[1:]
+        return torch.sigmoid(token_forget), torch.sigmoid(doc[:, 0]), torch.sigmoid(doc[:, 1])
+
+
+class SLSTMPreTrainedModel(PreTrainedModel):
+    config_class = SLSTMConfig
+    base_model_prefix = "slstm"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["SLSTMStep"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, GateLayerNorm) and module.enabled:
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, SLSTMLMHead):
+            init.zeros_(module.bias)
+
+
+class SLSTMModel(SLSTMPreTrainedModel):
+    """The S-LSTM encoder: token states h (last_hidden_state), the sentence node g (pooler_output), and on request the
+    token states of every step (hidden_states = h after 0, 1, ..., L steps)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embeddings = SLSTMEmbeddings(config)
+        self.step = SLSTMStep(config)  # one block, run L times (all parameters shared across steps)
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def check_input_ids(self, input_ids, token_type_ids, mask):
+        config = self.config
+        if input_ids is not None and ((input_ids < 0) | (input_ids >= config.vocab_size)).any():
+            bad = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)][0].item()
+            raise ValueError(f"`input_ids` holds id {bad}, outside the vocabulary [0, {config.vocab_size}); use the "
+                             "tokenizer saved with this model or raise `config.vocab_size`.")
+        longest = int(mask.sum(dim=1).max())
+        if config.position_embedding_type == "absolute" and longest > config.max_position_embeddings:
+            raise ValueError(f"A document has {longest} tokens but `max_position_embeddings` is "
+                             f"{config.max_position_embeddings}; truncate (tokenizer max_length) or raise it.")
+        if token_type_ids is not None:
+            if tuple(token_type_ids.shape) != tuple(mask.shape):
+                raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected "
+                                 f"{tuple(mask.shape)} like the input.")
+            if config.type_vocab_size and ((token_type_ids < 0) | (token_type_ids >= config.type_vocab_size)).any():
+                raise ValueError(f"`token_type_ids` must lie in [0, {config.type_vocab_size}) (`type_vocab_size`).")
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> BaseModelOutputWithPooling:
+        mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
+        self.check_input_ids(input_ids, token_type_ids, mask)
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
+
+        x = self.embeddings(input_ids, inputs_embeds, token_type_ids, mask)  # Eq. 2, (b, n, H), zero at pads
+        n_real = mask.sum(dim=1, keepdim=True).to(x.dtype)
+        h, c = x, x  # the released code's start: h = c = x, g = c_g = mean of x
+        g = x.sum(dim=1) / n_real
+        c_g = g
+        x_term = self.step.token_U(x) + self.step.token_W.bias  # U x + b of Eq. 3: constant over the steps
+        hidden_states = [h] if output_hidden_states else None
+        for _ in range(self.config.num_recurrent_steps):
+            h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask)
+            if output_hidden_states:
+                hidden_states.append(h)
+        return BaseModelOutputWithPooling(
+            last_hidden_state=h,
+            pooler_output=g,
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
+        )
+
+
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
+class SLSTMForSequenceClassification(SLSTMPreTrainedModel):
+    """A linear head on the final sentence node g (Section 5.3: g plays [CLS]; a sentence pair is one concatenated
+    sequence): single-label, multi-label (BCE) or regression, by `problem_type`."""
+
+    accepts_loss_kwargs = False  # the loss is a mean over the batch; it does not use num_items_in_batch
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.slstm = SLSTMModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> SequenceClassifierOutput:
+        outputs = self.slstm(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True)
+        logits = self.classifier(self.dropout(outputs.pooler_output))  # (b, num_labels)
+        loss = None
+        if labels is not None:
+            check_labels(labels, logits, self.config)
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+
+
+class SLSTMLMHead(nn.Module):
+    """Eq. 5: logits = E · LN(GELU(W h̃)) + bias, with the decoder tied to the input embeddings E."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # W of Eq. 5
+        self.activation = ACT2FN["gelu"]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # E, tied
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, h):
+        return self.decoder(self.layer_norm(self.activation(self.dense(h)))) + self.bias
+
+
+class SLSTMForMaskedLM(SLSTMPreTrainedModel):
+    """Masked-LM pre-training (Section 3.3): cross-entropy over the masked tokens (`labels` = -100 elsewhere, as
+    `DataCollatorForLanguageModeling` makes them)."""
+
+    _tied_weights_keys = {"lm_head.decoder.weight": "slstm.embeddings.word_embeddings.weight"}
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.slstm = SLSTMModel(config)
+        self.lm_head = SLSTMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+    ) -> MaskedLMOutput:
+        outputs = self.slstm(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True)
+        logits = self.lm_head(outputs.last_hidden_state)  # (b, n, vocab)
+        loss = None
+        if labels is not None:
+            if tuple(labels.shape) != tuple(logits.shape[:2]):
+                raise ValueError(f"`labels` must have the input's shape {tuple(logits.shape[:2])} (-100 where no "
+                                 f"token is predicted), got {tuple(labels.shape)}.")
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+
+
+SLSTMConfig.register_for_auto_class("AutoConfig")
+SLSTMModel.register_for_auto_class("AutoModel")
+SLSTMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
+SLSTMForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = ["SLSTMModel", "SLSTMForMaskedLM", "SLSTMForSequenceClassification", "SLSTMPreTrainedModel"]

@@ -1,0 +1,262 @@
+"""S-LSTM (paper 002): Eq. 2-4 against a direct per-token loop in float64, the fast path's agreement (outputs and
+gradients), parameter sharing, the paper's sizes, and the masked-LM head with Transformers' collator."""
+
+import math
+
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import AutoModelForMaskedLM, DataCollatorForLanguageModeling, PreTrainedTokenizerFast
+
+from hf_longdoc import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
+
+H = 6
+GATES = "ilrfsou"
+
+
+def layer_norm(v, weight, bias, enabled, eps):
+    if not enabled:
+        return v
+    return (v - v.mean()) / torch.sqrt(v.var(unbiased=False) + eps) * weight + bias
+
+
+def reference(model, ids, cfg):
+    """Eq. 2-4 for ONE document of real tokens, one token and one gate at a time, from the step t-1 states."""
+    step, emb = model.step, model.embeddings
+    n, k, eps, ln = len(ids), cfg.window_size, cfg.layer_norm_eps, cfg.gate_layer_norm
+    zero = torch.zeros(cfg.hidden_size, dtype=torch.float64)
+    x = [emb.word_embeddings.weight[w] + (emb.position_embeddings.weight[i] if emb.position_embeddings else 0)
+         for i, w in enumerate(ids.tolist())]  # Eq. 2
+
+    def at(states, j):
+        return states[j] if 0 <= j < n else zero  # a neighbour beyond either end is a zero state
+
+    def gate_rows(weight, gate):
+        return weight[gate * cfg.hidden_size:(gate + 1) * cfg.hidden_size]
+
+    h, c = list(x), list(x)
+    g = sum(x) / n
+    c_g = g.clone()
+    for _ in range(cfg.num_recurrent_steps):
+        new_h, new_c = [], []
+        for i in range(n):
+            if cfg.window_combine == "sum":
+                left = sum((at(h, i - s) for s in range(1, k + 1)), zero)
+                right = sum((at(h, i + s) for s in range(1, k + 1)), zero)
+                xi = torch.cat([left, h[i], right])
+            else:
+                xi = torch.cat([at(h, j) for j in range(i - k, i + k + 1)])
+            gate = {}
+            for index, name in enumerate(GATES):
+                pre = (gate_rows(step.token_W.weight, index) @ xi + gate_rows(step.token_U.weight, index) @ x[i]
+                       + gate_rows(step.token_V.weight, index) @ g + gate_rows(step.token_W.bias, index))
+                pre = layer_norm(pre, step.token_norm.weight[index] if ln else None,
+                                 step.token_norm.bias[index] if ln else None, ln, eps)
+                gate[name] = torch.tanh(pre) if name == "u" else torch.sigmoid(pre)
+            hats = torch.stack([gate[name] for name in "ilrfs"])
+            i_, l_, r_, f_, s_ = torch.exp(hats) / torch.exp(hats).sum(dim=0)  # softmax over the five gates
+            c_left = sum((at(c, i - s) for s in range(1, k + 1)), zero)
+            c_right = sum((at(c, i + s) for s in range(1, k + 1)), zero)
+            c_i = l_ * c_left + f_ * c[i] + r_ * c_right + s_ * c_g + i_ * gate["u"]
+            new_c.append(c_i)
+            new_h.append(gate["o"] * torch.tanh(c_i))
+        # Eq. 4 from the step t-1 token states
+        h_bar = sum(h) / n
+        Wg = step.sentence_W.weight
+        bg = step.sentence_W.bias
+        U_mean = step.sentence_U_mean.weight
+
+        def sentence_gate(index, pre):
+            return torch.sigmoid(layer_norm(pre, step.sentence_norm.weight[index] if ln else None,
+                                            step.sentence_norm.bias[index] if ln else None, ln, eps))
+
+        f_hat = [sentence_gate(0, gate_rows(Wg, 0) @ g + step.sentence_U_token.weight @ h[i] + gate_rows(bg, 0))
+                 for i in range(n)]
+        f_g_hat = sentence_gate(1, gate_rows(Wg, 1) @ g + gate_rows(U_mean, 0) @ h_bar + gate_rows(bg, 1))
+        o_g = sentence_gate(2, gate_rows(Wg, 2) @ g + gate_rows(U_mean, 1) @ h_bar + gate_rows(bg, 2))
+        weights = torch.softmax(torch.stack([*f_hat, f_g_hat]), dim=0)  # over tokens and the sentence slot
+        c_g = weights[n] * c_g + sum(weights[i] * c[i] for i in range(n))
+        g = o_g * torch.tanh(c_g)
+        h, c = new_h, new_c
+    return torch.stack(h), g
+
+
+def tiny(**overrides):
+    settings = dict(vocab_size=31, hidden_size=H, num_recurrent_steps=3, max_position_embeddings=16,
+                    hidden_dropout_prob=0.0, layer_norm_eps=1e-5)
+    settings.update(overrides)
+    return SLSTMConfig(**settings)
+
+
+def randomised(config, seed=0):
+    """A double model with every parameter random (LayerNorm weights too), so no term can hide at its init value."""
+    torch.manual_seed(seed)
+    model = SLSTMModel(config).double().eval()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(torch.randn_like(parameter) * (0.5 if "weight" in name else 0.3))
+    return model
+
+
+@pytest.mark.parametrize("settings", [
+    dict(),
+    dict(window_size=2),
+    dict(window_size=2, window_combine="concat"),
+    dict(gate_layer_norm=False),
+    dict(position_embedding_type="none", window_size=3),
+])
+def test_fast_path_equals_the_per_token_equations(settings):
+    config = tiny(**settings)
+    model = randomised(config)
+    lengths = [7, 4, 1]
+    ids = torch.zeros(3, 7, dtype=torch.long)
+    mask = torch.zeros(3, 7, dtype=torch.long)
+    generator = torch.Generator().manual_seed(1)
+    for row, length in enumerate(lengths):
+        start = 7 - length if row == 1 else 0  # row 1 is left-padded
+        ids[row, start:start + length] = torch.randint(1, 31, (length,), generator=generator)
+        mask[row, start:start + length] = 1
+    out = model(ids, attention_mask=mask, output_hidden_states=True)
+    for row in range(3):
+        real = mask[row].bool()
+        h_ref, g_ref = reference(model, ids[row][real], config)
+        torch.testing.assert_close(out.last_hidden_state[row][real], h_ref, rtol=1e-10, atol=1e-10)
+        torch.testing.assert_close(out.pooler_output[row], g_ref, rtol=1e-10, atol=1e-10)
+        for states in out.hidden_states:  # pads hold zero states at every step
+            assert states[row][~real].abs().max().item() == 0 if (~real).any() else True
+    assert len(out.hidden_states) == config.num_recurrent_steps + 1
+
+
+def test_fast_path_gradients_equal_the_reference_gradients():
+    config = tiny(window_size=2)
+    model = randomised(config)
+    ids = torch.tensor([[3, 9, 4, 22, 7]])
+    out = model(ids)
+    fast = torch.autograd.grad(out.last_hidden_state.sum() + out.pooler_output.sum(), list(model.parameters()))
+    h_ref, g_ref = reference(model, ids[0], config)
+    slow = torch.autograd.grad(h_ref.sum() + g_ref.sum(), list(model.parameters()), allow_unused=True)
+    for (name, _), a, b in zip(model.named_parameters(), fast, slow):
+        torch.testing.assert_close(a, b if b is not None else torch.zeros_like(a), rtol=1e-9, atol=1e-9, msg=name)
+
+
+def test_one_step_is_the_synchronous_update_from_the_initial_states():
+    """After one step, g depends on the initial token states only (h = c = x), not on the updated ones."""
+    config = tiny(num_recurrent_steps=1)
+    model = randomised(config)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    _, g_ref = reference(model, ids[0], config)
+    torch.testing.assert_close(model(ids).pooler_output[0], g_ref, rtol=1e-10, atol=1e-10)
+
+
+def test_parameters_are_shared_across_steps():
+    counts = {steps: sum(p.numel() for p in SLSTMModel(tiny(num_recurrent_steps=steps)).parameters())
+              for steps in (1, 4, 10)}
+    assert len(set(counts.values())) == 1
+    names = {name for name, _ in SLSTMModel(tiny(num_recurrent_steps=4)).named_parameters()}
+    assert not any(char.isdigit() for name in names for char in name.split(".")[1])  # no per-step copies
+
+
+def test_window_combine_only_matters_beyond_one_neighbour():
+    sum_model = randomised(tiny(window_combine="sum"))
+    concat_model = SLSTMModel(tiny(window_combine="concat")).double().eval()
+    concat_model.load_state_dict(sum_model.state_dict())
+    ids = torch.tensor([[4, 8, 15, 16, 23]])
+    torch.testing.assert_close(sum_model(ids).pooler_output, concat_model(ids).pooler_output)
+    assert SLSTMModel(tiny(window_combine="concat", window_size=2)).step.token_W.in_features == 5 * H
+
+
+@pytest.mark.parametrize("size,millions,steps,hidden", [
+    ("base", 186, 10, 1792),  # Section 5.2
+    ("6x1280", 107, 6, 1280),  # Table 5
+    ("12x1280", 107, 12, 1280),
+    ("6x2048", 238, 6, 2048),
+    ("12x2048", 238, 12, 2048),
+])
+def test_paper_sizes(size, millions, steps, hidden):
+    config = SLSTMConfig.from_paper(size)
+    assert (config.num_hidden_layers, config.hidden_size, config.window_size) == (steps, hidden, 1)
+    with torch.device("meta"):
+        model = SLSTMForMaskedLM(config)
+    total = sum(p.numel() for p in model.parameters()) / 1e6
+    print(f"S-LSTM {size}: {total:.1f}M parameters (paper {millions}M)")
+    assert abs(total - millions) / millions < 0.05
+
+
+def test_positions_count_real_tokens_and_long_documents_fail_clearly():
+    model = SLSTMForSequenceClassification(tiny(num_labels=2)).eval()
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        model(torch.ones(1, 17, dtype=torch.long))
+    model(torch.ones(1, 20, dtype=torch.long), attention_mask=torch.tensor([[0] * 4 + [1] * 16]))  # 16 real: fine
+    unbounded = SLSTMForSequenceClassification(tiny(num_labels=2, position_embedding_type="none")).eval()
+    assert unbounded(torch.ones(1, 40, dtype=torch.long)).logits.shape == (1, 2)
+
+
+def test_token_type_ids_are_optional_and_used_only_with_a_type_table():
+    ids = torch.tensor([[2, 5, 6, 3, 7, 8, 3]])
+    types = torch.tensor([[0, 0, 0, 0, 1, 1, 1]])
+    plain = SLSTMForSequenceClassification(tiny(num_labels=2)).eval()
+    torch.testing.assert_close(plain(ids).logits, plain(ids, token_type_ids=types).logits)
+    typed = SLSTMForSequenceClassification(tiny(num_labels=2, type_vocab_size=2)).eval()
+    assert not torch.allclose(typed(ids).logits, typed(ids, token_type_ids=types).logits)
+    with pytest.raises(ValueError, match="token_type_ids"):
+        typed(ids, token_type_ids=types + 2)
+
+
+def _word_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "[MASK]": 4}
+    for word in "the cat sat on a mat dog ran to red blue hat".split():
+        vocab[word] = len(vocab)
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="[PAD]", unk_token="[UNK]",
+                                   mask_token="[MASK]", cls_token="[CLS]", sep_token="[SEP]")
+
+
+def test_masked_lm_is_tied_trains_with_the_collator_and_round_trips(tmp_path):
+    tokenizer = _word_tokenizer()
+    torch.manual_seed(0)
+    model = SLSTMForMaskedLM(tiny(vocab_size=len(tokenizer), hidden_size=16))
+    assert model.lm_head.decoder.weight.data_ptr() == model.slstm.embeddings.word_embeddings.weight.data_ptr()
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.3, seed=0)
+    texts = ["the cat sat on a mat", "a dog ran to the red hat", "the blue cat sat on the dog"] * 4
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        batch = collator([tokenizer(text) for text in texts])
+        loss = model(**batch).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert math.isfinite(losses[0]) and sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
+    assert type(loaded) is SLSTMForMaskedLM
+    assert loaded.lm_head.decoder.weight.data_ptr() == loaded.slstm.embeddings.word_embeddings.weight.data_ptr()
+    model.eval()
+    loaded.eval()
+    batch = tokenizer(["the cat sat"], return_tensors="pt")
+    torch.testing.assert_close(loaded(**batch).logits, model(**batch).logits)
+    with pytest.raises(ValueError, match="labels"):
+        model(**batch, labels=torch.zeros(1, 2, dtype=torch.long))
+
+
+def test_sentence_softmax_is_stable_in_half_precision_on_long_documents():
+    model = SLSTMModel(tiny(max_position_embeddings=4096, hidden_size=8)).eval()
+    ids = torch.randint(1, 31, (1, 4096))
+    with torch.no_grad():
+        full = model(ids).pooler_output
+        half = model.half()(ids).pooler_output
+    assert torch.isfinite(half).all()
+    torch.testing.assert_close(half.float(), full, rtol=0, atol=2e-2)
+
+
+def test_mlm_loss_matches_cross_entropy_over_masked_positions():
+    model = SLSTMForMaskedLM(tiny()).eval()
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    labels = torch.tensor([[-100, 6, -100, -100, 9]])
+    out = model(ids, labels=labels)
+    expected = F.cross_entropy(out.logits[0, [1, 4]], torch.tensor([6, 9]))
+    torch.testing.assert_close(out.loss, expected)
