@@ -31,3 +31,52 @@ def test_first_twenty_claims():
     claims = [f"{i}. claim {i}" for i in range(1, 30)]
     assert patents_multilabel.first_claims(claims).endswith("20. claim 20")
     assert patents_multilabel.first_claims("1. a\n\n2. b\n3. c", count=2) == "1. a 2. b"
+
+
+def _write_jsonl(path, rows):
+    with open(path, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return str(path)
+
+
+def test_pretrain_slstm_mlm_lowers_perplexity_and_fine_tunes_with_init_from(tmp_path):
+    import random
+
+    import pretrain_slstm_mlm
+    import torch
+
+    from hf_longdoc import SLSTMForMaskedLM
+    from hf_longdoc.cli import main as cli
+    from hf_longdoc.training import build_model
+
+    rng = random.Random(0)
+    subjects, verbs, objects = ["the cat", "a dog", "my bird"], ["sees", "chases", "likes"], ["the ball", "a hat"]
+    corpus = [{"text": " . ".join(f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(objects)}"
+                                  for _ in range(12))} for _ in range(60)]
+    corpus_file = _write_jsonl(tmp_path / "corpus.jsonl", corpus)
+    out = tmp_path / "mlm"
+    metrics = pretrain_slstm_mlm.main([corpus_file, "--output-dir", str(out), "--vocab-size", "60",
+                                       "--block-size", "32", "--hidden-size", "24", "--num-recurrent-steps", "2",
+                                       "--max-position-embeddings", "64", "--max-steps", "80", "--batch-size", "8",
+                                       "--learning-rate", "3e-3"])
+    assert metrics["heldout_perplexity_after"] < 0.5 * metrics["heldout_perplexity_before"]
+    assert not (out / "training_args.bin").exists()
+
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    classifier = build_model("slstm", tokenizer, ["no", "yes"], False, init_from=str(out))
+    pretrained = SLSTMForMaskedLM.from_pretrained(out)
+    assert torch.equal(classifier.slstm.step.token_W.weight, pretrained.slstm.step.token_W.weight)
+    assert classifier.config.id2label == {0: "no", 1: "yes"}
+    with pytest.raises(ValueError, match="not 'contextualizer'"):
+        build_model("contextualizer", tokenizer, ["no", "yes"], False, init_from=str(out))
+
+    labelled = [{"text": row["text"], "label": "yes" if "dog" in row["text"][:20] else "no"} for row in corpus]
+    dataset = _write_jsonl(tmp_path / "labelled.jsonl", labelled)
+    assert cli(["train", "--model", "slstm", "--init-from", str(out), "--dataset", dataset, "--epochs", "1",
+                "--max-length", "128", "--output-dir", str(tmp_path / "fine")]) == 0
+    assert json.loads((tmp_path / "fine" / "metrics.json").read_text())["max_length"] == 64  # the model's positions
+    assert cli(["train", "--model", "slstm", "--init-from", str(tmp_path / "missing"), "--dataset", dataset,
+                "--output-dir", str(tmp_path / "x")]) == 2

@@ -51,6 +51,8 @@ def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, voca
                     num_labels=2)
     if "rank" in settings:
         settings["rank"] = hidden_size
+    if hasattr(family.config_class(), "max_position_embeddings"):
+        settings["max_position_embeddings"] = max(max_length, family.config_class().max_position_embeddings)
     return family.classification_class(family.config_class(**settings))
 
 
@@ -244,3 +246,46 @@ def tokenizer_throughput(texts, elements_per_material=16, repeats=3):
             best = min(best, time.perf_counter() - start)
         rows.append({"tokenizer": name, "megabytes": megabytes, "seconds": best, "mb_per_s": megabytes / best})
     return rows
+
+
+def slstm_step_efficiency(hidden_size=256, length=4096, batch_size=1, repeats=5, device=None, seed=0):
+    """FLOP/s of one S-LSTM recurrent step against a plain `torch.matmul` of the same shapes, in the same run.
+
+    The step's FLOPs are counted as its fused matmul, 2 · (B·7H + H) · H per token (22·H² multiply-adds for window 1):
+    everything else a step does (gate LayerNorms, sigmoids, softmaxes, the cell updates, the sentence node) is counted
+    as overhead, so `efficiency` = matmul time / step time."""
+    from .modeling.slstm import SLSTMConfig, SLSTMModel
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(seed)
+    config = SLSTMConfig(hidden_size=hidden_size, num_recurrent_steps=1, max_position_embeddings=length)
+    model = SLSTMModel(config).to(device).eval()
+    step = model.step
+    h = torch.randn(batch_size, length, hidden_size, device=device)
+    c, g, c_g = torch.randn_like(h), h.mean(dim=1), h.mean(dim=1)
+    mask = torch.ones(batch_size, length, dtype=torch.bool, device=device)
+    weight = step.fused_weight().detach()
+    x_term = torch.randn(batch_size, length, 7 * hidden_size, device=device)
+    flops = 2 * weight.shape[0] * hidden_size * batch_size * length
+
+    def timed(function):
+        with torch.inference_mode():
+            function()
+            times = []
+            for _ in range(repeats):
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                start = time.perf_counter()
+                function()
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    step_seconds = timed(lambda: step(h, c, g, c_g, x_term, weight, mask))
+    matmul_seconds = timed(lambda: torch.matmul(h, weight.t()))
+    return {"hidden_size": hidden_size, "length": length, "batch_size": batch_size,
+            "step_ms": step_seconds * 1000, "matmul_ms": matmul_seconds * 1000,
+            "step_gflops": flops / step_seconds / 1e9, "matmul_gflops": flops / matmul_seconds / 1e9,
+            "efficiency": matmul_seconds / step_seconds}
+

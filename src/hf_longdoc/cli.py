@@ -34,6 +34,8 @@ def _train_parser(subparsers):
                         "Contextualizer, 1e-4 elementwise)")
     parser.add_argument("--task-size", type=int, default=None, help="built-in task: number of training documents")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
+    parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
+                        help="start from the encoder saved there (e.g. examples/pretrain_slstm_mlm.py) and its tokenizer")
     _add_data_arguments(parser)
     parser.set_defaults(run=_run_train)
 
@@ -46,7 +48,7 @@ def _run_train(args):
         label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
         max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
-        task_size=args.task_size, baseline=args.baseline,
+        task_size=args.task_size, baseline=args.baseline, init_from=args.init_from,
     )
     print(json.dumps(metrics["test"], indent=2))
     print(f"Saved model, tokenizer, metrics.json and model card to {os.path.abspath(args.output_dir)}")
@@ -135,6 +137,13 @@ def _run_bench(args):
     print(format_table(rows))
     csv_path, png_path = write_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")
+    if "slstm" in args.models.split(","):
+        from .bench import slstm_step_efficiency
+
+        step = slstm_step_efficiency(args.hidden_size, max(lengths), args.batch_size, args.repeats, args.device)
+        print(f"S-LSTM recurrent step at {step['length']} tokens, hidden {step['hidden_size']}: "
+              f"{step['step_ms']:.1f} ms = {step['step_gflops']:.1f} GFLOP/s; torch.matmul of the same shapes "
+              f"{step['matmul_ms']:.1f} ms = {step['matmul_gflops']:.1f} GFLOP/s; efficiency {step['efficiency']:.0%}")
 
 
 def _read_texts(path, megabytes):

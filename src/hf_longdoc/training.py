@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from datasets import DatasetDict
 from transformers import (
+    AutoConfig,
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
@@ -126,18 +127,28 @@ def default_tokenizer(family_name, data, vocab_size, max_length, config_override
     return fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=vocab_size, model_max_length=max_length)
 
 
-def build_model(family_name, tokenizer, label_names, multi_label, config_overrides=None):
-    """A fresh classification model of `family_name` sized by its CLI defaults, the tokenizer and the labels."""
+def build_model(family_name, tokenizer, label_names, multi_label, config_overrides=None, init_from=None):
+    """A classification model of `family_name` for the tokenizer and the labels: fresh, sized by the family's CLI
+    defaults, or with the encoder weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a
+    new classification head."""
     family = get_family(family_name)
-    settings = dict(family.defaults)
-    settings.update(
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
+    labels = dict(
         num_labels=len(label_names),
         id2label=dict(enumerate(label_names)),
         label2id={name: i for i, name in enumerate(label_names)},
         problem_type="multi_label_classification" if multi_label else "single_label_classification",
     )
+    if init_from is not None:
+        saved = AutoConfig.from_pretrained(init_from)
+        if saved.model_type != family.config_class.model_type:
+            raise ValueError(f"`init_from` holds a {saved.model_type!r} model, not {family.name!r}; pass the matching "
+                             "--model or another folder.")
+        if saved.vocab_size < len(tokenizer):
+            raise ValueError(f"The tokenizer has {len(tokenizer)} ids but the model in {init_from} knows "
+                             f"{saved.vocab_size}; fine-tune with the tokenizer saved alongside it.")
+        return family.classification_class.from_pretrained(init_from, **labels, **(config_overrides or {}))
+    settings = dict(family.defaults)
+    settings.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **labels)
     settings.update(config_overrides or {})
     config = family.config_class(**settings)
     return family.classification_class(config)
@@ -163,17 +174,26 @@ def train(
     task_size=None,
     baseline=False,
     report_to="none",
+    init_from=None,
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
     Writes the model (safetensors + config + source files), the tokenizer, `metrics.json` and a model card; returns the
-    metrics dict. `baseline=True` adds the 512-token truncating TF-IDF baseline to the metrics.
+    metrics dict. `baseline=True` adds the 512-token truncating TF-IDF baseline to the metrics. `init_from` starts the
+    encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given).
     """
     family = get_family(model)  # an unknown family fails before any data is made
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)
+    if tokenizer is None and init_from is not None:
+        if not os.path.isdir(init_from):
+            raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
+        if not any(os.path.exists(os.path.join(init_from, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+            raise ValueError(f"No tokenizer is saved in {init_from}; pass the one the model was trained with as "
+                             "`tokenizer` (--tokenizer).")
+        tokenizer = init_from
     if tokenizer is None:
         tokenizer = default_tokenizer(model, data, vocab_size, max_length, config_overrides)
         max_length = tokenizer.model_max_length
@@ -182,9 +202,15 @@ def train(
         tokenizer.model_max_length = max_length
         if tokenizer.pad_token is None:
             raise ValueError("The tokenizer given with `--tokenizer` has no pad token; set one before training.")
+    if init_from is not None:
+        limit = getattr(AutoConfig.from_pretrained(init_from), "max_position_embeddings", None)
+        if limit and max_length > limit:
+            logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
+                           init_from, limit, limit, max_length)
+            max_length = tokenizer.model_max_length = limit
     baseline_scores = truncating_baseline(data, multi_label) if baseline else None
     encoded = tokenize(data, tokenizer, max_length)
-    classifier = build_model(model, tokenizer, label_names, multi_label, config_overrides)
+    classifier = build_model(model, tokenizer, label_names, multi_label, config_overrides, init_from)
     key_metric = "micro_f1" if multi_label else "accuracy"
     args = TrainingArguments(
         output_dir=output_dir,

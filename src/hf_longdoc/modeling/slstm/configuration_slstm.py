@@ -89,6 +89,7 @@ class SLSTMConfig(PretrainedConfig):
         tie_word_embeddings=True,
         **kwargs,
     ):
+        num_recurrent_steps = kwargs.pop("num_hidden_layers", num_recurrent_steps)  # the standard name, mapped
         for name, value, least in (
             ("vocab_size", vocab_size, 1),
             ("hidden_size", hidden_size, 1),

@@ -80,24 +80,16 @@ def at_least_fp32(t):
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
-def shift(states, offset):
-    """states[:, i - offset] at position i (zeros where i - offset falls outside the sequence); (b, n, d)."""
-    if offset == 0:
-        return states
-    shifted = torch.zeros_like(states)
-    if abs(offset) < states.shape[1]:
-        if offset > 0:
-            shifted[:, offset:] = states[:, :-offset]
-        else:
-            shifted[:, :offset] = states[:, -offset:]
-    return shifted
-
-
-def window_sum(states, window_size):
-    """(Σ_{s=1..k} states_{i-s}, Σ_{s=1..k} states_{i+s}): the summed left and right neighbours of every token."""
-    left = sum(shift(states, s) for s in range(1, window_size + 1))
-    right = sum(shift(states, -s) for s in range(1, window_size + 1))
-    return left, right
+def add_shifted_(target, source, offset):
+    """In place: target[:, i] += source[:, i + offset] wherever token i + offset exists (a neighbour beyond either end
+    contributes nothing, i.e. is a zero state). (b, n, d) tensors."""
+    n = target.shape[1]
+    if abs(offset) >= n:
+        return
+    if offset < 0:
+        target[:, -offset:] += source[:, :offset]
+    else:
+        target[:, :n - offset] += source[:, offset:]
 
 
 class GateLayerNorm(nn.Module):
@@ -111,11 +103,14 @@ class GateLayerNorm(nn.Module):
             self.weight = nn.Parameter(torch.ones(num_gates, hidden_size))
             self.bias = nn.Parameter(torch.zeros(num_gates, hidden_size))
 
-    def forward(self, gates):
+    def forward(self, gates, first=0):
+        """gates: (..., G', H), normalised with the parameters of gates first .. first + G' - 1."""
         if not self.enabled:
             return gates
         normed = F.layer_norm(gates, gates.shape[-1:], eps=self.eps)
-        return normed * self.weight + self.bias
+        count = gates.shape[-2]
+        weight = self.weight[first:first + count].to(normed.dtype)
+        return torch.addcmul(self.bias[first:first + count].to(normed.dtype), normed, weight)
 
 
 class SLSTMEmbeddings(nn.Module):
@@ -169,81 +164,68 @@ class SLSTMStep(GradientCheckpointingLayer):
         self.sentence_norm = GateLayerNorm(3, H, config.layer_norm_eps, config.gate_layer_norm)
         self.dropout = nn.Dropout(config.step_dropout_prob)
 
-    def block_offsets(self):
-        """The token offset each B-block of ξ reads: sum mode (-1, 0, +1) stand for the summed sides."""
+    def neighbour_blocks(self):
+        """(block index, token offset it reads) for the non-centre blocks of ξ; sum mode repeats a side's block for
+        every offset 1..k (W_side Σ_s h_{i-s} = Σ_s W_side h_{i-s})."""
+        k = self.window_size
         if self.window_combine == "sum":
-            return (-1, 0, 1)
-        return tuple(range(-self.window_size, self.window_size + 1))
+            return [(0, -s) for s in range(1, k + 1)] + [(2, s) for s in range(1, k + 1)]
+        return [(j, j - k) for j in range(2 * k + 1) if j != k]
 
-    def token_gate_inputs(self, h):
-        """W ξ_i for every token (without b), and U_f h_i of Eq. 4, from ONE matmul: (b, n, 7H), (b, n, H)."""
+    def fused_weight(self):
+        """The B blocks of W (one per ξ block) and U_f of Eq. 4 stacked, (B·7H + H, H): applied to h in ONE matmul.
+        Built once per forward and passed to every step."""
+        H = self.sentence_U_token.weight.shape[0]
+        return torch.cat([*self.token_W.weight.split(H, dim=1), self.sentence_U_token.weight], dim=0)
+
+    def forward(self, h, c, g, c_g, x_term, fused_weight, mask):
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
+        computed once per forward; fused_weight from `fused_weight()`; mask (b, n) bool. Returns the step-t states."""
         b, n, H = h.shape
-        blocks = self.token_W.weight.split(H, dim=1)  # B × (7H, H)
-        stacked = torch.cat([*blocks, self.sentence_U_token.weight], dim=0)  # (B·7H + H, H)
-        projected = F.linear(h, stacked)  # (b, n, B·7H + H): every block applied to every token
-        per_block = projected[..., : self.num_blocks * 7 * H].split(7 * H, dim=-1)
-        gate_input = None
-        for offset, block in zip(self.block_offsets(), per_block):
-            if self.window_combine == "sum" and offset != 0:  # W_side Σ_s h_{i∓s} = Σ_s (W_side h)_{i∓s}
-                side = sum(shift(block, -offset * s) for s in range(1, self.window_size + 1))
-            else:
-                side = shift(block, -offset)  # the term in h_{i+offset} lands on token i
-            gate_input = side if gate_input is None else gate_input + side
-        return gate_input, projected[..., self.num_blocks * 7 * H:]
+        real = mask[:, :, None].to(h.dtype)
+        blocks = self.num_blocks
+        projected = F.linear(h, fused_weight)  # (b, n, B·7H + H): every block applied to every token
+        per_block = projected[..., : blocks * 7 * H].split(7 * H, dim=-1)
+        centre = blocks // 2
 
-    def forward(self, h, c, g, c_g, x_term, mask):
-        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H)
-        computed once per forward; mask (b, n) bool. Returns the four states at step t."""
-        b, n, H = h.shape
-        real = mask[:, :, None]
-        W_xi, U_f_h = self.token_gate_inputs(h)
-
-        # Eq. 3: the token nodes
-        pre = (W_xi + x_term + self.token_V(g)[:, None, :]).view(b, n, 7, H)
-        pre = self.token_norm(pre)
+        # Eq. 3 pre-activations: W ξ_i + U x_i + V g + b, the neighbour terms added from shifted token positions
+        pre = per_block[centre] + x_term
+        pre += self.token_V(g)[:, None, :]
+        for index, offset in self.neighbour_blocks():
+            add_shifted_(pre, per_block[index], offset)
+        pre = self.token_norm(pre.view(b, n, 7, H))
         with torch.autocast(device_type=h.device.type, enabled=False):
             pre = at_least_fp32(pre)
             gates = torch.sigmoid(pre[:, :, :6])  # î, l̂, r̂, f̂, ŝ, o
             mix = torch.softmax(gates[:, :, :5], dim=2)  # i, l, r, f, s: softmax over the five, per dimension
-            u = torch.tanh(pre[:, :, 6])
-            c32 = at_least_fp32(c)
-            c_left, c_right = window_sum(c32, self.window_size)
-            c_new = (mix[:, :, 0] * u + mix[:, :, 1] * c_left + mix[:, :, 2] * c_right + mix[:, :, 3] * c32
-                     + mix[:, :, 4] * at_least_fp32(c_g)[:, None, :])
-            h_new = gates[:, :, 5] * torch.tanh(c_new)
+            c32, c_g32 = at_least_fp32(c), at_least_fp32(c_g)
+            c_new = mix[:, :, 0] * torch.tanh(pre[:, :, 6])  # i ⊙ u
+            c_new = c_new + mix[:, :, 3] * c32 + mix[:, :, 4] * c_g32[:, None, :]  # f ⊙ c_i + s ⊙ c_g
+            for s in range(1, self.window_size + 1):  # l ⊙ Σ c_{i-s} + r ⊙ Σ c_{i+s}, zero beyond the ends
+                c_new[:, s:] += mix[:, s:, 1] * c32[:, :-s]
+                c_new[:, :-s] += mix[:, :-s, 2] * c32[:, s:]
             c_new = c_new * real
-            h_new = h_new * real
+            h_new = gates[:, :, 5] * torch.tanh(c_new)  # pads stay zero: tanh(0) = 0
 
         # Eq. 4: the sentence node, from the step t-1 token states
-        n_real = mask.sum(dim=1, keepdim=True).to(h.dtype)  # (b, 1)
+        n_real = real.sum(dim=1)  # (b, 1)
         h_mean = h.sum(dim=1) / n_real  # pads are zero
         W_g = self.sentence_W(g)  # (b, 3H): W_f g + b_f, W_g g + b_g, W_o g + b_o
         U_mean = self.sentence_U_mean(h_mean)  # (b, 2H): U_g h̄, U_o h̄
-        token_forget = U_f_h + W_g[:, None, :H]  # (b, n, H)
-        doc_gates = W_g[:, H:] + U_mean  # (b, 2H)
+        token_forget = projected[..., blocks * 7 * H:] + W_g[:, None, :H]  # U_f h_i + W_f g + b_f, (b, n, H)
+        doc_gates = (W_g[:, H:] + U_mean).view(b, 2, H)
         with torch.autocast(device_type=h.device.type, enabled=False):
-            token_forget, forget_g, out_g = self.sentence_gates(token_forget, doc_gates)
+            token_forget = torch.sigmoid(self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0)[:, :, 0])
+            forget_g, out_g = torch.sigmoid(self.sentence_norm(at_least_fp32(doc_gates), 1)).unbind(dim=1)
             # softmax over the real tokens and the sentence slot, per dimension; σ(·) ∈ (0, 1) so exp needs no shift
             weight_tokens = torch.exp(token_forget) * real  # (b, n, H)
             weight_g = torch.exp(forget_g)  # (b, H)
             total = weight_tokens.sum(dim=1) + weight_g
-            c_g_new = (weight_g * at_least_fp32(c_g) + (weight_tokens * c32).sum(dim=1)) / total
+            c_g_new = (weight_g * c_g32 + (weight_tokens * c32).sum(dim=1)) / total
             g_new = out_g * torch.tanh(c_g_new)
 
         dtype = h.dtype
         return (self.dropout(h_new.to(dtype)), c_new.to(dtype), self.dropout(g_new.to(dtype)), c_g_new.to(dtype))
-
-    def sentence_gates(self, token_forget, doc_gates):
-        """σ(LN(·)) of Eq. 4's three gates, in fp32: f̂_i (b, n, H), f̂_g (b, H), o (b, H)."""
-        norm = self.sentence_norm
-        H = token_forget.shape[-1]
-        token_forget = at_least_fp32(token_forget)
-        doc = at_least_fp32(doc_gates).view(-1, 2, H)
-        if norm.enabled:
-            weight, bias = at_least_fp32(norm.weight), at_least_fp32(norm.bias)
-            token_forget = F.layer_norm(token_forget, (H,), eps=norm.eps) * weight[0] + bias[0]
-            doc = F.layer_norm(doc, (H,), eps=norm.eps) * weight[1:] + bias[1:]
-        return torch.sigmoid(token_forget), torch.sigmoid(doc[:, 0]), torch.sigmoid(doc[:, 1])
 
 
 class SLSTMPreTrainedModel(PreTrainedModel):
@@ -318,9 +300,10 @@ class SLSTMModel(SLSTMPreTrainedModel):
         g = x.sum(dim=1) / n_real
         c_g = g
         x_term = self.step.token_U(x) + self.step.token_W.bias  # U x + b of Eq. 3: constant over the steps
+        fused_weight = self.step.fused_weight()
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
-            h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask)
+            h, c, g, c_g = self.step(h, c, g, c_g, x_term, fused_weight, mask)
             if output_hidden_states:
                 hidden_states.append(h)
         return BaseModelOutputWithPooling(
