@@ -35,7 +35,7 @@ def _train_parser(subparsers):
     parser.add_argument("--task-size", type=int, default=None, help="built-in task: number of training documents")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
-                        help="start from the encoder saved there (e.g. examples/pretrain_slstm_mlm.py) and its tokenizer")
+                        help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     _add_data_arguments(parser)
     parser.set_defaults(run=_run_train)
 

@@ -190,7 +190,8 @@ def train(
     if tokenizer is None and init_from is not None:
         if not os.path.isdir(init_from):
             raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
-        if not any(os.path.exists(os.path.join(init_from, name)) for name in ("tokenizer.json", "tokenizer_config.json")):
+        saved_files = ("tokenizer.json", "tokenizer_config.json")
+        if not any(os.path.exists(os.path.join(init_from, name)) for name in saved_files):
             raise ValueError(f"No tokenizer is saved in {init_from}; pass the one the model was trained with as "
                              "`tokenizer` (--tokenizer).")
         tokenizer = init_from
