@@ -24,6 +24,7 @@ class FamilyCase:
     unused_parameters: tuple = ()  # prefixes of parameters a classifier never uses (by the backbone's design)
     config_tester_kwargs: dict = None  # what Transformers' ConfigTester builds configs from (default: tiny)
     mixin_attributes: dict = field(default_factory=dict)  # ModelTesterMixin switches to set on the test class
+    masked_lm_class: type = None  # the family's masked-LM head, if it has one
 
     def config(self, **overrides):
         return self.config_class(**{**self.tiny, **overrides})
@@ -130,6 +131,7 @@ FAMILY_CASES = [
         config_class=hf_longdoc.SLSTMConfig,
         base_class=hf_longdoc.SLSTMModel,
         classification_class=hf_longdoc.SLSTMForSequenceClassification,
+        masked_lm_class=hf_longdoc.SLSTMForMaskedLM,
         tiny=dict(vocab_size=99, hidden_size=24, num_recurrent_steps=3, window_size=2, num_labels=3,
                   hidden_dropout_prob=0.0),
         invalid=[

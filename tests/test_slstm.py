@@ -104,6 +104,8 @@ def randomised(config, seed=0):
     dict(window_size=2, window_combine="concat"),
     dict(gate_layer_norm=False),
     dict(position_embedding_type="none", window_size=3),
+    dict(chunk_size=2),  # tokens updated two at a time: the halo of neighbours crosses every chunk border
+    dict(chunk_size=2, window_size=3, window_combine="concat"),
 ])
 def test_fast_path_equals_the_per_token_equations(settings):
     config = tiny(**settings)

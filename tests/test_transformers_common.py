@@ -116,7 +116,8 @@ class FamilyModelTester:
 
 def _make_test_case(case):
     class FamilyModelTest(ModelTesterMixin, unittest.TestCase):
-        all_model_classes = (case.base_class, case.classification_class)
+        heads = (case.classification_class,) + ((case.masked_lm_class,) if case.masked_lm_class else ())
+        all_model_classes = (case.base_class, *heads)
         has_attentions = False
         test_torch_exportable = False
         test_resize_embeddings = True
@@ -131,6 +132,8 @@ def _make_test_case(case):
             inputs_dict = super()._prepare_for_class(inputs_dict, model_class, return_labels=return_labels)
             if return_labels and model_class is case.classification_class:
                 inputs_dict["labels"] = torch.zeros(self.model_tester.batch_size, dtype=torch.long)
+            if return_labels and model_class is case.masked_lm_class:
+                inputs_dict["labels"] = inputs_dict["input_ids"].clone()
             return inputs_dict
 
         def test_config(self):
@@ -138,7 +141,7 @@ def _make_test_case(case):
 
     def heads_only(test):
         def run(self):
-            self.all_model_classes = (case.classification_class,)
+            self.all_model_classes = FamilyModelTest.heads
             test(self)
 
         return run

@@ -58,6 +58,9 @@ class SLSTMConfig(PretrainedConfig):
             Dropout before the classification head; `hidden_dropout_prob` when unset.
         layer_norm_eps (`float`, defaults to 1e-5):
             Epsilon of the gate LayerNorms and of the masked-LM head's LayerNorm.
+        chunk_size (`int`, defaults to 512):
+            Tokens a recurrent step updates at a time (with their neighbours), so its gate tensors stay in cache. Only
+            speed and memory depend on it, never the result.
         initializer_range (`float`, defaults to 0.02):
             Standard deviation of the normal initialisation of embeddings and linear weights.
         pad_token_id (`int`, defaults to 0):
@@ -84,6 +87,7 @@ class SLSTMConfig(PretrainedConfig):
         step_dropout_prob=0.0,
         classifier_dropout=None,
         layer_norm_eps=1e-5,
+        chunk_size=512,
         initializer_range=0.02,
         pad_token_id=0,
         tie_word_embeddings=True,
@@ -97,6 +101,7 @@ class SLSTMConfig(PretrainedConfig):
             ("window_size", window_size, 1),
             ("max_position_embeddings", max_position_embeddings, 1),
             ("type_vocab_size", type_vocab_size, 0),
+            ("chunk_size", chunk_size, 1),
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
@@ -126,6 +131,7 @@ class SLSTMConfig(PretrainedConfig):
         self.step_dropout_prob = step_dropout_prob
         self.classifier_dropout = classifier_dropout
         self.layer_norm_eps = layer_norm_eps
+        self.chunk_size = chunk_size
         self.initializer_range = initializer_range
         self.pad_token_id = pad_token_id
         self.tie_word_embeddings = tie_word_embeddings

@@ -163,6 +163,7 @@ class SLSTMStep(GradientCheckpointingLayer):
         self.sentence_U_mean = nn.Linear(H, 2 * H, bias=False)
         self.sentence_norm = GateLayerNorm(3, H, config.layer_norm_eps, config.gate_layer_norm)
         self.dropout = nn.Dropout(config.step_dropout_prob)
+        self.chunk_size = config.chunk_size
 
     def neighbour_blocks(self):
         """(block index, token offset it reads) for the non-centre blocks of ξ; sum mode repeats a side's block for
@@ -178,52 +179,73 @@ class SLSTMStep(GradientCheckpointingLayer):
         H = self.sentence_U_token.weight.shape[0]
         return torch.cat([*self.token_W.weight.split(H, dim=1), self.sentence_U_token.weight], dim=0)
 
-    def forward(self, h, c, g, c_g, x_term, fused_weight, mask):
-        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
-        computed once per forward; fused_weight from `fused_weight()`; mask (b, n) bool. Returns the step-t states."""
-        b, n, H = h.shape
-        real = mask[:, :, None].to(h.dtype)
+    def update_tokens(self, h, c, x_term, real, V_g, c_g, fused_weight):
+        """Eq. 3 for a run of consecutive tokens (b, m, ·) from their step t-1 states, the neighbours beyond the run
+        taken as zero states. Returns the new h and c of the run and U_f h_i of Eq. 4 (from the same matmul)."""
+        b, m, H = h.shape
         blocks = self.num_blocks
-        projected = F.linear(h, fused_weight)  # (b, n, B·7H + H): every block applied to every token
+        projected = F.linear(h, fused_weight)  # (b, m, B·7H + H): every block applied to every token
         per_block = projected[..., : blocks * 7 * H].split(7 * H, dim=-1)
-        centre = blocks // 2
-
-        # Eq. 3 pre-activations: W ξ_i + U x_i + V g + b, the neighbour terms added from shifted token positions
-        pre = per_block[centre] + x_term
-        pre += self.token_V(g)[:, None, :]
-        for index, offset in self.neighbour_blocks():
+        pre = per_block[blocks // 2] + x_term  # W_centre h_i + U x_i + b
+        pre += V_g[:, None, :]
+        for index, offset in self.neighbour_blocks():  # + W_side h_{i+offset}
             add_shifted_(pre, per_block[index], offset)
-        pre = self.token_norm(pre.view(b, n, 7, H))
+        pre = self.token_norm(pre.view(b, m, 7, H))
         with torch.autocast(device_type=h.device.type, enabled=False):
             pre = at_least_fp32(pre)
             gates = torch.sigmoid(pre[:, :, :6])  # î, l̂, r̂, f̂, ŝ, o
             mix = torch.softmax(gates[:, :, :5], dim=2)  # i, l, r, f, s: softmax over the five, per dimension
-            c32, c_g32 = at_least_fp32(c), at_least_fp32(c_g)
+            c32 = at_least_fp32(c)
             c_new = mix[:, :, 0] * torch.tanh(pre[:, :, 6])  # i ⊙ u
-            c_new = c_new + mix[:, :, 3] * c32 + mix[:, :, 4] * c_g32[:, None, :]  # f ⊙ c_i + s ⊙ c_g
+            c_new = c_new + mix[:, :, 3] * c32 + mix[:, :, 4] * c_g[:, None, :]  # f ⊙ c_i + s ⊙ c_g
             for s in range(1, self.window_size + 1):  # l ⊙ Σ c_{i-s} + r ⊙ Σ c_{i+s}, zero beyond the ends
                 c_new[:, s:] += mix[:, s:, 1] * c32[:, :-s]
                 c_new[:, :-s] += mix[:, :-s, 2] * c32[:, s:]
             c_new = c_new * real
             h_new = gates[:, :, 5] * torch.tanh(c_new)  # pads stay zero: tanh(0) = 0
+        return h_new, c_new, projected[..., blocks * 7 * H:]
 
-        # Eq. 4: the sentence node, from the step t-1 token states
-        n_real = real.sum(dim=1)  # (b, 1)
-        h_mean = h.sum(dim=1) / n_real  # pads are zero
+    def forward(self, h, c, g, c_g, x_term, fused_weight, mask):
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
+        computed once per forward; fused_weight from `fused_weight()`; mask (b, n) bool. Returns the step-t states.
+
+        The tokens are updated `chunk_size` at a time, each run with its k neighbours on either side, so the gate
+        tensors of a run stay in cache; the result does not depend on the chunk size (tests check it)."""
+        b, n, H = h.shape
+        k = self.window_size
+        real = mask[:, :, None].to(h.dtype)
+        # terms of the sentence node and of g, once per document
+        V_g = self.token_V(g)  # (b, 7H)
         W_g = self.sentence_W(g)  # (b, 3H): W_f g + b_f, W_g g + b_g, W_o g + b_o
-        U_mean = self.sentence_U_mean(h_mean)  # (b, 2H): U_g h̄, U_o h̄
-        token_forget = projected[..., blocks * 7 * H:] + W_g[:, None, :H]  # U_f h_i + W_f g + b_f, (b, n, H)
-        doc_gates = (W_g[:, H:] + U_mean).view(b, 2, H)
+        h_mean = h.sum(dim=1) / real.sum(dim=1)  # h̄ of Eq. 4; pads are zero
+        doc_gates = (W_g[:, H:] + self.sentence_U_mean(h_mean)).view(b, 2, H)  # W_g g + U_g h̄ + b_g, W_o g + ...
         with torch.autocast(device_type=h.device.type, enabled=False):
-            token_forget = torch.sigmoid(self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0)[:, :, 0])
             forget_g, out_g = torch.sigmoid(self.sentence_norm(at_least_fp32(doc_gates), 1)).unbind(dim=1)
-            # softmax over the real tokens and the sentence slot, per dimension; σ(·) ∈ (0, 1) so exp needs no shift
-            weight_tokens = torch.exp(token_forget) * real  # (b, n, H)
+            c_g32 = at_least_fp32(c_g)
+        h_parts, c_parts = [], []
+        token_weight_sum, weighted_cells = 0.0, 0.0
+        for start in range(0, n, self.chunk_size):
+            end = min(start + self.chunk_size, n)
+            lo, hi = max(start - k, 0), min(end + k, n)  # the run plus its neighbours
+            h_run, c_run, U_f_h = self.update_tokens(h[:, lo:hi], c[:, lo:hi], x_term[:, lo:hi], real[:, lo:hi],
+                                                     V_g, c_g32, fused_weight)
+            inner = slice(start - lo, end - lo)
+            h_parts.append(h_run[:, inner])
+            c_parts.append(c_run[:, inner])
+            # Eq. 4's per-token forget gates f̂_i = σ(LN(W_f g + U_f h_i + b_f)), summed into the sentence cell
+            token_forget = U_f_h[:, inner] + W_g[:, None, :H]
+            with torch.autocast(device_type=h.device.type, enabled=False):
+                token_forget = self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0)[:, :, 0]
+                # softmax over real tokens and the sentence slot, per dimension: σ(·) ∈ (0, 1), so exp needs no shift
+                weight = torch.exp(torch.sigmoid(token_forget)) * real[:, start:end]  # (b, run, H)
+                token_weight_sum = token_weight_sum + weight.sum(dim=1)
+                weighted_cells = weighted_cells + (weight * at_least_fp32(c[:, start:end])).sum(dim=1)
+        h_new = h_parts[0] if len(h_parts) == 1 else torch.cat(h_parts, dim=1)
+        c_new = c_parts[0] if len(c_parts) == 1 else torch.cat(c_parts, dim=1)
+        with torch.autocast(device_type=h.device.type, enabled=False):
             weight_g = torch.exp(forget_g)  # (b, H)
-            total = weight_tokens.sum(dim=1) + weight_g
-            c_g_new = (weight_g * c_g32 + (weight_tokens * c32).sum(dim=1)) / total
+            c_g_new = (weight_g * c_g32 + weighted_cells) / (token_weight_sum + weight_g)
             g_new = out_g * torch.tanh(c_g_new)
-
         dtype = h.dtype
         return (self.dropout(h_new.to(dtype)), c_new.to(dtype), self.dropout(g_new.to(dtype)), c_g_new.to(dtype))
 
@@ -240,8 +262,6 @@ class SLSTMPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, GateLayerNorm) and module.enabled:
             init.ones_(module.weight)
-            init.zeros_(module.bias)
-        elif isinstance(module, SLSTMLMHead):
             init.zeros_(module.bias)
 
 
@@ -386,11 +406,10 @@ class SLSTMLMHead(nn.Module):
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # W of Eq. 5
         self.activation = ACT2FN["gelu"]
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=False)  # E, tied
-        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)  # weight tied to E; its own bias
 
     def forward(self, h):
-        return self.decoder(self.layer_norm(self.activation(self.dense(h)))) + self.bias
+        return self.decoder(self.layer_norm(self.activation(self.dense(h))))
 
 
 class SLSTMForMaskedLM(SLSTMPreTrainedModel):
