@@ -249,24 +249,28 @@ def tokenizer_throughput(texts, elements_per_material=16, repeats=3):
 
 
 def slstm_step_efficiency(hidden_size=256, length=4096, batch_size=1, repeats=5, device=None, seed=0):
-    """FLOP/s of one S-LSTM recurrent step against a plain `torch.matmul` of the same shapes, in the same run.
+    """FLOP/s of one S-LSTM recurrent step against plain `torch.matmul`s of the same shapes, in the same run.
 
-    The step's FLOPs are counted as its fused matmul, 2 · (B·7H + H) · H per token (22·H² multiply-adds for window 1):
-    everything else a step does (gate LayerNorms, sigmoids, softmaxes, the cell updates, the sentence node) is counted
-    as overhead, so `efficiency` = matmul time / step time."""
+    The step's FLOPs are counted as its two matmuls, ξ (b·n, 3H) @ (3H, 7H) for the token gates and h (b·n, H) @ (H, H)
+    for the sentence node's token forget gate: 2 · 22·H² per token for window 1. Everything else a step does (gate
+    LayerNorms, sigmoids, softmaxes, cell updates, the sentence node) counts as overhead, so `efficiency` = matmul
+    time / step time."""
     from .modeling.slstm import SLSTMConfig, SLSTMModel
+    from .modeling.slstm.modeling_slstm import chunk_sizes
 
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     torch.manual_seed(seed)
     config = SLSTMConfig(hidden_size=hidden_size, num_recurrent_steps=1, max_position_embeddings=length)
-    model = SLSTMModel(config).to(device).eval()
-    step = model.step
-    h = torch.randn(batch_size, length, hidden_size, device=device)
+    step = SLSTMModel(config).to(device).eval().step
+    H, tokens = hidden_size, batch_size * length
+    h = torch.randn(batch_size, length, H, device=device)
     c, g, c_g = torch.randn_like(h), h.mean(dim=1), h.mean(dim=1)
     mask = torch.ones(batch_size, length, dtype=torch.bool, device=device)
-    weight = step.fused_weight().detach()
-    x_term = torch.randn(batch_size, length, 7 * hidden_size, device=device)
-    flops = 2 * weight.shape[0] * hidden_size * batch_size * length
+    x_term = torch.randn(batch_size, length, 7 * H, device=device)
+    sizes = chunk_sizes(length, config.chunk_size, config.window_size)
+    xi, w_gates = torch.randn(tokens, 3 * H, device=device), torch.randn(3 * H, 7 * H, device=device)
+    h_flat, w_forget = torch.randn(tokens, H, device=device), torch.randn(H, H, device=device)
+    flops = 2 * 22 * H * H * tokens
 
     def timed(function):
         with torch.inference_mode():
@@ -282,10 +286,9 @@ def slstm_step_efficiency(hidden_size=256, length=4096, batch_size=1, repeats=5,
                 times.append(time.perf_counter() - start)
         return statistics.median(times)
 
-    step_seconds = timed(lambda: step(h, c, g, c_g, x_term, weight, mask))
-    matmul_seconds = timed(lambda: torch.matmul(h, weight.t()))
-    return {"hidden_size": hidden_size, "length": length, "batch_size": batch_size,
+    step_seconds = timed(lambda: step(h, c, g, c_g, x_term, mask, sizes))
+    matmul_seconds = timed(lambda: (torch.matmul(xi, w_gates), torch.matmul(h_flat, w_forget)))
+    return {"hidden_size": H, "length": length, "batch_size": batch_size,
             "step_ms": step_seconds * 1000, "matmul_ms": matmul_seconds * 1000,
             "step_gflops": flops / step_seconds / 1e9, "matmul_gflops": flops / matmul_seconds / 1e9,
             "efficiency": matmul_seconds / step_seconds}
-

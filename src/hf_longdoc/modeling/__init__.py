@@ -87,7 +87,7 @@ FAMILIES = {
             "node; L synchronous LSTM-style updates with shared parameters exchange information locally and through "
             "the sentence node, in time linear in the length. The final sentence node is the document vector."
         ),
-        defaults={"hidden_size": 256, "num_hidden_layers": 4},
+        defaults={"hidden_size": 128, "num_hidden_layers": 4},
         learning_rate=1e-3,
     ),
 }

@@ -25,10 +25,11 @@ code's default turns it off), and positions enter once through Eq. 2 (the code a
 Padding never leaks: pads hold zero states, are skipped by the mean and the softmax, and a neighbour beyond either end
 is a zero state. The masked-LM head is dense → GELU → LayerNorm → tied decoder, the released code's form of Eq. 5.
 
-Fast path (`SLSTMStep`): W ξ_i = W_left h_{i-1} + W_center h_i + W_right h_{i+1}, so ONE matmul of the states with the
-stacked blocks (and U_f of Eq. 4) gives every gate term of every token, ≈ 22·H² multiply-adds per token and step; the
-neighbour terms are then shifted outputs. U x (constant over steps) is computed once, V g and the sentence-node terms
-in g and h̄ once per document and step. Softmaxes and sums over tokens run in fp32 under autocast.
+Fast path (`SLSTMStep`): ξ of every token comes from a sliding window (unfold) over the step t-1 states, and ONE
+matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), plus U_f h_i of Eq. 4 (H²): the
+22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward, V g and the
+sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size` (with their
+neighbours) so a run's gate tensors stay in cache. Softmaxes and sums over tokens run in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
@@ -80,16 +81,26 @@ def at_least_fp32(t):
     return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
-def add_shifted_(target, source, offset):
-    """In place: target[:, i] += source[:, i + offset] wherever token i + offset exists (a neighbour beyond either end
-    contributes nothing, i.e. is a zero state). (b, n, d) tensors."""
-    n = target.shape[1]
-    if abs(offset) >= n:
-        return
-    if offset < 0:
-        target[:, -offset:] += source[:, :offset]
-    else:
-        target[:, :n - offset] += source[:, offset:]
+def chunk_sizes(n, chunk_size, window_size):
+    """Lengths of the runs of tokens a step updates at a time: `chunk_size` each (at least k), the last run merged into
+    the one before when it is shorter than the k neighbours a run borrows from the next."""
+    chunk = max(chunk_size, window_size)
+    sizes = [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
+    if len(sizes) > 1 and sizes[-1] < window_size:
+        sizes[-2] += sizes.pop()
+    return sizes
+
+
+def neighbour_windows(runs, j, k):
+    """The (b, m + 2k, d) window around run j of `runs` (consecutive pieces of one sequence): the run with the k
+    states before and after it, zeros beyond the sequence, unfolded to (b, m, d, 2k + 1) where [..., k + o] is the
+    state at offset o. Only pieces of neighbouring runs are sliced, so the backward pass never touches the whole
+    sequence per run."""
+    run = runs[j]
+    b, _, d = run.shape
+    before = runs[j - 1][:, -k:] if j > 0 else run.new_zeros(b, k, d)
+    after = runs[j + 1][:, :k] if j + 1 < len(runs) else run.new_zeros(b, k, d)
+    return torch.cat([before, run, after], dim=1).unfold(1, 2 * k + 1, 1)
 
 
 class GateLayerNorm(nn.Module):
@@ -165,56 +176,43 @@ class SLSTMStep(GradientCheckpointingLayer):
         self.dropout = nn.Dropout(config.step_dropout_prob)
         self.chunk_size = config.chunk_size
 
-    def neighbour_blocks(self):
-        """(block index, token offset it reads) for the non-centre blocks of ξ; sum mode repeats a side's block for
-        every offset 1..k (W_side Σ_s h_{i-s} = Σ_s W_side h_{i-s})."""
+    def xi(self, window):
+        """ξ of Eq. 3 from the unfolded h window (b, m, H, 2k+1): left ‖ centre ‖ right, a side being the sum of its
+        k states (`sum`) or all 2k+1 states concatenated (`concat`); (b, m, B·H)."""
         k = self.window_size
+        b, m, H, _ = window.shape
         if self.window_combine == "sum":
-            return [(0, -s) for s in range(1, k + 1)] + [(2, s) for s in range(1, k + 1)]
-        return [(j, j - k) for j in range(2 * k + 1) if j != k]
+            parts = (window[..., :k].sum(dim=-1), window[..., k], window[..., k + 1:].sum(dim=-1))
+            return torch.cat(parts, dim=-1)
+        return window.permute(0, 1, 3, 2).reshape(b, m, (2 * k + 1) * H)
 
-    def fused_weight(self):
-        """The B blocks of W (one per ξ block) and U_f of Eq. 4 stacked, (B·7H + H, H): applied to h in ONE matmul.
-        Built once per forward and passed to every step."""
-        H = self.sentence_U_token.weight.shape[0]
-        return torch.cat([*self.token_W.weight.split(H, dim=1), self.sentence_U_token.weight], dim=0)
-
-    def update_tokens(self, h, c, x_term, real, V_g, c_g, fused_weight):
-        """Eq. 3 for a run of consecutive tokens (b, m, ·) from their step t-1 states, the neighbours beyond the run
-        taken as zero states. Returns the new h and c of the run and U_f h_i of Eq. 4 (from the same matmul)."""
-        b, m, H = h.shape
-        blocks = self.num_blocks
-        projected = F.linear(h, fused_weight)  # (b, m, B·7H + H): every block applied to every token
-        per_block = projected[..., : blocks * 7 * H].split(7 * H, dim=-1)
-        pre = per_block[blocks // 2] + x_term  # W_centre h_i + U x_i + b
-        pre += V_g[:, None, :]
-        for index, offset in self.neighbour_blocks():  # + W_side h_{i+offset}
-            add_shifted_(pre, per_block[index], offset)
-        pre = self.token_norm(pre.view(b, m, 7, H))
-        with torch.autocast(device_type=h.device.type, enabled=False):
-            pre = at_least_fp32(pre)
-            gates = torch.sigmoid(pre[:, :, :6])  # î, l̂, r̂, f̂, ŝ, o
-            mix = torch.softmax(gates[:, :, :5], dim=2)  # i, l, r, f, s: softmax over the five, per dimension
-            c32 = at_least_fp32(c)
-            c_new = mix[:, :, 0] * torch.tanh(pre[:, :, 6])  # i ⊙ u
-            c_new = c_new + mix[:, :, 3] * c32 + mix[:, :, 4] * c_g[:, None, :]  # f ⊙ c_i + s ⊙ c_g
-            for s in range(1, self.window_size + 1):  # l ⊙ Σ c_{i-s} + r ⊙ Σ c_{i+s}, zero beyond the ends
-                c_new[:, s:] += mix[:, s:, 1] * c32[:, :-s]
-                c_new[:, :-s] += mix[:, :-s, 2] * c32[:, s:]
+    def update_tokens(self, h_window, c_window, x_term, real, V_g, c_g):
+        """Eq. 3 for one run of m tokens, from the unfolded step t-1 windows of h and c (b, m, H, 2k+1) around it;
+        x_term = U x + b of the run. Returns its new h and c, (b, m, H)."""
+        k = self.window_size
+        b, m, H, _ = h_window.shape
+        pre = F.linear(self.xi(h_window), self.token_W.weight) + x_term  # W ξ + U x + b: all 7 gates, ONE matmul
+        pre = self.token_norm((pre + V_g[:, None, :]).view(b, m, 7, H))  # + V g, then LayerNorm per gate
+        with torch.autocast(device_type=h_window.device.type, enabled=False):
+            hats, o_hat, u_hat = at_least_fp32(pre).split([5, 1, 1], dim=2)
+            i, left, right, f, s = torch.softmax(torch.sigmoid(hats), dim=2).unbind(dim=2)  # over the 5 sigmoids
+            cells = at_least_fp32(c_window)
+            c_left, c_i, c_right = cells[..., :k].sum(dim=-1), cells[..., k], cells[..., k + 1:].sum(dim=-1)
+            c_new = left * c_left + f * c_i + right * c_right + s * c_g[:, None, :] + i * torch.tanh(u_hat.squeeze(2))
             c_new = c_new * real
-            h_new = gates[:, :, 5] * torch.tanh(c_new)  # pads stay zero: tanh(0) = 0
-        return h_new, c_new, projected[..., blocks * 7 * H:]
+            h_new = torch.sigmoid(o_hat.squeeze(2)) * torch.tanh(c_new)  # pads stay zero: tanh(0) = 0
+        return h_new, c_new
 
-    def forward(self, h, c, g, c_g, x_term, fused_weight, mask):
+    def forward(self, h, c, g, c_g, x_term, mask, sizes):
         """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
-        computed once per forward; fused_weight from `fused_weight()`; mask (b, n) bool. Returns the step-t states.
+        computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states.
 
-        The tokens are updated `chunk_size` at a time, each run with its k neighbours on either side, so the gate
-        tensors of a run stay in cache; the result does not depend on the chunk size (tests check it)."""
+        The tokens are updated a run of `config.chunk_size` at a time, each with its k neighbours on either side, so
+        the gate tensors of a run stay in cache; the result does not depend on the runs (tests check it)."""
         b, n, H = h.shape
         k = self.window_size
         real = mask[:, :, None].to(h.dtype)
-        # terms of the sentence node and of g, once per document
+        # terms of g and of the sentence node, once per document
         V_g = self.token_V(g)  # (b, 7H)
         W_g = self.sentence_W(g)  # (b, 3H): W_f g + b_f, W_g g + b_g, W_o g + b_o
         h_mean = h.sum(dim=1) / real.sum(dim=1)  # h̄ of Eq. 4; pads are zero
@@ -222,30 +220,29 @@ class SLSTMStep(GradientCheckpointingLayer):
         with torch.autocast(device_type=h.device.type, enabled=False):
             forget_g, out_g = torch.sigmoid(self.sentence_norm(at_least_fp32(doc_gates), 1)).unbind(dim=1)
             c_g32 = at_least_fp32(c_g)
+        h_runs, c_runs = h.split(sizes, dim=1), c.split(sizes, dim=1)
+        x_runs, real_runs = x_term.split(sizes, dim=1), real.split(sizes, dim=1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
-        for start in range(0, n, self.chunk_size):
-            end = min(start + self.chunk_size, n)
-            lo, hi = max(start - k, 0), min(end + k, n)  # the run plus its neighbours
-            h_run, c_run, U_f_h = self.update_tokens(h[:, lo:hi], c[:, lo:hi], x_term[:, lo:hi], real[:, lo:hi],
-                                                     V_g, c_g32, fused_weight)
-            inner = slice(start - lo, end - lo)
-            h_parts.append(h_run[:, inner])
-            c_parts.append(c_run[:, inner])
+        for j in range(len(sizes)):
+            h_run, c_run = self.update_tokens(neighbour_windows(h_runs, j, k), neighbour_windows(c_runs, j, k),
+                                              x_runs[j], real_runs[j], V_g, c_g32)
+            h_parts.append(h_run)
+            c_parts.append(c_run)
             # Eq. 4's per-token forget gates f̂_i = σ(LN(W_f g + U_f h_i + b_f)), summed into the sentence cell
-            token_forget = U_f_h[:, inner] + W_g[:, None, :H]
+            token_forget = self.sentence_U_token(h_runs[j]) + W_g[:, None, :H]
             with torch.autocast(device_type=h.device.type, enabled=False):
-                token_forget = self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0)[:, :, 0]
+                token_forget = self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0).squeeze(2)
                 # softmax over real tokens and the sentence slot, per dimension: σ(·) ∈ (0, 1), so exp needs no shift
-                weight = torch.exp(torch.sigmoid(token_forget)) * real[:, start:end]  # (b, run, H)
+                weight = torch.exp(torch.sigmoid(token_forget)) * real_runs[j]  # (b, m, H)
                 token_weight_sum = token_weight_sum + weight.sum(dim=1)
-                weighted_cells = weighted_cells + (weight * at_least_fp32(c[:, start:end])).sum(dim=1)
-        h_new = h_parts[0] if len(h_parts) == 1 else torch.cat(h_parts, dim=1)
-        c_new = c_parts[0] if len(c_parts) == 1 else torch.cat(c_parts, dim=1)
+                weighted_cells = weighted_cells + (weight * at_least_fp32(c_runs[j])).sum(dim=1)
         with torch.autocast(device_type=h.device.type, enabled=False):
             weight_g = torch.exp(forget_g)  # (b, H)
             c_g_new = (weight_g * c_g32 + weighted_cells) / (token_weight_sum + weight_g)
             g_new = out_g * torch.tanh(c_g_new)
+        h_new = h_parts[0] if len(h_parts) == 1 else torch.cat(h_parts, dim=1)
+        c_new = c_parts[0] if len(c_parts) == 1 else torch.cat(c_parts, dim=1)
         dtype = h.dtype
         return (self.dropout(h_new.to(dtype)), c_new.to(dtype), self.dropout(g_new.to(dtype)), c_g_new.to(dtype))
 
@@ -320,10 +317,10 @@ class SLSTMModel(SLSTMPreTrainedModel):
         g = x.sum(dim=1) / n_real
         c_g = g
         x_term = self.step.token_U(x) + self.step.token_W.bias  # U x + b of Eq. 3: constant over the steps
-        fused_weight = self.step.fused_weight()
+        sizes = chunk_sizes(x.shape[1], self.config.chunk_size, self.config.window_size)
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
-            h, c, g, c_g = self.step(h, c, g, c_g, x_term, fused_weight, mask)
+            h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)
             if output_hidden_states:
                 hidden_states.append(h)
         return BaseModelOutputWithPooling(
