@@ -106,6 +106,7 @@ def randomised(config, seed=0):
     dict(position_embedding_type="none", window_size=3),
     dict(chunk_size=2),  # tokens updated two at a time: the halo of neighbours crosses every chunk border
     dict(chunk_size=2, window_size=3, window_combine="concat"),
+    dict(chunk_size=3, window_size=2),  # 7 tokens: runs of 3 and 4 (a last run of 1 < k joins the one before)
 ])
 def test_fast_path_equals_the_per_token_equations(settings):
     config = tiny(**settings)
@@ -262,3 +263,19 @@ def test_mlm_loss_matches_cross_entropy_over_masked_positions():
     out = model(ids, labels=labels)
     expected = F.cross_entropy(out.logits[0, [1, 4]], torch.tensor([6, 9]))
     torch.testing.assert_close(out.loss, expected)
+
+
+def test_step_efficiency_report():
+    from hf_longdoc.bench import slstm_step_efficiency
+
+    report = slstm_step_efficiency(hidden_size=16, length=64, repeats=1)
+    assert report["step_gflops"] > 0 and report["matmul_gflops"] > 0 and 0 < report["efficiency"]
+
+
+def test_chunk_sizes_keep_every_run_at_least_the_window():
+    from hf_longdoc.modeling.slstm.modeling_slstm import chunk_sizes
+
+    assert chunk_sizes(10, 4, 1) == [4, 4, 2]
+    assert chunk_sizes(9, 4, 2) == [4, 5]  # a last run of 1 < k = 2 joins the one before
+    assert chunk_sizes(5, 1, 3) == [5]  # runs of at least k = 3
+    assert sum(chunk_sizes(4097, 512, 1)) == 4097

@@ -7,6 +7,7 @@ every millisecond from /proc (an approximation that catches every allocation tha
 """
 
 import csv
+import ctypes
 import os
 import statistics
 import threading
@@ -61,6 +62,14 @@ def elements_per_token(model):
     return getattr(model.config, "elements_per_material", 1)
 
 
+def release_freed_heap():
+    """Return the C heap's freed pages to the OS (glibc `malloc_trim`), so RSS growth measures new allocations."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the measurement is then a lower bound
+        pass
+
+
 class PeakMemory:
     """Context manager measuring peak memory growth (bytes) of the code inside it."""
 
@@ -83,6 +92,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
         elif os.path.exists("/proc/self/statm"):
+            release_freed_heap()  # otherwise memory freed by earlier passes is reused unseen and the peak reads ~0
             self._start = self._rss()
             self._stop = threading.Event()
             self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -100,21 +110,20 @@ class PeakMemory:
 
 
 def time_forward(model, input_ids, attention_mask, repeats, warmup):
-    """Median seconds of one forward pass, and the peak memory of those passes."""
+    """Median seconds of the timed forward passes, and the peak memory of all passes (warm-up included)."""
     device = input_ids.device
     times = []
-    with torch.inference_mode():
+    with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
         for _ in range(warmup):
             model(input_ids=input_ids, attention_mask=attention_mask)
-        with PeakMemory(device) as memory:
-            for _ in range(repeats):
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                model(input_ids=input_ids, attention_mask=attention_mask)
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - start)
+        for _ in range(repeats):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            model(input_ids=input_ids, attention_mask=attention_mask)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            times.append(time.perf_counter() - start)
     return statistics.median(times), memory.peak
 
 

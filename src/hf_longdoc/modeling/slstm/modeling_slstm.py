@@ -87,7 +87,8 @@ def chunk_sizes(n, chunk_size, window_size):
     chunk = max(chunk_size, window_size)
     sizes = [chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])
     if len(sizes) > 1 and sizes[-1] < window_size:
-        sizes[-2] += sizes.pop()
+        last = sizes.pop()
+        sizes[-1] += last
     return sizes
 
 
