@@ -1,11 +1,12 @@
 """BERT_EWE against the same BERT backbone with a WordPiece vocabulary (BERT_ORIG of Table 1), trained alike.
 
-    python examples/elementwise_vs_subword.py ../shared/data/bbc_news/data.jsonl --epochs 4
+    python examples/elementwise_vs_subword.py ../shared/data/bbc_news/data.jsonl --epochs 10 --learning-rate 1e-3 \
+        --positions 256
 
 Both models share the backbone (width 128, 2 layers, 8 heads: small enough for a CPU), the data split, the
 optimiser settings and the seed; they differ only in the input representation: `--positions` whitespace materials of
 8 bytes (BERT_EWE) against as many WordPiece tokens (BERT_ORIG, whose 8000 × 128 token table is its only extra
-parameters).
+parameters). The command above, on 2 CPU cores (16 min): BERT_EWE test accuracy 0.896, BERT_ORIG 0.960.
 """
 
 import argparse
