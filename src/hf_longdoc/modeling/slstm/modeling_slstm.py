@@ -116,13 +116,15 @@ class GateLayerNorm(nn.Module):
             self.bias = nn.Parameter(torch.zeros(num_gates, hidden_size))
 
     def forward(self, gates, first=0):
-        """gates: (..., G', H), normalised with the parameters of gates first .. first + G' - 1."""
+        """gates: (..., G', H), normalised with the parameters of gates first .. first + G' - 1. One `group_norm` call:
+        G' groups of H channels with per-channel affine is exactly a LayerNorm per gate (and half the memory passes
+        of layer_norm followed by the affine)."""
         if not self.enabled:
             return gates
-        normed = F.layer_norm(gates, gates.shape[-1:], eps=self.eps)
-        count = gates.shape[-2]
-        weight = self.weight[first:first + count].to(normed.dtype)
-        return torch.addcmul(self.bias[first:first + count].to(normed.dtype), normed, weight)
+        count, H = gates.shape[-2:]
+        weight = self.weight[first:first + count].reshape(-1).to(gates.dtype)
+        bias = self.bias[first:first + count].reshape(-1).to(gates.dtype)
+        return F.group_norm(gates.reshape(-1, count * H), count, weight, bias, self.eps).view(gates.shape)
 
 
 class SLSTMEmbeddings(nn.Module):
