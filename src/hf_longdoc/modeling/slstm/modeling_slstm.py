@@ -48,9 +48,6 @@ from transformers.utils import can_return_tuple
 
 from .configuration_slstm import SLSTMConfig
 
-TOKEN_GATES = ("i", "l", "r", "f", "s", "o", "u")  # Eq. 3, in this order in every 7H-wide tensor
-SENTENCE_GATES = ("f_token", "f_g", "o")  # Eq. 4: f̂_i, f̂_g, o
-
 
 def real_token_mask(input_ids, inputs_embeds, attention_mask):
     """Validate the inputs once and return the (b, n) bool mask of real tokens."""
@@ -156,7 +153,8 @@ class SLSTMStep(GradientCheckpointingLayer):
     """One synchronous update of all token nodes (Eq. 3) and the sentence node (Eq. 4). The same instance (the same
     parameters) runs all L steps.
 
-    Parameters, by the paper's names (x the gate, H the hidden size, B = 3 or 2k+1 blocks of ξ):
+    Parameters, by the paper's names (x the gate, H the hidden size, B = 3 or 2k+1 blocks of ξ); the 7H rows of the
+    token gates are ordered i, l, r, f, s, o, u, the 3H rows of `sentence_W` and the sentence LayerNorm f_i, f_g, o:
         token_W  (7H × B·H, bias b_x)  W_x ξ          token_U (7H × H)  U_x x_i          token_V (7H × H)  V_x g
         sentence_W (3H × H, biases b_f, b_g, b_o)  W_f g, W_g g, W_o g
         sentence_U_token (H × H)  U_f h_i           sentence_U_mean (2H × H)  U_g h̄, U_o h̄
