@@ -109,22 +109,29 @@ class PeakMemory:
         return False
 
 
+def median_seconds(function, device, repeats, warmup):
+    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each)."""
+    for _ in range(warmup):
+        function()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        function()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def time_forward(model, input_ids, attention_mask, repeats, warmup):
     """Median seconds of the timed forward passes, and the peak memory of all passes (warm-up included)."""
     device = input_ids.device
-    times = []
     with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
-        for _ in range(warmup):
-            model(input_ids=input_ids, attention_mask=attention_mask)
-        for _ in range(repeats):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            model(input_ids=input_ids, attention_mask=attention_mask)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            times.append(time.perf_counter() - start)
-    return statistics.median(times), memory.peak
+        seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask), device,
+                                 repeats, warmup)
+    return seconds, memory.peak
 
 
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
@@ -281,22 +288,10 @@ def slstm_step_efficiency(hidden_size=256, length=4096, batch_size=1, repeats=5,
     h_flat, w_forget = torch.randn(tokens, H, device=device), torch.randn(H, H, device=device)
     flops = 2 * 22 * H * H * tokens
 
-    def timed(function):
-        with torch.inference_mode():
-            function()
-            times = []
-            for _ in range(repeats):
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                start = time.perf_counter()
-                function()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-                times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    step_seconds = timed(lambda: step(h, c, g, c_g, x_term, mask, sizes))
-    matmul_seconds = timed(lambda: (torch.matmul(xi, w_gates), torch.matmul(h_flat, w_forget)))
+    with torch.inference_mode():
+        step_seconds = median_seconds(lambda: step(h, c, g, c_g, x_term, mask, sizes), device, repeats, 1)
+        matmul_seconds = median_seconds(lambda: (torch.matmul(xi, w_gates), torch.matmul(h_flat, w_forget)), device,
+                                        repeats, 1)
     return {"hidden_size": H, "length": length, "batch_size": batch_size,
             "step_ms": step_seconds * 1000, "matmul_ms": matmul_seconds * 1000,
             "step_gflops": flops / step_seconds / 1e9, "matmul_gflops": flops / matmul_seconds / 1e9,

@@ -165,8 +165,8 @@ class SLSTMStep(GradientCheckpointingLayer):
         H, k = config.hidden_size, config.window_size
         self.window_size = k
         self.window_combine = config.window_combine
-        self.num_blocks = 3 if config.window_combine == "sum" else 2 * k + 1  # ξ = left ‖ centre ‖ right
-        self.token_W = nn.Linear(self.num_blocks * H, 7 * H)
+        xi_blocks = 3 if config.window_combine == "sum" else 2 * k + 1  # ξ = left ‖ centre ‖ right
+        self.token_W = nn.Linear(xi_blocks * H, 7 * H)
         self.token_U = nn.Linear(H, 7 * H, bias=False)
         self.token_V = nn.Linear(H, 7 * H, bias=False)
         self.token_norm = GateLayerNorm(7, H, config.layer_norm_eps, config.gate_layer_norm)
