@@ -14,6 +14,11 @@ from .modeling.contextualizer import (
 )
 from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
 from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
+from .modeling.sparse_longformer import (
+    SparseLongformerConfig,
+    SparseLongformerForSequenceClassification,
+    SparseLongformerModel,
+)
 from .tokenization import ElementwiseTokenizer
 
 __version__ = "0.1.0"
@@ -49,4 +54,7 @@ __all__ = [
     "SLSTMModel",
     "SLSTMForMaskedLM",
     "SLSTMForSequenceClassification",
+    "SparseLongformerConfig",
+    "SparseLongformerModel",
+    "SparseLongformerForSequenceClassification",
 ]

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
 from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
 from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
+from .sparse_longformer import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,26 @@ FAMILIES = {
         ),
         defaults={"hidden_size": 128, "num_hidden_layers": 4},
         learning_rate=1e-3,
+    ),
+    "sparse_longformer": Family(
+        name="sparse_longformer",
+        config_class=SparseLongformerConfig,
+        model_class=SparseLongformerModel,
+        heads={"AutoModelForSequenceClassification": SparseLongformerForSequenceClassification},
+        paper_title="Transformers Using Local Attention Mappings for Long Text Document Classification",
+        paper_citation=(
+            "@mastersthesis{haman2023local,\n"
+            "  title={Transformers Using Local Attention Mappings for Long Text Document Classification},\n"
+            "  author={Haman, Bekir Ufuk},\n"
+            "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
+        ),
+        summary=(
+            "A Longformer (sliding-window attention plus global tokens; Longformer checkpoints load unchanged) whose "
+            "global tokens are chosen per document by TF-IDF or PMI statistics fitted on the training documents "
+            "(or randomly, or the first n), instead of [CLS] alone."
+        ),
+        defaults={"num_global_tokens": 64},
+        learning_rate=1e-4,
     ),
 }
 

@@ -1,0 +1,139 @@
+"""Configuration of the sparse-map Longformer (B. U. Haman, "Transformers Using Local Attention Mappings for Long Text
+Document Classification", MSc thesis, İzmir Institute of Technology, 2023): a Longformer whose global tokens are
+chosen per document by TF-IDF, PMI, random or first-n selection.
+
+Self-contained (Hub rule): imports only transformers and the standard library, so a saved model loads with
+`trust_remote_code=True` where hf_longdoc is not installed.
+"""
+
+from transformers import LongformerConfig
+
+GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
+ATTENTION_BACKENDS = ("blocked", "longformer")
+
+# The small model `SparseLongformerConfig()` builds (trains on two CPU cores in minutes); anything a Longformer
+# checkpoint's config.json holds overrides these.
+SMALL_MODEL = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                   attention_window=256, max_position_embeddings=4098)
+
+
+class SparseLongformerConfig(LongformerConfig):
+    r"""
+    Configuration of a [`SparseLongformerModel`]: every [`LongformerConfig`] setting (so a Longformer checkpoint's
+    config.json loads into it and its weights load unchanged), plus how the global tokens are chosen.
+
+    Args:
+        global_selector (`str`, defaults to `"tfidf"`):
+            How a document's global tokens are picked when `forward` gets no `global_attention_mask` (Chapter 5):
+            `"cls"` (only [CLS], Transformers' default), `"first_n"` (the first `num_global_tokens` real tokens),
+            `"random"` (uniformly among the real tokens), `"tfidf"` (highest tf·idf, Eq. 4.3) or `"pmi"` (highest sum of
+            PMI over the pairs a position forms within `pmi_window`, Eq. 4.4). `tfidf` and `pmi` need statistics
+            fitted on training documents first: `model.fit_global_selector(token_ids)`.
+        num_global_tokens (`int`, defaults to 128):
+            Global tokens chosen in addition to [CLS] (the thesis: 128).
+        pmi_window (`int`, defaults to 10):
+            Tokens i < j form a pair when j - i < `pmi_window` (the thesis' window of 10 words, NLTK's `window_size`).
+        pmi_min_count (`int`, defaults to 3):
+            Pairs seen fewer times in the training documents get no PMI (their estimate is noise).
+        pmi_max_pairs (`int`, defaults to 2_000_000):
+            At most this many pairs (the most frequent) are kept, 12 bytes each.
+        pmi_num_pairs (`int`, defaults to 0):
+            How many pairs the fitted statistics hold; set by fitting, it sizes the saved buffers.
+        unique_global_tokens (`bool`, defaults to `True`):
+            At most one position per distinct token id (the thesis' code lets a repeated token take many slots).
+        excluded_token_ids (`list[int]`, *optional*):
+            Token ids never chosen by `tfidf`/`pmi` and left out of their statistics: special tokens and punctuation.
+            Unset: the config's pad/bos/eos/sep ids; `fit_global_selector(..., tokenizer=...)` fills it with the
+            tokenizer's special and punctuation-only tokens.
+        attention_backend (`str`, defaults to `"blocked"`):
+            `"longformer"`: Transformers' `LongformerSelfAttention`, unchanged; `"blocked"`: the same attention as
+            blocks of queries over their neighbouring key blocks plus the global keys, through
+            `scaled_dot_product_attention` (equal within float rounding, faster, far less memory). Asking for
+            `output_attentions` runs the `longformer` backend, which materialises the attention probabilities.
+    """
+
+    model_type = "sparse_longformer"
+
+    def __init__(
+        self,
+        global_selector="tfidf",
+        num_global_tokens=128,
+        pmi_window=10,
+        pmi_min_count=3,
+        pmi_max_pairs=2_000_000,
+        pmi_num_pairs=0,
+        unique_global_tokens=True,
+        excluded_token_ids=None,
+        attention_backend="blocked",
+        **kwargs,
+    ):
+        if global_selector not in GLOBAL_SELECTORS:
+            raise ValueError(f"`global_selector` must be one of {GLOBAL_SELECTORS}, got {global_selector!r}.")
+        if attention_backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"`attention_backend` must be one of {ATTENTION_BACKENDS}, got {attention_backend!r}.")
+        for name, value, least in (
+            ("num_global_tokens", num_global_tokens, 0),
+            ("pmi_window", pmi_window, 2),
+            ("pmi_min_count", pmi_min_count, 1),
+            ("pmi_max_pairs", pmi_max_pairs, 1),
+            ("pmi_num_pairs", pmi_num_pairs, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        if excluded_token_ids is not None and not all(isinstance(i, int) and i >= 0 for i in excluded_token_ids):
+            raise ValueError("`excluded_token_ids` must be a list of non-negative token ids.")
+        for key, value in SMALL_MODEL.items():
+            kwargs.setdefault(key, value)
+        kwargs.setdefault("auto_map", _auto_map())
+        self._check_longformer_sizes(kwargs)
+        self.global_selector = global_selector
+        self.num_global_tokens = num_global_tokens
+        self.pmi_window = pmi_window
+        self.pmi_min_count = pmi_min_count
+        self.pmi_max_pairs = pmi_max_pairs
+        self.pmi_num_pairs = pmi_num_pairs
+        self.unique_global_tokens = unique_global_tokens
+        self.excluded_token_ids = list(excluded_token_ids) if excluded_token_ids is not None else None
+        self.attention_backend = attention_backend
+        super().__init__(**kwargs)
+
+    @staticmethod
+    def _check_longformer_sizes(kwargs):
+        """The errors Longformer would raise as bare asserts deep in the model, raised here with what to change."""
+        hidden, heads = kwargs["hidden_size"], kwargs["num_attention_heads"]
+        if hidden % heads:
+            raise ValueError(f"`hidden_size` ({hidden}) must be a multiple of `num_attention_heads` ({heads}).")
+        windows = kwargs["attention_window"]
+        windows = windows if isinstance(windows, (list, tuple)) else [windows]
+        if any(isinstance(w, bool) or not isinstance(w, int) or w <= 0 or w % 2 for w in windows):
+            raise ValueError(f"`attention_window` must be a positive even integer (or one per layer), got {windows}.")
+        if len(windows) > 1 and len(windows) != kwargs["num_hidden_layers"]:
+            raise ValueError(f"`attention_window` lists {len(windows)} windows for {kwargs['num_hidden_layers']} "
+                             "layers; give one per layer or a single integer.")
+        if len(set(windows)) > 1:
+            raise ValueError("The `blocked` backend and the padding rule need one `attention_window` for every layer.")
+
+    @classmethod
+    def from_paper(cls, **kwargs):
+        """The thesis' Longformer (Chapter 6): longformer-base-4096's sizes (RoBERTa vocabulary of 50,265, width 768,
+        12 layers and heads, window 512, 4,096 tokens), 128 TF-IDF global tokens. Load the pre-trained weights with
+        `SparseLongformerForSequenceClassification.from_pretrained(<longformer-base-4096 folder>, ...)`."""
+        settings = dict(vocab_size=50265, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, attention_window=512, max_position_embeddings=4098, type_vocab_size=1,
+                        layer_norm_eps=1e-5, pad_token_id=1, bos_token_id=0, eos_token_id=2, sep_token_id=2,
+                        global_selector="tfidf", num_global_tokens=128, num_labels=8)
+        settings.update(kwargs)
+        return cls(**settings)
+
+
+def _auto_map():
+    """Every Auto class that can load a saved sparse-map Longformer, so the saved folder works without hf_longdoc."""
+    modeling = "modeling_sparse_longformer."
+    return {
+        "AutoConfig": "configuration_sparse_longformer.SparseLongformerConfig",
+        "AutoModel": modeling + "SparseLongformerModel",
+        "AutoModelForSequenceClassification": modeling + "SparseLongformerForSequenceClassification",
+    }
+
+
+__all__ = ["SparseLongformerConfig"]

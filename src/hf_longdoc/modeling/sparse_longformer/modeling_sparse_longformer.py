@@ -1,0 +1,343 @@
+"""The sparse-map Longformer: Transformers' Longformer with its global tokens chosen per document by a selector.
+
+Thesis: B. U. Haman, "Transformers Using Local Attention Mappings for Long Text Document Classification", İzmir
+Institute of Technology, 2023 (`shared/papers/003_fffa6e9b0d63ed79.txt`, Chapters 4.3-4.4, 5.4-5.5, 6).
+
+Every parameter keeps Longformer's name and shape (`embeddings.*`, `encoder.layer.N.attention.self.query_global`,
+..., the classifier's `longformer.*` and `classifier.*`), so `from_pretrained` of any Longformer checkpoint loads
+every weight unchanged. What changes:
+
+- `global_attention_mask`, when not given, is chosen inside `forward` from `input_ids` by `config.global_selector`
+  (selection.py): [CLS] always, pads never, and at most `num_global_tokens` more.
+- The attention of each layer runs on one of two backends with the same parameters:
+  `longformer`: Transformers' `LongformerSelfAttention`, unchanged (the exact reference);
+  `blocked`: the same sparse attention of Beltagy et al. computed as dense blocks. With c = window / 2 and the length
+  padded to a multiple of the window, query block i (c queries) attends to key blocks i-1, i, i+1 masked to the exact
+  band |i - j| ≤ c, with the global keys gathered in front as a prefix, in one `scaled_dot_product_attention` call
+  (the window part excludes global and pad keys, as Longformer's does, so no key counts twice). Global queries then
+  attend to every real key with the `*_global` projections and overwrite their rows, as in Longformer. Cost and
+  memory are linear in the length: a (b·n/c, c, G + 3c) boolean mask, never a dense (b, n, n) one.
+- The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
+  (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
+
+Self-contained (Hub rule): imports only torch, transformers and sibling files.
+"""
+
+import torch
+from torch.nn import functional as F
+from transformers.models.longformer.modeling_longformer import (
+    LongformerBaseModelOutputWithPooling,
+    LongformerClassificationHead,
+    LongformerModel,
+    LongformerPreTrainedModel,
+    LongformerSelfAttention,
+    LongformerSequenceClassifierOutput,
+)
+from transformers.utils import can_return_tuple
+
+from .configuration_sparse_longformer import SparseLongformerConfig
+from .selection import GlobalTokenSelector
+
+
+class SparseLongformerSelfAttention(LongformerSelfAttention):
+    """Longformer's self-attention (same parameters) with the `blocked` backend next to Transformers' own."""
+
+    def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
+                is_global_attn=None, output_attentions=False):
+        if self.config.attention_backend == "longformer" or output_attentions:
+            return super().forward(hidden_states, attention_mask=attention_mask, is_index_masked=is_index_masked,
+                                   is_index_global_attn=is_index_global_attn, is_global_attn=is_global_attn,
+                                   output_attentions=output_attentions)
+        return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, is_global_attn),)
+
+    def blocked_attention(self, hidden_states, is_pad, is_global, any_global):
+        b, n, d = hidden_states.shape
+        heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
+        blocks = n // c
+        dropout = self.dropout if self.training else 0.0
+        q, k, v = F.linear(hidden_states, torch.cat([self.query.weight, self.key.weight, self.value.weight]),
+                           torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
+        q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))
+
+        # keys and values of blocks i-1, i, i+1 for every query block i: (b, blocks, 3c, heads, head_dim)
+        def neighbour_blocks(x):
+            edge = x.new_zeros(b, c, *x.shape[2:])
+            x = torch.cat([edge, x, edge], dim=1).view(b, blocks + 2, c, *x.shape[2:])
+            return torch.cat([x[:, :-2], x[:, 1:-1], x[:, 2:]], dim=2)
+
+        device = hidden_states.device
+        query_pos = torch.arange(n, device=device).view(blocks, c)
+        key_pos = torch.arange(-c, n + c, device=device).view(blocks + 2, c)
+        key_pos = torch.cat([key_pos[:-2], key_pos[1:-1], key_pos[2:]], dim=1)  # (blocks, 3c)
+        band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c), outside [0, n) masked below
+        key_ok = neighbour_blocks((~(is_pad | is_global))[..., None])[..., 0]  # pads beyond the ends are False
+        allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
+        # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
+        allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)
+
+        keys, values = neighbour_blocks(k), neighbour_blocks(v)
+        if any_global:
+            count = is_global.sum(dim=1)
+            slots = int(count.max())
+            global_pos = torch.sort((~is_global).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # (b, G)
+            slot_ok = torch.arange(slots, device=device) < count[:, None]
+            gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)
+            prefix = (k.gather(1, gather), v.gather(1, gather))
+            keys, values = (torch.cat([p[:, None].expand(b, blocks, *p.shape[1:]), x], dim=2)
+                            for p, x in zip(prefix, (keys, values)))
+            allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
+
+        # (b·blocks, heads, c or S, head_dim) with the mask broadcast over heads
+        out = F.scaled_dot_product_attention(
+            q.view(b * blocks, c, heads, head_dim).transpose(1, 2),
+            keys.flatten(0, 1).transpose(1, 2),
+            values.flatten(0, 1).transpose(1, 2),
+            attn_mask=allowed.flatten(0, 1)[:, None],
+            dropout_p=dropout,
+        )
+        out = out.transpose(1, 2).reshape(b, n, d).masked_fill(is_pad[..., None], 0.0)
+        if not any_global:
+            return out
+
+        # global rows: query_global of the global tokens over key_global/value_global of every real token
+        global_hidden = hidden_states.gather(1, global_pos[..., None].expand(b, slots, d))
+        q_global = self.query_global(global_hidden).view(b, slots, heads, head_dim).transpose(1, 2)
+        k_global, v_global = (proj(hidden_states).view(b, n, heads, head_dim).transpose(1, 2)
+                              for proj in (self.key_global, self.value_global))
+        global_out = F.scaled_dot_product_attention(q_global, k_global, v_global,
+                                                    attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
+        global_out = global_out.transpose(1, 2).reshape(b, slots, d)
+        rows = torch.arange(b, device=device)[:, None].expand(b, slots)
+        return out.index_put((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok])
+
+
+class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
+    config_class = SparseLongformerConfig
+    _no_split_modules = ["SparseLongformerSelfAttention"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, GlobalTokenSelector):  # not fitted until fit_global_selector
+            for buffer in (module.idf, module.pmi_pair_keys, module.pmi_pair_values, module.idf_num_documents,
+                           module.pmi_num_documents):
+                buffer.zero_()
+
+    def fit_global_selector(self, documents, tokenizer=None, statistics=("tfidf", "pmi"), **kwargs):
+        """Fit the TF-IDF and PMI statistics on training documents (an iterable of token-id sequences, e.g. a tokenized
+        dataset's `input_ids` column) and keep them in the model's buffers, so saving keeps them. With `tokenizer`,
+        its special tokens and punctuation-only tokens are first written to `config.excluded_token_ids`. Returns a
+        dict of what was counted; keyword arguments go to `GlobalTokenSelector.fit`."""
+        if tokenizer is not None:
+            self.config.excluded_token_ids = excluded_token_ids(tokenizer, self.config.vocab_size)
+        return self.base_model.selector.fit(documents, statistics=statistics, **kwargs)
+
+    @torch.no_grad()
+    def select_global_tokens(self, input_ids, attention_mask=None, selector=None, generator=None):
+        """The (b, n) bool global-attention mask `forward` uses for these inputs when given none."""
+        real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        return self.base_model.selector(input_ids, real, selector=selector, generator=generator)
+
+
+def excluded_token_ids(tokenizer, vocab_size):
+    """Ids of the tokenizer's special tokens and of every token that decodes to punctuation or whitespace only."""
+    import string
+
+    punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
+    ids = set(tokenizer.all_special_ids)
+    for i in range(min(len(tokenizer), vocab_size)):
+        text = tokenizer.decode([i]).strip()
+        if not text or all(ch in punctuation for ch in text):
+            ids.add(i)
+    return sorted(i for i in ids if i < vocab_size)
+
+
+def real_token_mask(input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs once and return the (b, n) bool mask of real tokens."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
+    shape = tuple(input_ids.shape if input_ids is not None else inputs_embeds.shape[:2])
+    if len(shape) != 2 or (inputs_embeds is not None and inputs_embeds.dim() != 3):
+        got = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+        raise ValueError(f"`input_ids` must have shape (batch, length) (`inputs_embeds` one more dim), got {got}.")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"Got an empty batch of shape {shape}: pass at least one document with at least one token.")
+    if attention_mask is None:
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        return torch.ones(shape, dtype=torch.bool, device=device)
+    if tuple(attention_mask.shape) != shape:
+        raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
+    mask = attention_mask.bool()
+    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty documents from the batch."
+        )
+    return mask
+
+
+class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
+    """Transformers' `LongformerModel` (same modules and weights) whose `forward` picks the global tokens itself and
+    whose layers attend with `config.attention_backend`."""
+
+    def __init__(self, config, add_pooling_layer=True):
+        super().__init__(config, add_pooling_layer=add_pooling_layer)
+        for layer_id, layer in enumerate(self.encoder.layer):
+            layer.attention.self = SparseLongformerSelfAttention(config, layer_id)
+        self.selector = GlobalTokenSelector(config)
+        self.post_init()
+
+    def check_inputs(self, input_ids, global_attention_mask, real):
+        config = self.config
+        if input_ids is not None and ((input_ids < 0) | (input_ids >= config.vocab_size)).any():
+            bad = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)][0].item()
+            raise ValueError(f"`input_ids` holds id {bad}, outside the vocabulary [0, {config.vocab_size}); use the "
+                             "tokenizer saved with this model or raise `config.vocab_size`.")
+        limit = config.max_position_embeddings - config.pad_token_id - 1  # RoBERTa positions start after the pad id
+        if real.shape[1] > limit:
+            raise ValueError(f"The input has {real.shape[1]} tokens but this Longformer's positions cover {limit}; "
+                             f"truncate (tokenizer max_length={limit}) or raise `max_position_embeddings`.")
+        if global_attention_mask is not None and tuple(global_attention_mask.shape) != tuple(real.shape):
+            raise ValueError(f"`global_attention_mask` has shape {tuple(global_attention_mask.shape)}, expected "
+                             f"{tuple(real.shape)} like the input.")
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        global_selector_generator: torch.Generator | None = None,
+    ) -> LongformerBaseModelOutputWithPooling:
+        r"""
+        global_attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+            1 for global tokens. When not given, `config.global_selector` chooses them from `input_ids` (with only
+            `inputs_embeds`, [CLS] alone is global).
+        global_selector_generator (`torch.Generator`, *optional*):
+            The random source of `global_selector="random"`; fix it to repeat a selection.
+        """
+        real = real_token_mask(input_ids, inputs_embeds, attention_mask)
+        self.check_inputs(input_ids, global_attention_mask, real)
+        config = self.config
+        output_attentions = config.output_attentions if output_attentions is None else output_attentions
+        output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states
+
+        if global_attention_mask is None:
+            selector = config.global_selector if input_ids is not None else "cls"
+            global_attention_mask = self.selector(input_ids if input_ids is not None else real.long(), real,
+                                                  selector=selector, generator=global_selector_generator)
+        # Longformer's merged mask: 0 pad, 1 local, 2 global
+        merged = real.long() * (global_attention_mask.bool().long() + 1)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(merged)
+        padding_len, input_ids, merged, token_type_ids, position_ids, inputs_embeds = self._pad_to_window_size(
+            input_ids=input_ids, attention_mask=merged, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, pad_token_id=config.pad_token_id,
+        )
+        embedding_output = self.embeddings(input_ids=input_ids, position_ids=position_ids,
+                                           token_type_ids=token_type_ids, inputs_embeds=inputs_embeds)
+        # the 2-D additive mask Longformer's layers read: min for pads, 0 for local, max for global tokens
+        limits = torch.finfo(embedding_output.dtype)
+        layer_mask = torch.zeros(merged.shape, dtype=embedding_output.dtype, device=merged.device)
+        layer_mask = layer_mask.masked_fill(merged == 0, limits.min).masked_fill(merged == 2, limits.max)
+        encoder_outputs = self.encoder(embedding_output, attention_mask=layer_mask, padding_len=padding_len,
+                                       output_attentions=output_attentions,
+                                       output_hidden_states=output_hidden_states, return_dict=True)
+        sequence_output = encoder_outputs.last_hidden_state
+        return LongformerBaseModelOutputWithPooling(
+            last_hidden_state=sequence_output,
+            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
+            hidden_states=encoder_outputs.hidden_states,
+            attentions=encoder_outputs.attentions,
+            global_attentions=encoder_outputs.global_attentions,
+        )
+
+
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
+class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel):
+    """Longformer's classification head (dense → tanh → out_proj on the [CLS] state, same parameter names) on a
+    `SparseLongformerModel`: single-label, multi-label (BCE) or regression, by `problem_type`."""
+
+    accepts_loss_kwargs = False  # the loss is a mean over the batch; it does not use num_items_in_batch
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.longformer = SparseLongformerModel(config, add_pooling_layer=False)
+        self.classifier = LongformerClassificationHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        global_attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        global_selector_generator: torch.Generator | None = None,
+    ) -> LongformerSequenceClassifierOutput:
+        outputs = self.longformer(input_ids, attention_mask=attention_mask,
+                                  global_attention_mask=global_attention_mask, token_type_ids=token_type_ids,
+                                  position_ids=position_ids, inputs_embeds=inputs_embeds,
+                                  output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                                  global_selector_generator=global_selector_generator, return_dict=True)
+        logits = self.classifier(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            check_labels(labels, logits, self.config)
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        return LongformerSequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                                  attentions=outputs.attentions,
+                                                  global_attentions=outputs.global_attentions)
+
+
+SparseLongformerConfig.register_for_auto_class("AutoConfig")
+SparseLongformerModel.register_for_auto_class("AutoModel")
+SparseLongformerForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = [
+    "SparseLongformerModel",
+    "SparseLongformerForSequenceClassification",
+    "SparseLongformerPreTrainedModel",
+    "excluded_token_ids",
+]

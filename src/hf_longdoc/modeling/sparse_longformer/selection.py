@@ -1,0 +1,252 @@
+"""Global-token selection of the sparse-map Longformer (thesis Chapters 4.3, 4.4, 5.4, 5.5), vectorised.
+
+    Eq. 4.3  tf(w, d) = count of w in d / counted tokens of d,   idf(w) = log2(N / df(w)),   score = tf · idf
+    Eq. 4.4  PMI(a, b) = log2 P(a, b) / (P(a) P(b)),  over ordered pairs (a before b, fewer than `pmi_window` apart)
+             P(a, b) = pair count / all pairs,  P(a) = token count / all tokens   (NLTK's windowed bigram PMI, which
+             the thesis' code used); a position's PMI score = sum of PMI over the pairs it forms in its window
+
+Counted tokens are real tokens whose id is not excluded (special tokens, punctuation). Statistics come from training
+documents only (the thesis' code fitted TF-IDF on the test split), pairs never cross a document boundary (its code
+concatenated the corpus), an id unseen in training gets idf = log2 N (as rare as can be), and a pair without
+statistics (unseen, or pruned below `pmi_min_count`) contributes 0. The thesis picks 64 pairs (128 tokens) for PMI;
+as DESIGN.md decides, we score positions and take the top `num_global_tokens`, like every other selector.
+
+Selection runs inside `forward` from `input_ids` (so shuffling cannot mismatch scores and documents, as matching by
+row index did in the thesis' code) with tensor ops only: a (batch, vocab) count table for tf, `searchsorted` in the
+sorted pair keys for PMI, and one stable sort for the top positions. Self-contained (Hub rule).
+"""
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from .configuration_sparse_longformer import SparseLongformerConfig
+
+
+class GlobalTokenSelector(nn.Module):
+    """Holds the fitted statistics as persistent buffers (saved with the weights) and picks global positions.
+
+    Buffers: `idf` (vocab_size,), `pmi_pair_keys` (sorted a·vocab_size + b, int64) and `pmi_pair_values` (PMI of each
+    pair), and how many documents each statistic was fitted on (0: not fitted)."""
+
+    def __init__(self, config: SparseLongformerConfig):
+        super().__init__()
+        self.config = config
+        self.register_buffer("idf", torch.zeros(config.vocab_size))
+        self.register_buffer("pmi_pair_keys", torch.zeros(config.pmi_num_pairs, dtype=torch.long))
+        self.register_buffer("pmi_pair_values", torch.zeros(config.pmi_num_pairs))
+        self.register_buffer("idf_num_documents", torch.zeros((), dtype=torch.long))
+        self.register_buffer("pmi_num_documents", torch.zeros((), dtype=torch.long))
+
+    # --- selection -------------------------------------------------------------------------------------------------
+
+    def excluded_ids(self):
+        config = self.config
+        if config.excluded_token_ids is not None:
+            return list(config.excluded_token_ids)
+        specials = (config.pad_token_id, config.bos_token_id, config.eos_token_id,
+                    getattr(config, "sep_token_id", None))
+        return sorted({i for i in specials if i is not None})
+
+    def counted_tokens(self, input_ids, real):
+        """(b, n) bool: real tokens with an id that is not excluded, [CLS] (position 0) aside."""
+        excluded = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=input_ids.device)
+        ids = [i for i in self.excluded_ids() if i < self.config.vocab_size]
+        excluded[ids] = True
+        counted = real & ~excluded[input_ids]
+        counted[:, 0] = False
+        return counted
+
+    def tfidf_scores(self, input_ids, counted):
+        """Eq. 4.3 per position: tf of its token in the document times the token's idf."""
+        self.require_fitted("tfidf")
+        b = input_ids.shape[0]
+        counts = torch.zeros(b, self.config.vocab_size, device=input_ids.device)
+        counts.scatter_add_(1, input_ids, counted.float())
+        tf = counts.gather(1, input_ids) / counted.sum(dim=1, keepdim=True).clamp(min=1)
+        return tf * self.idf.float()[input_ids]
+
+    def pmi_scores(self, input_ids, counted):
+        """Eq. 4.4 per position: the sum of PMI(a, b) over the ordered pairs it forms within the window."""
+        self.require_fitted("pmi")
+        scores = torch.zeros(input_ids.shape, device=input_ids.device)
+        keys, values = self.pmi_pair_keys, self.pmi_pair_values.float()
+        if keys.numel() == 0:
+            return scores
+        vocab = self.config.vocab_size
+        for distance in range(1, min(self.config.pmi_window, input_ids.shape[1])):
+            pair = input_ids[:, :-distance] * vocab + input_ids[:, distance:]
+            index = torch.searchsorted(keys, pair).clamp(max=keys.numel() - 1)
+            found = (keys[index] == pair) & counted[:, :-distance] & counted[:, distance:]
+            pmi = torch.where(found, values[index], 0.0)
+            scores[:, :-distance] += pmi
+            scores[:, distance:] += pmi
+        return scores
+
+    def require_fitted(self, selector):
+        fitted = self.idf_num_documents if selector == "tfidf" else self.pmi_num_documents
+        if int(fitted) == 0:
+            raise ValueError(
+                f"global_selector={selector!r} needs statistics fitted on training documents: call "
+                "`model.fit_global_selector(train_token_ids)` first (or choose global_selector='cls', 'first_n' or "
+                "'random')."
+            )
+
+    def forward(self, input_ids, real, selector=None, generator=None):
+        """(b, n) bool global-attention mask: [CLS] (position 0, when real) plus at most `num_global_tokens` positions
+        by `selector` (default: the config's). Pads are never chosen."""
+        selector = selector or self.config.global_selector
+        chosen = torch.zeros_like(real)
+        chosen[:, 0] = real[:, 0]  # [CLS] is always global
+        n = self.config.num_global_tokens
+        if selector == "cls" or n == 0:
+            return chosen
+        candidates = real.clone()
+        candidates[:, 0] = False
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        unique = False
+        if selector == "first_n":
+            scores = -positions.float()
+        elif selector == "random":
+            scores = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+        else:
+            candidates = self.counted_tokens(input_ids, real)
+            scores = (self.tfidf_scores if selector == "tfidf" else self.pmi_scores)(input_ids, candidates)
+            unique = self.config.unique_global_tokens
+        return chosen | top_positions(scores, candidates, input_ids, n, unique)
+
+    # --- fitting ---------------------------------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def fit(self, documents, statistics=("tfidf", "pmi"), batch_documents=256, max_table_pairs=30_000_000,
+            progress=True):
+        """Fit idf and/or PMI on `documents` (an iterable of token-id sequences: lists, arrays or tensors; training
+        documents only) and store them in the buffers. Returns a dict of what was counted.
+
+        Counting is numpy, `batch_documents` at a time: document frequencies with one `np.unique` over
+        (document, id) keys, pair counts with one `np.unique` per distance, merged into a running table. If the table
+        exceeds `max_table_pairs` distinct pairs, pairs seen once are dropped from it (the counts of the remaining
+        pairs become lower bounds; a warning in the returned dict says so)."""
+        unknown = set(statistics) - {"tfidf", "pmi"}
+        if unknown or not statistics:
+            raise ValueError(f"`statistics` must name 'tfidf' and/or 'pmi', got {statistics!r}.")
+        config, vocab = self.config, self.config.vocab_size
+        excluded = np.zeros(vocab, dtype=bool)
+        excluded[[i for i in self.excluded_ids() if i < vocab]] = True
+        doc_freq = np.zeros(vocab, dtype=np.int64)
+        token_freq = np.zeros(vocab, dtype=np.int64)
+        table_keys, table_counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        num_documents = num_pairs = 0
+        pruned = False
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # tqdm is optional where the saved model is used without hf_longdoc
+            def tqdm(iterable, **kwargs):
+                return iterable
+        for batch in _batches(tqdm(documents, desc="Fitting global-token statistics", unit="doc",
+                                   disable=not progress), batch_documents):
+            ids, doc = self._flatten(batch, vocab, excluded)
+            num_documents += len(batch)
+            if "tfidf" in statistics:
+                doc_freq += np.bincount(np.unique(doc * vocab + ids) % vocab, minlength=vocab)
+            if "pmi" in statistics:
+                token_freq += np.bincount(ids, minlength=vocab)
+                keys = [ids[:-d] * vocab + ids[d:] for d in range(1, config.pmi_window)
+                        if len(ids) > d]
+                keys = [k[doc[:-d] == doc[d:]] for d, k in enumerate(keys, start=1)]
+                batch_keys, batch_counts = np.unique(np.concatenate(keys) if keys else np.zeros(0, np.int64),
+                                                     return_counts=True)
+                num_pairs += int(batch_counts.sum())
+                table_keys, table_counts = _merge_counts(table_keys, table_counts, batch_keys, batch_counts)
+                if len(table_keys) > max_table_pairs:
+                    keep = table_counts > 1
+                    table_keys, table_counts, pruned = table_keys[keep], table_counts[keep], True
+        if num_documents == 0:
+            raise ValueError("`fit_global_selector` got no documents; pass the training split's token ids.")
+        report = {"documents": num_documents}
+        if "tfidf" in statistics:
+            idf = np.log2(num_documents / np.maximum(doc_freq, 1))
+            self.idf.copy_(torch.from_numpy(idf).to(self.idf))
+            self.idf_num_documents.fill_(num_documents)
+            report["tokens_seen"] = int((doc_freq > 0).sum())
+        if "pmi" in statistics:
+            keys, values = _pmi(table_keys, table_counts, token_freq, num_pairs, vocab, config.pmi_min_count,
+                                config.pmi_max_pairs)
+            device = self.idf.device
+            self.pmi_pair_keys = torch.from_numpy(keys).to(device)
+            self.pmi_pair_values = torch.from_numpy(values).to(device, self.idf.dtype)
+            config.pmi_num_pairs = len(keys)
+            self.pmi_num_documents.fill_(num_documents)
+            report.update(pairs_counted=num_pairs, distinct_pairs=len(table_keys), pairs_kept=len(keys))
+            if pruned:
+                report["warning"] = (f"more than {max_table_pairs} distinct pairs: pairs seen once were dropped while "
+                                     "counting, so counts are lower bounds; raise `max_table_pairs` for exact counts")
+        return report
+
+    @staticmethod
+    def _flatten(batch, vocab, excluded):
+        """The counted ids of a batch of documents as one flat array, and the document index of each."""
+        arrays = [np.asarray(d.cpu() if torch.is_tensor(d) else d, dtype=np.int64).reshape(-1) for d in batch]
+        ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+        doc = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
+        if len(ids) and (ids.min() < 0 or ids.max() >= vocab):
+            raise ValueError(f"A document holds token id {int(ids.max())}, outside the vocabulary [0, {vocab}); fit "
+                             "with the tokenizer the model uses.")
+        keep = ~excluded[ids]
+        return ids[keep], doc[keep]
+
+
+def top_positions(scores, candidates, input_ids, n, unique):
+    """(b, n) bool: the `n` candidate positions with the highest score per row (ties: the earlier position); with
+    `unique`, only the best position of each distinct token id competes."""
+    scores = scores.float().masked_fill(~candidates, -math.inf)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices  # rank -> position
+    ranked_ok = candidates.gather(1, order)
+    if unique:
+        ranked_ids = input_ids.gather(1, order)
+        by_id = torch.sort(ranked_ids, dim=1, stable=True)  # groups equal ids, best rank first within a group
+        first = torch.ones_like(ranked_ok)
+        first[:, 1:] = by_id.values[:, 1:] != by_id.values[:, :-1]
+        ranked_ok = ranked_ok & torch.zeros_like(first).scatter(1, by_id.indices, first)
+    taken = ranked_ok & (ranked_ok.long().cumsum(dim=1) <= n)
+    return torch.zeros_like(candidates).scatter(1, order, taken)
+
+
+def _batches(iterable, size):
+    batch = []
+    for item in iterable:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _merge_counts(keys, counts, new_keys, new_counts):
+    """Sum two sorted (key, count) tables."""
+    if len(keys) == 0:
+        return new_keys, new_counts
+    merged, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
+    return merged, np.bincount(inverse, weights=np.concatenate([counts, new_counts]).astype(np.float64)).astype(
+        np.int64)
+
+
+def _pmi(keys, counts, token_freq, num_pairs, vocab, min_count, max_pairs):
+    """Eq. 4.4 for the pairs seen at least `min_count` times, the `max_pairs` most frequent; keys sorted."""
+    keep = counts >= min_count
+    keys, counts = keys[keep], counts[keep]
+    if len(keys) > max_pairs:
+        top = np.argsort(-counts, kind="stable")[:max_pairs]
+        keys, counts = keys[np.sort(top)], counts[np.sort(top)]
+    num_tokens = token_freq.sum()
+    if len(keys) == 0:
+        return keys, np.zeros(0, dtype=np.float32)
+    a, b = keys // vocab, keys % vocab
+    pmi = np.log2(counts / num_pairs) - np.log2(token_freq[a] / num_tokens) - np.log2(token_freq[b] / num_tokens)
+    return keys, pmi.astype(np.float32)
+
+
+__all__ = ["GlobalTokenSelector", "top_positions"]
