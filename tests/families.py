@@ -143,6 +143,33 @@ FAMILY_CASES = [
             (dict(step_dropout_prob=1.5), "step_dropout_prob"),
         ],
     ),
+    FamilyCase(
+        name="sparse_longformer",
+        family="sparse_longformer",
+        config_class=hf_longdoc.SparseLongformerConfig,
+        base_class=hf_longdoc.SparseLongformerModel,
+        classification_class=hf_longdoc.SparseLongformerForSequenceClassification,
+        # first_n needs no fitted statistics; tests/test_sparse_longformer.py covers the fitted selectors
+        tiny=dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                  attention_window=6, max_position_embeddings=4098, num_labels=3, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, sep_token_id=2,
+                  global_selector="first_n", num_global_tokens=3),
+        invalid=[
+            (dict(global_selector="bm25"), "global_selector"),
+            (dict(attention_backend="flash"), "attention_backend"),
+            (dict(num_global_tokens=-1), "num_global_tokens"),
+            (dict(pmi_window=1), "pmi_window"),
+            (dict(attention_window=5), "attention_window"),
+            (dict(hidden_size=30), "num_attention_heads"),
+        ],
+        first_id=3,
+        left_padding=False,  # Longformer reads the first position as [CLS]
+        # the head reads [CLS], a global token: in the last layer only the *_global projections shape its state (as
+        # in Transformers' LongformerForSequenceClassification)
+        unused_parameters=tuple(f"longformer.encoder.layer.1.attention.self.{name}." for name in ("query", "key",
+                                                                                                  "value")),
+        max_length=4096,
+    ),
 ]
 
 assert {case.family for case in FAMILY_CASES} == set(hf_longdoc.FAMILIES), "every family needs a conformance entry"

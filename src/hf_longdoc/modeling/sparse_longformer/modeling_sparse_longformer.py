@@ -59,23 +59,26 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                            torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
         q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))
 
-        # keys and values of blocks i-1, i, i+1 for every query block i: (b, blocks, 3c, heads, head_dim)
-        def neighbour_blocks(x):
+        # keys and values of query block i: [global keys (a prefix), blocks i-1, i, i+1], one copy each
+        def with_neighbour_blocks(x, prefix=None):
             edge = x.new_zeros(b, c, *x.shape[2:])
             x = torch.cat([edge, x, edge], dim=1).view(b, blocks + 2, c, *x.shape[2:])
-            return torch.cat([x[:, :-2], x[:, 1:-1], x[:, 2:]], dim=2)
+            parts = [x[:, :-2], x[:, 1:-1], x[:, 2:]]
+            if prefix is not None:
+                parts.insert(0, prefix[:, None].expand(b, blocks, *prefix.shape[1:]))
+            return torch.cat(parts, dim=2)
 
         device = hidden_states.device
         query_pos = torch.arange(n, device=device).view(blocks, c)
         key_pos = torch.arange(-c, n + c, device=device).view(blocks + 2, c)
         key_pos = torch.cat([key_pos[:-2], key_pos[1:-1], key_pos[2:]], dim=1)  # (blocks, 3c)
-        band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c), outside [0, n) masked below
-        key_ok = neighbour_blocks((~(is_pad | is_global))[..., None])[..., 0]  # pads beyond the ends are False
+        band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c); beyond the ends: key_ok
+        key_ok = with_neighbour_blocks((~(is_pad | is_global))[..., None])[..., 0]
         allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
         # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
         allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)
 
-        keys, values = neighbour_blocks(k), neighbour_blocks(v)
+        prefix = (None, None)
         if any_global:
             count = is_global.sum(dim=1)
             slots = int(count.max())
@@ -83,9 +86,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             slot_ok = torch.arange(slots, device=device) < count[:, None]
             gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)
             prefix = (k.gather(1, gather), v.gather(1, gather))
-            keys, values = (torch.cat([p[:, None].expand(b, blocks, *p.shape[1:]), x], dim=2)
-                            for p, x in zip(prefix, (keys, values)))
             allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
+        keys, values = (with_neighbour_blocks(x, p) for x, p in zip((k, v), prefix))
 
         # (b·blocks, heads, c or S, head_dim) with the mask broadcast over heads
         out = F.scaled_dot_product_attention(

@@ -1,0 +1,426 @@
+"""The sparse-map Longformer against Transformers' Longformer, its two attention backends against each other, and the
+TF-IDF / PMI statistics and selections against direct, slow computations (thesis Eq. 4.3, 4.4)."""
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
+
+from hf_longdoc import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
+
+TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+            attention_window=8, max_position_embeddings=4098, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0, pad_token_id=1, bos_token_id=0, eos_token_id=2, sep_token_id=2)
+
+
+def _documents(lengths, vocab=120, seed=0, first_id=3):
+    generator = torch.Generator().manual_seed(seed)
+    n = max(lengths)
+    input_ids = torch.full((len(lengths), n), TINY["pad_token_id"], dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, length in enumerate(lengths):
+        input_ids[row, :length] = torch.randint(first_id, vocab, (length,), generator=generator)
+        input_ids[row, 0] = TINY["bos_token_id"]
+        attention_mask[row, :length] = 1
+    return input_ids, attention_mask
+
+
+def _scattered_globals(attention_mask, count, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.zeros_like(attention_mask)
+    for row in range(mask.shape[0]):
+        real = int(attention_mask[row].sum())
+        mask[row, torch.randperm(real - 1, generator=generator)[: min(count, real - 1)] + 1] = 1
+    mask[:, 0] = 1
+    return mask
+
+
+# --- Transformers' Longformer, exactly ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def longformer_checkpoint(tmp_path_factory):
+    """A tiny Transformers Longformer classifier saved as a checkpoint (standing in for allenai/longformer-base-4096)."""
+    torch.manual_seed(0)
+    config = LongformerConfig(**{k: v for k, v in TINY.items()}, num_labels=3)
+    model = LongformerForSequenceClassification(config).eval()
+    folder = tmp_path_factory.mktemp("longformer")
+    model.save_pretrained(folder)
+    return folder, model
+
+
+def test_longformer_checkpoint_loads_every_weight_unchanged(longformer_checkpoint):
+    folder, reference = longformer_checkpoint
+    model = SparseLongformerForSequenceClassification.from_pretrained(folder)
+    ours = model.state_dict()
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(ours[name], tensor), name
+    assert {name for name in ours if name not in reference.state_dict()} == {
+        f"longformer.selector.{name}" for name in ("idf", "pmi_pair_keys", "pmi_pair_values", "idf_num_documents",
+                                                   "pmi_num_documents")}
+    base = SparseLongformerModel.from_pretrained(folder)  # the encoder alone, Longformer's names without the prefix
+    torch.testing.assert_close(base.embeddings.word_embeddings.weight,
+                               reference.longformer.embeddings.word_embeddings.weight, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", ["longformer", "blocked"])
+def test_cls_selector_equals_transformers_longformer(longformer_checkpoint, backend):
+    folder, reference = longformer_checkpoint
+    model = SparseLongformerForSequenceClassification.from_pretrained(folder, global_selector="cls",
+                                                                      attention_backend=backend).eval()
+    input_ids, attention_mask = _documents([45, 30, 7, 16])
+    with torch.no_grad():
+        expected = reference(input_ids, attention_mask=attention_mask).logits
+        logits = model(input_ids, attention_mask=attention_mask).logits
+    assert (logits - expected).abs().max() <= 1e-6
+
+
+def test_given_global_mask_equals_transformers_longformer_model(longformer_checkpoint):
+    folder, reference = longformer_checkpoint
+    reference_base = LongformerModel.from_pretrained(folder).eval()
+    model = SparseLongformerModel.from_pretrained(folder, attention_backend="longformer").eval()
+    model.pooler.load_state_dict(reference_base.pooler.state_dict())  # the classifier checkpoint has no pooler
+    input_ids, attention_mask = _documents([45, 30, 7])
+    global_mask = _scattered_globals(attention_mask, 5)
+    with torch.no_grad():
+        expected = reference_base(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask)
+        ours = model(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask)
+    torch.testing.assert_close(ours.last_hidden_state, expected.last_hidden_state, rtol=0, atol=1e-6)
+    torch.testing.assert_close(ours.pooler_output, expected.pooler_output, rtol=0, atol=1e-6)
+
+
+# --- blocked backend == longformer backend ---------------------------------------------------------------------------
+
+
+def _backend_outputs_and_gradients(model, backend, input_ids, attention_mask, global_mask):
+    model.config.attention_backend = backend
+    model.zero_grad()
+    embeds = model.longformer.embeddings.word_embeddings(input_ids).detach().requires_grad_()
+    logits = model(inputs_embeds=embeds, attention_mask=attention_mask, global_attention_mask=global_mask).logits
+    (logits * torch.arange(1, logits.shape[1] + 1)).sum().backward()
+    return logits, embeds.grad, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("window, lengths, num_global", [
+    (512, [1500, 1100], 128),  # the issue's setting: window 512, 128 scattered global tokens, padding
+    (8, [45, 30, 7], 5),
+    (8, [40, 3], 0),  # no global token at all (an explicit all-zero mask)
+    (6, [12, 9], 20),  # every real token global
+    (64, [20, 11], 3),  # documents shorter than one window
+])
+def test_blocked_backend_matches_longformer_outputs_and_gradients(window, lengths, num_global):
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "attention_window": window}, num_labels=3)
+    model = SparseLongformerForSequenceClassification(config).train()  # dropout is 0: train mode, same numbers
+    input_ids, attention_mask = _documents(lengths)
+    global_mask = _scattered_globals(attention_mask, num_global) if num_global else torch.zeros_like(attention_mask)
+    expected = _backend_outputs_and_gradients(model, "longformer", input_ids, attention_mask, global_mask)
+    got = _backend_outputs_and_gradients(model, "blocked", input_ids, attention_mask, global_mask)
+    torch.testing.assert_close(got[0], expected[0], rtol=0, atol=1e-4)
+    real = attention_mask.bool()
+    torch.testing.assert_close(got[1][real], expected[1][real], rtol=0, atol=1e-4)
+    assert expected[2].keys() == got[2].keys()
+    for name in expected[2]:
+        torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+def test_blocked_backend_never_builds_a_dense_mask(monkeypatch):
+    """No tensor with n × n elements is allocated on the blocked path (Transformers' path builds (b, 1, n, n))."""
+    torch.manual_seed(0)
+    model = SparseLongformerModel(SparseLongformerConfig(**{**TINY, "attention_window": 64}, global_selector="first_n",
+                                                         num_global_tokens=8)).eval()
+    input_ids, attention_mask = _documents([1024])
+    n = input_ids.shape[1]
+    largest = []
+    original = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(q, k, v, attn_mask=None, **kwargs):
+        largest.append(attn_mask.numel())
+        return original(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    with torch.no_grad():
+        model(input_ids, attention_mask=attention_mask)
+    assert largest and max(largest) < n * n / 4
+
+
+# --- statistics and selection against slow references ---------------------------------------------------------------
+
+PAD, CLS, SEP = 1, 0, 2
+
+
+def _slow_idf(documents, vocab, excluded):
+    df = Counter()
+    for doc in documents:
+        df.update({t for t in doc if t not in excluded})
+    return [math.log2(len(documents) / max(df[t], 1)) for t in range(vocab)]
+
+
+def _slow_pmi(documents, window, excluded, min_count):
+    pairs, tokens = Counter(), Counter()
+    for doc in documents:
+        kept = [t for t in doc if t not in excluded]
+        tokens.update(kept)
+        for i in range(len(kept)):
+            for j in range(i + 1, min(i + window, len(kept))):
+                pairs[kept[i], kept[j]] += 1
+    total_pairs, total_tokens = sum(pairs.values()), sum(tokens.values())
+    return {pair: math.log2((count / total_pairs) / ((tokens[pair[0]] / total_tokens) * (tokens[pair[1]] / total_tokens)))
+            for pair, count in pairs.items() if count >= min_count}
+
+
+def _corpus(seed=0, documents=40, vocab=30):
+    rng = np.random.default_rng(seed)
+    corpus = []
+    for _ in range(documents):
+        length = int(rng.integers(5, 60))
+        body = rng.zipf(1.3, size=length) % (vocab - 3) + 3  # skewed, so idf and PMI vary
+        corpus.append([CLS] + body.tolist() + [SEP])
+    return corpus
+
+
+def _selector_model(**overrides):
+    config = SparseLongformerConfig(**{**TINY, "vocab_size": 30, **overrides})
+    return SparseLongformerModel(config).eval()
+
+
+def test_fitted_idf_and_pmi_equal_direct_counting():
+    corpus = _corpus()
+    model = _selector_model(pmi_window=4, pmi_min_count=2)
+    report = model.fit_global_selector(corpus, batch_documents=7, progress=False)  # several batches, merged
+    excluded = {PAD, CLS, SEP}
+    np.testing.assert_allclose(model.selector.idf.numpy(), _slow_idf(corpus, 30, excluded), rtol=1e-6)
+    expected = _slow_pmi(corpus, 4, excluded, 2)
+    keys = model.selector.pmi_pair_keys.tolist()
+    assert keys == sorted(keys) and model.config.pmi_num_pairs == len(keys) == len(expected) == report["pairs_kept"]
+    got = {(key // 30, key % 30): value for key, value in zip(keys, model.selector.pmi_pair_values.tolist())}
+    assert got.keys() == expected.keys()
+    for pair, value in expected.items():
+        assert got[pair] == pytest.approx(value, abs=1e-5)
+
+
+def test_pmi_keeps_at_most_max_pairs_the_most_frequent():
+    corpus = _corpus()
+    model = _selector_model(pmi_window=4, pmi_min_count=1, pmi_max_pairs=10)
+    model.fit_global_selector(corpus, statistics=("pmi",), progress=False)
+    assert model.selector.pmi_pair_keys.numel() == 10
+    counts = Counter()
+    for doc in corpus:
+        kept = [t for t in doc if t not in {PAD, CLS, SEP}]
+        counts.update((kept[i], kept[j]) for i in range(len(kept)) for j in range(i + 1, min(i + 4, len(kept))))
+    tenth = sorted(counts.values(), reverse=True)[9]
+    assert all(counts[key // 30, key % 30] >= tenth for key in model.selector.pmi_pair_keys.tolist())
+
+
+def _slow_scores(doc, real, selector, model):
+    excluded = set(model.selector.excluded_ids())
+    counted = [i > 0 and real[i] and doc[i] not in excluded for i in range(len(doc))]
+    if selector == "tfidf":
+        n = max(sum(counted), 1)
+        idf = model.selector.idf.tolist()
+        return [sum(1 for j in range(len(doc)) if counted[j] and doc[j] == doc[i]) / n * idf[doc[i]] for i in
+                range(len(doc))], counted
+    table = {(key // 30, key % 30): value for key, value in zip(model.selector.pmi_pair_keys.tolist(),
+                                                                 model.selector.pmi_pair_values.tolist())}
+    scores = [0.0] * len(doc)
+    for i in range(len(doc)):
+        for j in range(i + 1, min(i + model.config.pmi_window, len(doc))):
+            if counted[i] and counted[j]:
+                scores[i] += table.get((doc[i], doc[j]), 0.0)
+                scores[j] += table.get((doc[i], doc[j]), 0.0)
+    return scores, counted
+
+
+def _slow_selection(doc, real, selector, model):
+    scores, counted = _slow_scores(doc, real, selector, model)
+    ranked = sorted((i for i in range(len(doc)) if counted[i]), key=lambda i: (-scores[i], i))
+    chosen, seen = {0}, set()
+    for i in ranked:
+        if len(chosen) > model.config.num_global_tokens:
+            break
+        if doc[i] in seen:
+            continue
+        seen.add(doc[i])
+        chosen.add(i)
+    return chosen
+
+
+@pytest.mark.parametrize("selector", ["tfidf", "pmi"])
+def test_scores_and_selection_equal_direct_computation(selector):
+    model = _selector_model(pmi_window=4, pmi_min_count=1, num_global_tokens=6, global_selector=selector)
+    model.fit_global_selector(_corpus(seed=1), progress=False)
+    documents = _corpus(seed=2, documents=5)
+    n = max(len(d) for d in documents)
+    input_ids = torch.full((5, n), PAD)
+    attention_mask = torch.zeros((5, n), dtype=torch.long)
+    for row, doc in enumerate(documents):
+        input_ids[row, : len(doc)] = torch.tensor(doc)
+        attention_mask[row, : len(doc)] = 1
+    real = attention_mask.bool()
+    counted = model.selector.counted_tokens(input_ids, real)
+    scores = getattr(model.selector, f"{selector}_scores")(input_ids, counted)
+    chosen = model.select_global_tokens(input_ids, attention_mask)
+    for row, doc in enumerate(documents):
+        padded = input_ids[row].tolist()
+        expected_scores, _ = _slow_scores(padded, real[row].tolist(), selector, model)
+        np.testing.assert_allclose(scores[row][counted[row]].numpy(),
+                                   np.array(expected_scores)[counted[row].numpy()], rtol=1e-5, atol=1e-5)
+        assert set(chosen[row].nonzero().flatten().tolist()) == _slow_selection(padded, real[row].tolist(), selector,
+                                                                                model)
+
+
+def test_selection_is_computed_per_document_so_shuffling_is_safe():
+    model = _selector_model(num_global_tokens=4, global_selector="tfidf")
+    model.fit_global_selector(_corpus(), progress=False)
+    input_ids, attention_mask = _documents([50, 35, 20], vocab=30)
+    chosen = model.select_global_tokens(input_ids, attention_mask)
+    order = torch.tensor([2, 0, 1])
+    torch.testing.assert_close(model.select_global_tokens(input_ids[order], attention_mask[order]), chosen[order])
+
+
+def test_first_n_random_cls_rules():
+    model = _selector_model(num_global_tokens=5)
+    input_ids, attention_mask = _documents([20, 4], vocab=30)
+    first = model.select_global_tokens(input_ids, attention_mask, selector="first_n")
+    assert first[0].nonzero().flatten().tolist() == [0, 1, 2, 3, 4, 5]
+    assert first[1].nonzero().flatten().tolist() == [0, 1, 2, 3]  # pads never, even when too few tokens
+    assert model.select_global_tokens(input_ids, attention_mask, selector="cls").sum(dim=1).tolist() == [1, 1]
+    draws = [model.select_global_tokens(input_ids, attention_mask, selector="random",
+                                        generator=torch.Generator().manual_seed(seed)) for seed in (7, 7, 8)]
+    assert torch.equal(draws[0], draws[1]) and not torch.equal(draws[0], draws[2])
+    assert all(d[:, 0].all() and not (d & ~attention_mask.bool()).any() for d in draws)
+    assert draws[0].sum(dim=1).tolist() == [6, 4]
+
+
+def test_unique_tokens_take_one_slot_and_can_be_turned_off():
+    corpus = [[CLS, 5, 6, 7, 8, SEP], [CLS, 6, 7, 8, SEP], [CLS, 7, 8, SEP], [CLS, 8, SEP]]
+    document = torch.tensor([[CLS, 5, 5, 5, 6, 8, SEP]])
+    model = _selector_model(num_global_tokens=3, global_selector="tfidf")
+    model.fit_global_selector(corpus, statistics=("tfidf",), progress=False)
+    # idf: 5 -> 2, 6 -> log2(4/2) = 1, 8 -> 0; 5 is repeated: one slot (its first occurrence) when unique
+    assert model.select_global_tokens(document)[0].nonzero().flatten().tolist() == [0, 1, 4, 5]
+    model.config.unique_global_tokens = False
+    assert model.select_global_tokens(document)[0].nonzero().flatten().tolist() == [0, 1, 2, 3]
+
+
+WORDS = ("the of and a to in is was for on that with as by at it from new york city council said "
+         "zirconium alloy reactor").split()
+
+
+def _word_ids(text):
+    return [CLS] + [WORDS.index(word) + 3 for word in text.split()] + [SEP]
+
+
+def test_tfidf_picks_rare_repeated_content_words_and_pmi_picks_collocations():
+    rng = np.random.default_rng(0)
+    filler = WORDS[:12]
+    corpus = []
+    for i in range(200):
+        words = list(rng.choice(filler, size=40))
+        if i % 4 == 0:  # "new york" is a collocation: the two words occur together, rarely apart
+            at = int(rng.integers(0, 38))
+            words[at: at + 2] = ["new", "york"]
+        if i % 25 == 0:
+            words[5] = "zirconium"
+        corpus.append(_word_ids(" ".join(words)))
+    vocab = len(WORDS) + 3
+    model = SparseLongformerModel(SparseLongformerConfig(**{**TINY, "vocab_size": vocab}, num_global_tokens=2,
+                                                         pmi_window=3, pmi_min_count=2)).eval()
+    model.fit_global_selector(corpus, progress=False)
+    text = "the of and a zirconium to in new york is was zirconium for on that zirconium with as by"
+    document = torch.tensor([_word_ids(text)])
+
+    def chosen_words(selector):
+        mask = model.select_global_tokens(document, selector=selector)[0]
+        return {WORDS[i - 3] for i in document[0][mask].tolist() if i >= 3}
+
+    assert "zirconium" in chosen_words("tfidf")
+    assert chosen_words("pmi") == {"new", "york"}
+
+
+def test_unfitted_statistics_raise_a_clear_error():
+    model = _selector_model(global_selector="tfidf")
+    input_ids, attention_mask = _documents([10], vocab=30)
+    with pytest.raises(ValueError, match="fit_global_selector"):
+        model(input_ids, attention_mask=attention_mask)
+    with pytest.raises(ValueError, match="no documents"):
+        model.fit_global_selector([], progress=False)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.fit_global_selector([[0, 500]], progress=False)
+    with pytest.raises(ValueError, match="statistics"):
+        model.fit_global_selector([[0, 5]], statistics=("bm25",), progress=False)
+
+
+def test_fit_with_a_tokenizer_excludes_specials_and_punctuation():
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+
+    texts = ["The reactor, cooled by water; runs hot!", "A zirconium alloy (cladding) resists corrosion."] * 20
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200)
+    config = SparseLongformerConfig(**{**TINY, "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id})
+    model = SparseLongformerModel(config).eval()
+    model.fit_global_selector([tokenizer(t)["input_ids"] for t in texts], tokenizer=tokenizer, progress=False)
+    excluded = set(model.config.excluded_token_ids)
+    assert set(tokenizer.all_special_ids) <= excluded
+    assert {tokenizer.convert_tokens_to_ids(p) for p in [",", ";", "!", "(", ")", "."]} <= excluded
+    assert tokenizer.convert_tokens_to_ids("reactor") not in excluded
+
+
+# --- saving keeps the fitted statistics ------------------------------------------------------------------------------
+
+FRESH_PROCESS = textwrap.dedent(
+    """
+    import sys
+    class BlockHfLongdoc:
+        def find_spec(self, name, path=None, target=None):
+            if name == "hf_longdoc" or name.startswith("hf_longdoc."):
+                raise ModuleNotFoundError("hf_longdoc is hidden in this process")
+    sys.meta_path.insert(0, BlockHfLongdoc())
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForSequenceClassification
+    folder, inputs, outputs = sys.argv[1:4]
+    model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+    batch = load_file(inputs)
+    with torch.no_grad():
+        logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    chosen = model.select_global_tokens(batch["input_ids"], batch["attention_mask"])
+    save_file({"logits": logits.contiguous(), "chosen": chosen.contiguous()}, outputs)
+    """
+)
+
+
+@pytest.mark.parametrize("selector", ["tfidf", "pmi"])
+def test_saved_model_keeps_fitted_statistics_with_and_without_hf_longdoc(selector, tmp_path):
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "vocab_size": 30}, global_selector=selector, num_global_tokens=4,
+                                    pmi_min_count=1, num_labels=2)
+    model = SparseLongformerForSequenceClassification(config).eval()
+    model.fit_global_selector(_corpus(), progress=False)
+    model.save_pretrained(tmp_path / "model")
+    loaded = SparseLongformerForSequenceClassification.from_pretrained(tmp_path / "model").eval()
+    for name, buffer in model.longformer.selector.named_buffers():
+        assert torch.equal(getattr(loaded.longformer.selector, name), buffer), name
+    input_ids, attention_mask = _documents([50, 33], vocab=30)
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask).logits
+        torch.testing.assert_close(loaded(input_ids, attention_mask=attention_mask).logits, expected, rtol=0, atol=0)
+    chosen = model.select_global_tokens(input_ids, attention_mask)
+    assert chosen.sum() > 2  # more than [CLS]: the statistics did the choosing
+
+    save_file({"input_ids": input_ids, "attention_mask": attention_mask}, str(tmp_path / "inputs.safetensors"))
+    (tmp_path / "load.py").write_text(FRESH_PROCESS)
+    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", PYTHONPATH="")
+    result = subprocess.run([sys.executable, str(tmp_path / "load.py"), str(tmp_path / "model"),
+                             str(tmp_path / "inputs.safetensors"), str(tmp_path / "out.safetensors")],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = load_file(str(tmp_path / "out.safetensors"))
+    assert torch.equal(out["logits"], expected) and torch.equal(out["chosen"], chosen)
