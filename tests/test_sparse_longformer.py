@@ -48,7 +48,7 @@ def _scattered_globals(attention_mask, count, seed=0):
 
 @pytest.fixture(scope="module")
 def longformer_checkpoint(tmp_path_factory):
-    """A tiny Transformers Longformer classifier saved as a checkpoint (standing in for allenai/longformer-base-4096)."""
+    """A tiny Transformers Longformer classifier saved as a checkpoint (in place of allenai/longformer-base-4096)."""
     torch.manual_seed(0)
     config = LongformerConfig(**{k: v for k, v in TINY.items()}, num_labels=3)
     model = LongformerForSequenceClassification(config).eval()
@@ -173,7 +173,10 @@ def _slow_pmi(documents, window, excluded, min_count):
             for j in range(i + 1, min(i + window, len(kept))):
                 pairs[kept[i], kept[j]] += 1
     total_pairs, total_tokens = sum(pairs.values()), sum(tokens.values())
-    return {pair: math.log2((count / total_pairs) / ((tokens[pair[0]] / total_tokens) * (tokens[pair[1]] / total_tokens)))
+    def p(token):
+        return tokens[token] / total_tokens
+
+    return {pair: math.log2((count / total_pairs) / (p(pair[0]) * p(pair[1])))
             for pair, count in pairs.items() if count >= min_count}
 
 
@@ -268,7 +271,7 @@ def test_scores_and_selection_equal_direct_computation(selector):
     counted = model.selector.counted_tokens(input_ids, real)
     scores = getattr(model.selector, f"{selector}_scores")(input_ids, counted)
     chosen = model.select_global_tokens(input_ids, attention_mask)
-    for row, doc in enumerate(documents):
+    for row in range(len(documents)):
         padded = input_ids[row].tolist()
         expected_scores, _ = _slow_scores(padded, real[row].tolist(), selector, model)
         np.testing.assert_allclose(scores[row][counted[row]].numpy(),

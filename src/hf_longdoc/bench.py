@@ -1,9 +1,12 @@
 """`hf-longdoc bench`: forward time and peak memory per document length, next to a Hugging Face baseline.
 
 Every model is built at the same width and depth (`hidden_size`, `num_layers`) and timed in the same process: the median
-of `repeats` forward passes after `warmup` passes, under `torch.inference_mode`. Peak memory is
-`torch.cuda.max_memory_allocated` on GPU and, on CPU, the peak resident-set growth during the forward passes, sampled
-every millisecond from /proc (an approximation that catches every allocation that lives longer than a millisecond).
+of `repeats` forward passes after `warmup` passes, under `torch.inference_mode` (with `backward=True`: training steps,
+forward + backward of the loss). Longformer-type models (`longformer`, Transformers' own; `sparse_longformer`, the
+`blocked` backend; `sparse_longformer:longformer`, our model on Transformers' attention) get the same `window` and the
+same `num_global` scattered global tokens ([CLS] plus seeded random positions), given as `global_attention_mask`.
+Peak memory is `torch.cuda.max_memory_allocated` on GPU and, on CPU, the peak resident-set growth during the passes,
+sampled every millisecond from /proc (an approximation that catches every allocation that lives longer than 1 ms).
 """
 
 import csv
@@ -14,15 +17,35 @@ import threading
 import time
 
 import torch
-from transformers import BertConfig, BertForSequenceClassification, RobertaConfig, RobertaForSequenceClassification
+from transformers import (
+    BertConfig,
+    BertForSequenceClassification,
+    LongformerConfig,
+    LongformerForSequenceClassification,
+    RobertaConfig,
+    RobertaForSequenceClassification,
+)
 
 from .modeling import FAMILIES, get_family
 
-BASELINES = ("bert", "roberta")
+BASELINES = ("bert", "roberta", "longformer")
+LONGFORMER_TYPES = ("longformer", "sparse_longformer")
 
 
-def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000):
-    """A randomly initialised classification model `name` (a family or a baseline) of the given width and depth."""
+def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
+                      num_global=128):
+    """A randomly initialised classification model `name` (a family, `family:variant`, or a baseline) of the given
+    width and depth."""
+    family_name, _, variant = name.partition(":")
+    if family_name in LONGFORMER_TYPES:
+        sizes = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
+                     num_attention_heads=num_heads, intermediate_size=4 * hidden_size, attention_window=window,
+                     max_position_embeddings=max_length + 2, pad_token_id=0, num_labels=2)
+        if family_name == "longformer":
+            return LongformerForSequenceClassification(LongformerConfig(**sizes))
+        config = get_family(family_name).config_class(**sizes, attention_backend=variant or "blocked",
+                                                      global_selector="random", num_global_tokens=num_global)
+        return get_family(family_name).classification_class(config)
     if name in BASELINES:
         config_class, model_class = {
             "bert": (BertConfig, BertForSequenceClassification),
@@ -125,23 +148,51 @@ def median_seconds(function, device, repeats, warmup):
     return statistics.median(times)
 
 
-def time_forward(model, input_ids, attention_mask, repeats, warmup):
-    """Median seconds of the timed forward passes, and the peak memory of all passes (warm-up included)."""
+def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=False, **inputs):
+    """Median seconds of the timed passes (forward, or with `backward` a training step: forward + backward of the
+    loss), and the peak memory of all passes (warm-up included). `inputs` go to the model too."""
     device = input_ids.device
+    if backward:
+        labels = torch.zeros(input_ids.shape[0], dtype=torch.long, device=device)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **inputs).loss.backward()
+
+        model.train()
+        with PeakMemory(device) as memory:
+            seconds = median_seconds(step, device, repeats, warmup)
+        model.zero_grad(set_to_none=True)
+        return seconds, memory.peak
     with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
-        seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask), device,
+        seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask, **inputs), device,
                                  repeats, warmup)
     return seconds, memory.peak
 
 
+def scattered_global_mask(input_ids, num_global, seed=0):
+    """[CLS] plus `num_global` distinct random positions per row: the global tokens every Longformer-type model gets."""
+    generator = torch.Generator().manual_seed(seed)
+    b, n = input_ids.shape
+    mask = torch.zeros(b, n, dtype=torch.long)
+    for row in range(b):
+        mask[row, torch.randperm(n - 1, generator=generator)[: min(num_global, n - 1)] + 1] = 1
+    mask[:, 0] = 1
+    return mask.to(input_ids.device)
+
+
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
-              seed=0, progress=print):
+              seed=0, progress=print, window=512, num_global=128, backward=False):
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
     for name in models:
-        if name not in BASELINES and name not in FAMILIES:
+        family_name, _, variant = name.partition(":")
+        if name not in BASELINES and family_name not in FAMILIES:
             known = ", ".join(sorted(FAMILIES) + list(BASELINES))
             raise ValueError(f"Unknown model {name!r} for bench; choose from {known}.")
+        if variant and (family_name != "sparse_longformer" or variant not in ("blocked", "longformer")):
+            raise ValueError(f"Unknown variant {name!r}; only sparse_longformer:blocked and "
+                             "sparse_longformer:longformer have variants.")
     if any(length < 8 for length in lengths):
         raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -151,13 +202,17 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     baseline = next((name for name in models if name in BASELINES), None)
     packing = {}  # elements per encoder position of each model
     for name in models:
-        model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths)).to(device, torch_dtype).eval()
+        model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths), window=window,
+                                  num_global=num_global).to(device, torch_dtype).eval()
         packing[name] = elements_per_token(model)
         low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
         high = min(model.config.vocab_size, 8000)
         for length in lengths:
             input_ids = torch.randint(low, high, (batch_size, length), device=device)
-            rows.append(_measure(model, name, input_ids, repeats, warmup, progress))
+            inputs = {}
+            if model.config.model_type in LONGFORMER_TYPES:
+                inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
+            rows.append(_measure(model, name, input_ids, repeats, warmup, progress, backward, **inputs))
         del model
     # Elementwise models read `length` bytes as length / v materials: also time the baseline at length / v tokens
     # (the subword-level cost of the same number of positions).
@@ -167,16 +222,22 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
         model.eval()
         for length in lengths:
             input_ids = torch.randint(5, 8000, (batch_size, max(length // v, 1)), device=device)
-            row = _measure(model, f"{baseline}@length/v", input_ids, repeats, warmup, progress)
+            row = _measure(model, f"{baseline}@length/v", input_ids, repeats, warmup, progress, backward)
             row["length"] = length
             rows.append(row)
         del model
-    if baseline:
-        reference = {row["length"]: row for row in rows if row["model"] == baseline}
-        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline + "@")}
+    # ratios against every Hugging Face baseline in the run (and against our model on Transformers' attention)
+    for reference_name in [name for name in models if name in BASELINES or name == "sparse_longformer:longformer"]:
+        reference = {row["length"]: row for row in rows if row["model"] == reference_name}
         for row in rows:
             base = reference.get(row["length"])
-            row["speedup_vs_" + baseline] = base["seconds"] / row["seconds"] if base else None
+            row["speedup_vs_" + reference_name] = base["seconds"] / row["seconds"] if base else None
+            if reference_name.startswith(LONGFORMER_TYPES):
+                row["memory_vs_" + reference_name] = (row["peak_mib"] / base["peak_mib"]
+                                                      if base and base["peak_mib"] > 0 else None)
+    if baseline:
+        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline + "@")}
+        for row in rows:
             if packed:
                 same_positions = packed.get(row["length"]) if packing.get(row["model"], 1) > 1 else None
                 row["time_vs_" + baseline + "_at_length_over_v"] = (
@@ -184,8 +245,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     return rows
 
 
-def _measure(model, name, input_ids, repeats, warmup, progress):
-    seconds, peak = time_forward(model, input_ids, torch.ones_like(input_ids), repeats, warmup)
+def _measure(model, name, input_ids, repeats, warmup, progress, backward=False, **inputs):
+    seconds, peak = time_forward(model, input_ids, torch.ones_like(input_ids), repeats, warmup, backward, **inputs)
     length = input_ids.shape[1]
     progress(f"{name:>16} {length:>6} ids: {seconds * 1000:9.1f} ms  {peak / 2**20:8.1f} MiB")
     return {"model": name, "length": length, "seconds": seconds, "peak_mib": peak / 2**20}
@@ -193,7 +254,7 @@ def _measure(model, name, input_ids, repeats, warmup, progress):
 
 def format_table(rows):
     """The rows as an aligned text table, with the growth from the shortest length per model."""
-    ratio_keys = [key for key in rows[0] if key.startswith(("speedup_vs_", "time_vs_"))] if rows else []
+    ratio_keys = [key for key in rows[0] if key.startswith(("speedup_vs_", "time_vs_", "memory_vs_"))] if rows else []
     header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
     header += [key.replace("_", " ") for key in ratio_keys]
     shortest = {}
@@ -296,3 +357,33 @@ def slstm_step_efficiency(hidden_size=256, length=4096, batch_size=1, repeats=5,
             "step_ms": step_seconds * 1000, "matmul_ms": matmul_seconds * 1000,
             "step_gflops": flops / step_seconds / 1e9, "matmul_gflops": flops / matmul_seconds / 1e9,
             "efficiency": matmul_seconds / step_seconds}
+
+
+def selection_cost(hidden_size=768, num_layers=1, num_heads=12, length=4096, batch_size=1, window=512,
+                   num_global=128, repeats=5, device=None, seed=0, fit_documents=64, vocab_size=8000):
+    """Time of choosing the global tokens (`tfidf`, `pmi`) against the forward pass of the same sparse-map Longformer
+    (blocked backend), in the same run. The statistics are fitted on `fit_documents` Zipf-distributed documents, so
+    the pair table is realistically large (all pairs seen at least `pmi_min_count` times)."""
+    import numpy as np
+
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.manual_seed(seed)
+    model = build_bench_model("sparse_longformer", hidden_size, num_layers, num_heads, length, vocab_size, window,
+                              num_global).to(device).eval()
+    rng = np.random.default_rng(seed)
+    documents = [(rng.zipf(1.2, size=length) % (vocab_size - 5) + 5) for _ in range(fit_documents)]
+    report = model.fit_global_selector(documents, progress=False)
+    input_ids = torch.from_numpy(np.stack(documents[:batch_size])).to(device)
+    attention_mask = torch.ones_like(input_ids)
+    with torch.inference_mode():
+        model.config.global_selector = "random"
+        forward = median_seconds(lambda: model(input_ids, attention_mask=attention_mask), device, repeats, 1)
+        result = {"forward_ms": forward * 1000, "pmi_pairs": report["pairs_kept"], "length": length}
+        for selector in ("tfidf", "pmi"):
+            def select(selector=selector):
+                return model.select_global_tokens(input_ids, attention_mask, selector=selector)
+
+            seconds = median_seconds(select, device, repeats, 1)
+            result[f"{selector}_ms"] = seconds * 1000
+            result[f"{selector}_share"] = seconds / forward
+    return result

@@ -110,6 +110,10 @@ def _bench_parser(subparsers):
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", default=None)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--window", type=int, default=512, help="Longformer-type models: attention window")
+    parser.add_argument("--num-global", type=int, default=128,
+                        help="Longformer-type models: scattered global tokens besides [CLS]")
+    parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
     parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
     parser.add_argument("--tokenizers", default=None, metavar="TEXT_FILE",
                         help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
@@ -130,14 +134,26 @@ def _run_bench(args):
     rows = run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], lengths=lengths,
                      batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
                      num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
-                     dtype=args.dtype)
+                     dtype=args.dtype, window=args.window, num_global=args.num_global, backward=args.backward)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
-          f"dtype={args.dtype}; median of {args.repeats} after {args.warmup} warm-up")
+          f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
+          f"after {args.warmup} warm-up")
+    names = args.models.split(",")
+    if any(name.startswith(("sparse_longformer", "longformer")) for name in names):
+        print(f"Longformer-type models: window {args.window}, [CLS] + {args.num_global} scattered global tokens")
     print(format_table(rows))
     csv_path, png_path = write_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")
-    if "slstm" in args.models.split(","):
+    if "sparse_longformer" in names and not args.backward:
+        from .bench import selection_cost
+
+        cost = selection_cost(args.hidden_size, args.num_layers, args.num_heads, max(lengths), args.batch_size,
+                              args.window, args.num_global, args.repeats, args.device)
+        print(f"Global-token selection at {cost['length']} tokens ({cost['pmi_pairs']} PMI pairs): tfidf "
+              f"{cost['tfidf_ms']:.1f} ms = {cost['tfidf_share']:.1%}, pmi {cost['pmi_ms']:.1f} ms = "
+              f"{cost['pmi_share']:.1%} of the forward pass ({cost['forward_ms']:.1f} ms)")
+    if "slstm" in names:
         from .bench import slstm_step_efficiency
 
         step = slstm_step_efficiency(args.hidden_size, max(lengths), args.batch_size, args.repeats, args.device)

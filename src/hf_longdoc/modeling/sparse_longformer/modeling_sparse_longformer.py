@@ -59,26 +59,26 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                            torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
         q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))
 
-        # keys and values of query block i: [global keys (a prefix), blocks i-1, i, i+1], one copy each
-        def with_neighbour_blocks(x, prefix=None):
+        def padded_blocks(x):  # (b, n, ...) -> (b, blocks + 2, c, ...): one zero block beyond each end
             edge = x.new_zeros(b, c, *x.shape[2:])
-            x = torch.cat([edge, x, edge], dim=1).view(b, blocks + 2, c, *x.shape[2:])
-            parts = [x[:, :-2], x[:, 1:-1], x[:, 2:]]
+            return torch.cat([edge, x, edge], dim=1).view(b, blocks + 2, c, *x.shape[2:])
+
+        def neighbours(x, first, last, prefix=None):  # query blocks first..last-1: [prefix, blocks i-1, i, i+1]
+            parts = [x[:, first + shift: last + shift] for shift in range(3)]
             if prefix is not None:
-                parts.insert(0, prefix[:, None].expand(b, blocks, *prefix.shape[1:]))
+                parts.insert(0, prefix[:, None].expand(b, last - first, *prefix.shape[1:]))
             return torch.cat(parts, dim=2)
 
         device = hidden_states.device
         query_pos = torch.arange(n, device=device).view(blocks, c)
-        key_pos = torch.arange(-c, n + c, device=device).view(blocks + 2, c)
-        key_pos = torch.cat([key_pos[:-2], key_pos[1:-1], key_pos[2:]], dim=1)  # (blocks, 3c)
+        key_pos = neighbours(torch.arange(-c, n + c, device=device).view(1, blocks + 2, c), 0, blocks)[0]
         band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c); beyond the ends: key_ok
-        key_ok = with_neighbour_blocks((~(is_pad | is_global))[..., None])[..., 0]
+        key_ok = neighbours(padded_blocks((~(is_pad | is_global))[..., None]), 0, blocks)[..., 0]
         allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
         # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
         allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)
 
-        prefix = (None, None)
+        prefix, slots = (None, None), 0
         if any_global:
             count = is_global.sum(dim=1)
             slots = int(count.max())
@@ -87,17 +87,21 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)
             prefix = (k.gather(1, gather), v.gather(1, gather))
             allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
-        keys, values = (with_neighbour_blocks(x, p) for x, p in zip((k, v), prefix))
 
-        # (b·blocks, heads, c or S, head_dim) with the mask broadcast over heads
-        out = F.scaled_dot_product_attention(
-            q.view(b * blocks, c, heads, head_dim).transpose(1, 2),
-            keys.flatten(0, 1).transpose(1, 2),
-            values.flatten(0, 1).transpose(1, 2),
-            attn_mask=allowed.flatten(0, 1)[:, None],
-            dropout_p=dropout,
-        )
-        out = out.transpose(1, 2).reshape(b, n, d).masked_fill(is_pad[..., None], 0.0)
+        # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
+        q_blocks, k_blocks, v_blocks = q.view(b, blocks, c, heads, head_dim), padded_blocks(k), padded_blocks(v)
+        per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
+        out = []
+        for first in range(0, blocks, per_call):
+            last = min(first + per_call, blocks)
+            keys, values = (neighbours(x, first, last, p).flatten(0, 1).transpose(1, 2)
+                            for x, p in zip((k_blocks, v_blocks), prefix))
+            group = F.scaled_dot_product_attention(  # (b·group, heads, c, head_dim), mask broadcast over heads
+                q_blocks[:, first:last].flatten(0, 1).transpose(1, 2), keys, values,
+                attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,
+            )
+            out.append(group.transpose(1, 2).reshape(b, (last - first) * c, d))
+        out = torch.cat(out, dim=1).masked_fill(is_pad[..., None], 0.0)
         if not any_global:
             return out
 
