@@ -80,3 +80,29 @@ def test_pretrain_slstm_mlm_lowers_perplexity_and_fine_tunes_with_init_from(tmp_
     assert json.loads((tmp_path / "fine" / "metrics.json").read_text())["max_length"] == 64  # the model's positions
     assert cli(["train", "--model", "slstm", "--init-from", str(tmp_path / "missing"), "--dataset", dataset,
                 "--output-dir", str(tmp_path / "x")]) == 2
+
+
+@pytest.mark.slow
+def test_sparse_longformer_example_runs_every_selector_from_a_local_longformer_checkpoint(tmp_path):
+    """The thesis' script on a tiny Longformer checkpoint made here (in place of allenai/longformer-base-4096)."""
+    import sparse_longformer_patents
+    import torch
+    from transformers import LongformerConfig, LongformerForMaskedLM
+
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+
+    sample = sparse_longformer_patents.make_sample(str(tmp_path / "patents.jsonl"), count=48)
+    texts = [json.loads(line)["description"] for line in open(sample)]
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=512)
+    torch.manual_seed(0)
+    checkpoint = LongformerForMaskedLM(LongformerConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+        attention_window=32, max_position_embeddings=514, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id, type_vocab_size=1))
+    checkpoint.save_pretrained(tmp_path / "longformer")
+    tokenizer.save_pretrained(tmp_path / "longformer")
+    results = sparse_longformer_patents.main([sample, "--from-pretrained", str(tmp_path / "longformer"),
+                                              "--max-length", "256", "--num-global", "8", "--max-steps", "2",
+                                              "--batch-size", "4", "--output-dir", str(tmp_path / "out")])
+    assert list(results) == list(sparse_longformer_patents.SELECTORS)
+    assert all(0.0 <= scores["accuracy"] <= 1.0 for scores in results.values())

@@ -187,6 +187,44 @@ def _run_tokenizer_bench(args):
         print(f"  {row['tokenizer']:>26}: {row['mb_per_s']:8.1f} MB/s  ({row['seconds']:.2f} s)")
 
 
+def _attention_map_parser(subparsers):
+    parser = subparsers.add_parser("attention-map", help="sparse-map Longformer: save a PNG of a document's attention "
+                                                         "map (window band, global rows/columns) and list the "
+                                                         "selected tokens as words")
+    parser.add_argument("model_dir", help="a saved sparse_longformer model with its tokenizer")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the document")
+    source.add_argument("--text-file", help="a file holding the document")
+    parser.add_argument("--selector", default=None, choices=["cls", "first_n", "random", "tfidf", "pmi"],
+                        help="default: the model's global_selector")
+    parser.add_argument("--output", default="out/attention_map.png")
+    parser.add_argument("--top", type=int, default=20, help="selected words to print")
+    parser.set_defaults(run=_run_attention_map)
+
+
+def _run_attention_map(args):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from .attention_map import attention_map
+
+    if not os.path.isfile(os.path.join(args.model_dir, "config.json")):
+        raise ValueError(f"{args.model_dir!r} is not a saved model folder (no config.json).")
+    if args.text_file is not None:
+        if not os.path.isfile(args.text_file):
+            raise ValueError(f"`--text-file` {args.text_file!r} does not exist.")
+        with open(args.text_file, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = args.text
+    model = AutoModelForSequenceClassification.from_pretrained(args.model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(args.model_dir)
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    listing = attention_map(model, tokenizer, text, args.output, selector=args.selector)
+    print(f"Wrote {args.output}; top selected tokens (word, score):")
+    for item in listing[: args.top]:
+        print(f"  {item['position']:>6}  {item['word']!r:<24} {item['token']!r:<16} {item['score']:.4f}")
+
+
 def _push_parser(subparsers):
     parser = subparsers.add_parser("push", help="upload a saved model (with its model card) to the Hub")
     parser.add_argument("output_dir")
@@ -213,7 +251,7 @@ def _run_push(args):
 def build_parser():
     parser = argparse.ArgumentParser(prog="hf-longdoc", description="Long-document classification with Transformers")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (_train_parser, _evaluate_parser, _bench_parser, _push_parser, _demo_parser):
+    for add in (_train_parser, _evaluate_parser, _bench_parser, _attention_map_parser, _push_parser, _demo_parser):
         add(subparsers)
     return parser
 

@@ -149,9 +149,25 @@ def build_model(family_name, tokenizer, label_names, multi_label, config_overrid
         return family.classification_class.from_pretrained(init_from, **labels, **(config_overrides or {}))
     settings = dict(family.defaults)
     settings.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **labels)
+    if family.name == "sparse_longformer":  # Longformer reads [CLS] as bos and [SEP] as eos/sep
+        start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+        end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+        settings.update(bos_token_id=start, eos_token_id=end, sep_token_id=end)
     settings.update(config_overrides or {})
     config = family.config_class(**settings)
     return family.classification_class(config)
+
+
+def fit_statistics(model, train_input_ids, tokenizer):
+    """Fit what a model computes from the training documents before training (the sparse-map Longformer's TF-IDF and
+    PMI statistics), unless it holds them already (a model started from a fitted one)."""
+    if not hasattr(model, "fit_global_selector") or model.config.global_selector not in ("tfidf", "pmi"):
+        return
+    selector = model.base_model.selector
+    if int(selector.idf_num_documents) and int(selector.pmi_num_documents):
+        return
+    report = model.fit_global_selector(train_input_ids, tokenizer=tokenizer)
+    logger.info("Fitted the global-token statistics on %d training documents: %s", report["documents"], report)
 
 
 def train(
@@ -212,6 +228,7 @@ def train(
     baseline_scores = truncating_baseline(data, multi_label) if baseline else None
     encoded = tokenize(data, tokenizer, max_length)
     classifier = build_model(model, tokenizer, label_names, multi_label, config_overrides, init_from)
+    fit_statistics(classifier, encoded["train"]["input_ids"], tokenizer)
     key_metric = "micro_f1" if multi_label else "accuracy"
     args = TrainingArguments(
         output_dir=output_dir,

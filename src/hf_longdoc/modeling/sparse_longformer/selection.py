@@ -94,28 +94,31 @@ class GlobalTokenSelector(nn.Module):
                 "'random')."
             )
 
+    def scores(self, input_ids, real, selector=None, generator=None):
+        """(scores, candidates): the per-position score `selector` ranks by (higher first) and the (b, n) mask of
+        positions that may be chosen."""
+        selector = selector or self.config.global_selector
+        candidates = real.clone()
+        candidates[:, 0] = False  # [CLS] is global anyway
+        if selector in ("cls", "first_n"):
+            positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+            return -positions.float().expand(input_ids.shape), candidates
+        if selector == "random":
+            return torch.rand(input_ids.shape, generator=generator, device=input_ids.device), candidates
+        candidates = self.counted_tokens(input_ids, real)
+        return (self.tfidf_scores if selector == "tfidf" else self.pmi_scores)(input_ids, candidates), candidates
+
     def forward(self, input_ids, real, selector=None, generator=None):
         """(b, n) bool global-attention mask: [CLS] (position 0, when real) plus at most `num_global_tokens` positions
         by `selector` (default: the config's). Pads are never chosen."""
         selector = selector or self.config.global_selector
         chosen = torch.zeros_like(real)
         chosen[:, 0] = real[:, 0]  # [CLS] is always global
-        n = self.config.num_global_tokens
-        if selector == "cls" or n == 0:
+        if selector == "cls" or self.config.num_global_tokens == 0:
             return chosen
-        candidates = real.clone()
-        candidates[:, 0] = False
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-        unique = False
-        if selector == "first_n":
-            scores = -positions.float()
-        elif selector == "random":
-            scores = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
-        else:
-            candidates = self.counted_tokens(input_ids, real)
-            scores = (self.tfidf_scores if selector == "tfidf" else self.pmi_scores)(input_ids, candidates)
-            unique = self.config.unique_global_tokens
-        return chosen | top_positions(scores, candidates, input_ids, n, unique)
+        scores, candidates = self.scores(input_ids, real, selector, generator)
+        unique = self.config.unique_global_tokens and selector in ("tfidf", "pmi")
+        return chosen | top_positions(scores, candidates, input_ids, self.config.num_global_tokens, unique)
 
     # --- fitting ---------------------------------------------------------------------------------------------------
 

@@ -1,0 +1,152 @@
+"""The thesis' experiment: a Longformer fine-tuned with each global-token selector, accuracy per selector (Chapter 6).
+
+    python examples/sparse_longformer_patents.py DATA --from-pretrained LONGFORMER_DIR            # the thesis' setup
+    python examples/sparse_longformer_patents.py DATA --small --epochs 3                          # a CPU-sized model
+    python examples/sparse_longformer_patents.py --make-sample patents.jsonl                      # an offline file
+
+DATA is a Hub id or a local csv/jsonl/parquet with the description text and the IPC section (A-H) of each patent, as
+in Refined Patents (`--text-column`, `--label-column`); `builtin` is hf_longdoc's long-document task (`--evidence`).
+The thesis' setup (Sections 5, 6): descriptions cut at 4,096 tokens, window 512, [CLS] + 128 global tokens; AdamW,
+lr 3e-5, weight decay 0.01, cosine schedule with 10% warm-up, batch 8, 5 epochs, from allenai/longformer-base-4096
+(`--from-pretrained` a local copy or Hub id: its tokenizer is used too). The TF-IDF and PMI statistics are fitted on
+the training split only. `--small` trains a small Longformer from scratch with a WordPiece tokenizer fitted on the
+training split, so the comparison runs on a CPU.
+"""
+
+import argparse
+import json
+import random
+
+import numpy as np
+import torch
+from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
+
+from hf_longdoc import SparseLongformerConfig, SparseLongformerForSequenceClassification
+from hf_longdoc.data import fit_wordpiece_tokenizer, load_text_classification_dataset, make_long_document_task
+from hf_longdoc.metrics import compute_metrics_fn
+
+SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
+SECTIONS = {  # IPC sections and words of their subject, for --make-sample
+    "A": "garment tape buttons food beverage medical dosage surgical",
+    "B": "trimming assembly shaft cutting press conveyor printing sheet",
+    "C": "solvent reaction polymer dissolves catalyst compound acid alloy",
+    "D": "fibre yarn polyurethane weave textile knitted fabric thread",
+    "E": "housing lever latch hinge door beam concrete drilling",
+    "F": "mechanism heat liquid piston turbine combustion valve pump",
+    "G": "conductive signals analog optical sensor measuring display processor",
+    "H": "power telephone signal antenna transistor circuit voltage battery",
+}
+FILLER = ("the said first second wherein embodiment comprising a an one portion member configured to provided with "
+          "which may be shown in figure further example invention according surface end side".split())
+
+
+def make_sample(path, count=160, seed=0):
+    """Write `count` patent-like descriptions (300-900 words) whose section's words appear only past the first 40%."""
+    rng = random.Random(seed)
+    with open(path, "w") as f:
+        for i in range(count):
+            section = "ABCDEFGH"[i % 8]
+            length = rng.randint(300, 900)
+            words = [rng.choice(FILLER) for _ in range(length)]
+            for _ in range(rng.randint(4, 10)):
+                words[rng.randint(int(0.4 * length), length - 1)] = rng.choice(SECTIONS[section].split())
+            f.write(json.dumps({"id": f"US{8000000 + i}", "description": " ".join(words), "section": section}) + "\n")
+    return path
+
+
+def load_data(source, text_column, label_column, evidence, seed):
+    if source == "builtin":
+        data = make_long_document_task(evidence=evidence, seed=seed, train_size=400, validation_size=80, test_size=200)
+        return data, data["train"].features["label"].names
+    data, names, multi_label = load_text_classification_dataset(source, text_column, label_column, seed=seed)
+    if multi_label:
+        raise ValueError("The thesis' task is single-label (one IPC section per patent).")
+    return data, names
+
+
+def build_model(args, tokenizer, names, selector):
+    labels = dict(num_labels=len(names), id2label=dict(enumerate(names)),
+                  label2id={name: i for i, name in enumerate(names)})
+    settings = dict(global_selector=selector, num_global_tokens=args.num_global, **labels)
+    if args.from_pretrained:
+        return SparseLongformerForSequenceClassification.from_pretrained(args.from_pretrained, **settings)
+    config = SparseLongformerConfig(vocab_size=len(tokenizer), hidden_size=128, num_hidden_layers=2,
+                                    num_attention_heads=4, intermediate_size=512, attention_window=args.window,
+                                    max_position_embeddings=args.max_length + 2, pad_token_id=tokenizer.pad_token_id,
+                                    bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                                    sep_token_id=tokenizer.sep_token_id, **settings)
+    return SparseLongformerForSequenceClassification(config)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data", nargs="?", help="Hub id, local csv/jsonl/parquet file, or `builtin`")
+    parser.add_argument("--make-sample", metavar="PATH", help="write a small patent-like jsonl file and exit")
+    parser.add_argument("--text-column", default="description")
+    parser.add_argument("--label-column", default="section")
+    parser.add_argument("--evidence", default="end", help="builtin task: where the label evidence sits")
+    parser.add_argument("--from-pretrained", default=None, help="a Longformer checkpoint (folder or Hub id)")
+    parser.add_argument("--small", action="store_true", help="a small Longformer from scratch (CPU-sized)")
+    parser.add_argument("--selectors", default=",".join(SELECTORS))
+    parser.add_argument("--max-length", type=int, default=4096)
+    parser.add_argument("--window", type=int, default=512, help="attention window (--small only; a checkpoint "
+                                                                 "keeps its own)")
+    parser.add_argument("--num-global", type=int, default=128)
+    parser.add_argument("--epochs", type=float, default=5)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=3e-5)
+    parser.add_argument("--max-steps", type=int, default=-1)
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--output-dir", default="out/sparse_longformer_patents")
+    args = parser.parse_args(argv)
+    if args.make_sample:
+        print(f"Wrote {make_sample(args.make_sample)}")
+        return None
+    if not args.data:
+        parser.error("give DATA (or --make-sample PATH)")
+    if not args.from_pretrained and not args.small:
+        parser.error("give --from-pretrained LONGFORMER_CHECKPOINT (the thesis' setup) or --small")
+    selectors = [s.strip() for s in args.selectors.split(",") if s.strip()]
+    if unknown := set(selectors) - set(SELECTORS):
+        parser.error(f"unknown selectors {sorted(unknown)}; choose from {', '.join(SELECTORS)}")
+
+    set_seed(args.seed)
+    data, names = load_data(args.data, args.text_column, args.label_column, args.evidence, args.seed)
+    if args.from_pretrained:
+        tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, model_max_length=args.max_length)
+    else:
+        tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], model_max_length=args.max_length)
+    encoded = data.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=args.max_length),
+                       batched=True, remove_columns=["text"])
+    results = {}
+    for selector in selectors:
+        set_seed(args.seed)
+        model = build_model(args, tokenizer, names, selector)
+        if selector in ("tfidf", "pmi"):  # statistics from the training split only
+            model.fit_global_selector(encoded["train"]["input_ids"], tokenizer=tokenizer, progress=False)
+        training = TrainingArguments(
+            output_dir=f"{args.output_dir}/{selector}", num_train_epochs=args.epochs, max_steps=args.max_steps,
+            per_device_train_batch_size=args.batch_size, per_device_eval_batch_size=args.batch_size,
+            learning_rate=args.learning_rate, weight_decay=0.01, lr_scheduler_type="cosine", warmup_steps=0.1,
+            optim="adamw_torch", eval_strategy="no", save_strategy="no", logging_steps=50, seed=args.seed,
+            data_seed=args.seed, report_to="none", use_cpu=not torch.cuda.is_available(),
+        )
+        trainer = Trainer(model=model, args=training, train_dataset=encoded["train"],
+                          data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(False))
+        trainer.train()
+        test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
+        results[selector] = {"accuracy": test["test_accuracy"], "macro_f1": test["test_macro_f1"]}
+        print(f"{selector:>8}: test accuracy {test['test_accuracy']:.3f}  macro-F1 {test['test_macro_f1']:.3f}")
+    print()
+    print(f"{len(data['train'])} training / {len(data['test'])} test documents, {args.max_length} tokens, "
+          f"[CLS] + {args.num_global} global tokens")
+    print("selector  accuracy  macro-F1")
+    for selector, scores in results.items():
+        print(f"{selector:>8}  {scores['accuracy']:8.3f}  {scores['macro_f1']:8.3f}")
+    spread = np.ptp([scores["accuracy"] for scores in results.values()]) if results else 0.0
+    print(f"spread of accuracy across selectors: {spread:.3f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""The sparse attention map of one document (thesis Fig. 5.2) and its selected global tokens as words (Table 6.1)."""
+
+import torch
+
+
+def selected_words(model, tokenizer, text, selector=None, max_length=None):
+    """The global tokens `model` (a sparse-map Longformer) picks in `text`, best first, as dicts with the token's
+    position, the token, the whole word it belongs to (from the fast tokenizer's offsets) and its score; plus the
+    encoded input_ids and the (n,) global mask."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("`text` must be a non-empty string.")
+    if not hasattr(model, "select_global_tokens"):
+        raise TypeError(f"{type(model).__name__} has no global-token selector; pass a sparse-map Longformer.")
+    max_length = max_length or min(tokenizer.model_max_length, model.config.max_position_embeddings - 2)
+    encoding = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=tokenizer.is_fast,
+                         return_tensors="pt")
+    input_ids = encoding["input_ids"]
+    real = encoding["attention_mask"].bool()
+    selector_module = model.base_model.selector
+    chosen = model.select_global_tokens(input_ids, encoding["attention_mask"], selector=selector)[0]
+    scores, _ = selector_module.scores(input_ids, real, selector=selector)
+    tokens = tokenizer.convert_ids_to_tokens(input_ids[0])
+    words = _words(encoding, text) if tokenizer.is_fast else tokens
+    positions = sorted(chosen.nonzero().flatten().tolist(), key=lambda i: (-float(scores[0, i]), i))
+    listing = [{"position": i, "token": tokens[i], "word": words[i], "score": float(scores[0, i])}
+               for i in positions if i != 0]
+    return listing, input_ids[0], chosen
+
+
+def _words(encoding, text):
+    """For every token, the text of the whole word it is part of."""
+    word_ids = encoding.word_ids(0)
+    offsets = encoding["offset_mapping"][0].tolist()
+    spans = {}
+    for word, (start, end) in zip(word_ids, offsets):
+        if word is not None:
+            first, last = spans.get(word, (start, end))
+            spans[word] = (min(first, start), max(last, end))
+    return [text[slice(*spans[word])] if word is not None else "" for word in word_ids]
+
+
+def attention_map(model, tokenizer, text, path, selector=None, max_length=None, resolution=1024):
+    """Save a PNG of the attention pattern the model uses for `text` (the window band and the global rows/columns, as
+    in thesis Fig. 5.2) and return the selected tokens (see `selected_words`). The n × n map is drawn at
+    `resolution` pixels a side: a pixel is dark when any token pair in it attends."""
+    listing, input_ids, chosen = selected_words(model, tokenizer, text, selector, max_length)
+    n = len(input_ids)
+    window = model.config.attention_window
+    half = (window if isinstance(window, int) else max(window)) // 2
+    size = min(resolution, n)
+    cell = n / size
+    centres = (torch.arange(size) + 0.5) * cell
+    image = ((centres[:, None] - centres[None, :]).abs() <= half + cell).float() * 0.6  # the sliding window band
+    global_cells = torch.unique((chosen.nonzero().flatten().float() / cell).long().clamp(max=size - 1))
+    image[global_cells, :] = 1.0
+    image[:, global_cells] = 1.0
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 6))
+    axis.imshow(image.numpy(), cmap="Greys", vmin=0, vmax=1, extent=(0, n, n, 0), interpolation="nearest")
+    selector_name = selector or model.config.global_selector
+    axis.set_title(f"{selector_name}: window {2 * half}, {int(chosen.sum())} global tokens, {n} tokens")
+    axis.set_xlabel("key position")
+    axis.set_ylabel("query position")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return listing
