@@ -203,7 +203,9 @@ def test_fitted_idf_and_pmi_equal_direct_counting():
     np.testing.assert_allclose(model.selector.idf.numpy(), _slow_idf(corpus, 30, excluded), rtol=1e-6)
     expected = _slow_pmi(corpus, 4, excluded, 2)
     keys = model.selector.pmi_pair_keys.tolist()
-    assert keys == sorted(keys) and model.config.pmi_num_pairs == len(keys) == len(expected) == report["pairs_kept"]
+    assert keys == sorted(keys) and keys[-1] == torch.iinfo(torch.long).max  # the sentinel ends them
+    keys = keys[:-1]
+    assert model.config.pmi_num_pairs == len(keys) == len(expected) == report["pairs_kept"]
     got = {(key // 30, key % 30): value for key, value in zip(keys, model.selector.pmi_pair_values.tolist())}
     assert got.keys() == expected.keys()
     for pair, value in expected.items():
@@ -214,13 +216,13 @@ def test_pmi_keeps_at_most_max_pairs_the_most_frequent():
     corpus = _corpus()
     model = _selector_model(pmi_window=4, pmi_min_count=1, pmi_max_pairs=10)
     model.fit_global_selector(corpus, statistics=("pmi",), progress=False)
-    assert model.selector.pmi_pair_keys.numel() == 10
+    assert model.selector.pmi_pair_keys.numel() == 10 + 1  # and the sentinel
     counts = Counter()
     for doc in corpus:
         kept = [t for t in doc if t not in {PAD, CLS, SEP}]
         counts.update((kept[i], kept[j]) for i in range(len(kept)) for j in range(i + 1, min(i + 4, len(kept))))
     tenth = sorted(counts.values(), reverse=True)[9]
-    assert all(counts[key // 30, key % 30] >= tenth for key in model.selector.pmi_pair_keys.tolist())
+    assert all(counts[key // 30, key % 30] >= tenth for key in model.selector.pmi_pair_keys.tolist()[:-1])
 
 
 def _slow_scores(doc, real, selector, model):
@@ -231,7 +233,7 @@ def _slow_scores(doc, real, selector, model):
         idf = model.selector.idf.tolist()
         return [sum(1 for j in range(len(doc)) if counted[j] and doc[j] == doc[i]) / n * idf[doc[i]] for i in
                 range(len(doc))], counted
-    table = {(key // 30, key % 30): value for key, value in zip(model.selector.pmi_pair_keys.tolist(),
+    table = {(key // 30, key % 30): value for key, value in zip(model.selector.pmi_pair_keys.tolist()[:-1],
                                                                  model.selector.pmi_pair_values.tolist())}
     scores = [0.0] * len(doc)
     for i in range(len(doc)):

@@ -36,7 +36,7 @@ from transformers.models.longformer.modeling_longformer import (
 from transformers.utils import can_return_tuple
 
 from .configuration_sparse_longformer import SparseLongformerConfig
-from .selection import GlobalTokenSelector
+from .selection import SENTINEL_KEY, GlobalTokenSelector
 
 
 class SparseLongformerSelfAttention(LongformerSelfAttention):
@@ -125,9 +125,9 @@ class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
     def _init_weights(self, module):
         super()._init_weights(module)
         if isinstance(module, GlobalTokenSelector):  # not fitted until fit_global_selector
-            for buffer in (module.idf, module.pmi_pair_keys, module.pmi_pair_values, module.idf_num_documents,
-                           module.pmi_num_documents):
+            for buffer in (module.idf, module.pmi_pair_values, module.idf_num_documents, module.pmi_num_documents):
                 buffer.zero_()
+            module.pmi_pair_keys.fill_(SENTINEL_KEY)
 
     def fit_global_selector(self, documents, tokenizer=None, statistics=("tfidf", "pmi"), **kwargs):
         """Fit the TF-IDF and PMI statistics on training documents (an iterable of token-id sequences, e.g. a tokenized

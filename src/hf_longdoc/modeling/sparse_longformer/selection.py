@@ -24,19 +24,22 @@ from torch import nn
 
 from .configuration_sparse_longformer import SparseLongformerConfig
 
+SENTINEL_KEY = torch.iinfo(torch.long).max  # ends the sorted pair keys; above any a·vocab_size + b
+
 
 class GlobalTokenSelector(nn.Module):
     """Holds the fitted statistics as persistent buffers (saved with the weights) and picks global positions.
 
-    Buffers: `idf` (vocab_size,), `pmi_pair_keys` (sorted a·vocab_size + b, int64) and `pmi_pair_values` (PMI of each
-    pair), and how many documents each statistic was fitted on (0: not fitted)."""
+    Buffers: `idf` (vocab_size,), `pmi_pair_keys` (sorted a·vocab_size + b, int64, then one sentinel that no pair
+    matches) and `pmi_pair_values` (PMI of each pair, 0 for the sentinel), and how many documents each statistic was
+    fitted on (0: not fitted)."""
 
     def __init__(self, config: SparseLongformerConfig):
         super().__init__()
         self.config = config
         self.register_buffer("idf", torch.zeros(config.vocab_size))
-        self.register_buffer("pmi_pair_keys", torch.zeros(config.pmi_num_pairs, dtype=torch.long))
-        self.register_buffer("pmi_pair_values", torch.zeros(config.pmi_num_pairs))
+        self.register_buffer("pmi_pair_keys", torch.full((config.pmi_num_pairs + 1,), SENTINEL_KEY))
+        self.register_buffer("pmi_pair_values", torch.zeros(config.pmi_num_pairs + 1))
         self.register_buffer("idf_num_documents", torch.zeros((), dtype=torch.long))
         self.register_buffer("pmi_num_documents", torch.zeros((), dtype=torch.long))
 
@@ -73,12 +76,10 @@ class GlobalTokenSelector(nn.Module):
         self.require_fitted("pmi")
         scores = torch.zeros(input_ids.shape, device=input_ids.device)
         keys, values = self.pmi_pair_keys, self.pmi_pair_values.float()
-        if keys.numel() == 0:
-            return scores
         vocab = self.config.vocab_size
         for distance in range(1, min(self.config.pmi_window, input_ids.shape[1])):
             pair = input_ids[:, :-distance] * vocab + input_ids[:, distance:]
-            index = torch.searchsorted(keys, pair).clamp(max=keys.numel() - 1)
+            index = torch.searchsorted(keys, pair)  # < len(keys): every pair key is below the sentinel
             found = (keys[index] == pair) & counted[:, :-distance] & counted[:, distance:]
             pmi = torch.where(found, values[index], 0.0)
             scores[:, :-distance] += pmi
@@ -178,8 +179,8 @@ class GlobalTokenSelector(nn.Module):
             keys, values = _pmi(table_keys, table_counts, token_freq, num_pairs, vocab, config.pmi_min_count,
                                 config.pmi_max_pairs)
             device = self.idf.device
-            self.pmi_pair_keys = torch.from_numpy(keys).to(device)
-            self.pmi_pair_values = torch.from_numpy(values).to(device, self.idf.dtype)
+            self.pmi_pair_keys = torch.from_numpy(np.append(keys, SENTINEL_KEY)).to(device)
+            self.pmi_pair_values = torch.from_numpy(np.append(values, 0.0)).to(device, self.idf.dtype)
             config.pmi_num_pairs = len(keys)
             self.pmi_num_documents.fill_(num_documents)
             report.update(pairs_counted=num_pairs, distinct_pairs=len(table_keys), pairs_kept=len(keys))
@@ -229,12 +230,16 @@ def _batches(iterable, size):
 
 
 def _merge_counts(keys, counts, new_keys, new_counts):
-    """Sum two sorted (key, count) tables."""
+    """Sum two sorted (key, count) tables in linear time (`searchsorted` + one insert, no re-sort of the table)."""
     if len(keys) == 0:
         return new_keys, new_counts
-    merged, inverse = np.unique(np.concatenate([keys, new_keys]), return_inverse=True)
-    return merged, np.bincount(inverse, weights=np.concatenate([counts, new_counts]).astype(np.float64)).astype(
-        np.int64)
+    at = np.searchsorted(keys, new_keys)
+    seen = at < len(keys)
+    seen[seen] = keys[at[seen]] == new_keys[seen]
+    counts = counts.copy()
+    counts[at[seen]] += new_counts[seen]  # both tables hold unique keys: one addition per slot
+    fresh = ~seen
+    return np.insert(keys, at[fresh], new_keys[fresh]), np.insert(counts, at[fresh], new_counts[fresh])
 
 
 def _pmi(keys, counts, token_freq, num_pairs, vocab, min_count, max_pairs):
