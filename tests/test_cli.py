@@ -89,6 +89,8 @@ def test_bench_writes_table_csv_and_plot(tmp_path, capsys):
     (["train", "--config", "hidden_size", "--output-dir", "x"], "key=value"),
     (["bench", "--models", "gpt9"], "Unknown model"),
     (["bench", "--lengths", "1k"], "--lengths"),
+    (["bench", "--models", "slstm:blocked"], "variant"),
+    (["attention-map", "/nonexistent-model", "--text", "a b"], "not a saved model folder"),
     (["evaluate", "/nonexistent-model"], "not a saved model folder"),
     (["push", "/nonexistent-model", "--repo-id", "a/b", "--dry-run"], "not a saved model folder"),
 ])
@@ -167,3 +169,39 @@ def test_train_elementwise_through_the_cli_then_pipeline(tmp_path):
     text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=3)["test"]["text"][0]
     result = pipeline("text-classification", model=str(output))(text, truncation=True)
     assert result[0]["label"].startswith("topic_")
+
+
+def test_train_sparse_longformer_fits_statistics_then_attention_map_and_pipeline(tmp_path, capsys):
+    """`train` fits TF-IDF/PMI on the training split before training; the saved model keeps them; `attention-map`
+    writes the PNG and lists the selected tokens as words."""
+    output = tmp_path / "slf"
+    assert main(["train", "--model", "sparse_longformer", "--task-size", "30", "--epochs", "1", "--max-length", "512",
+                 "--output-dir", str(output), "--config", "hidden_size=32", "num_hidden_layers=2",
+                 "num_attention_heads=2", "intermediate_size=37", "attention_window=32", "num_global_tokens=8",
+                 "global_selector=pmi"]) == 0
+    config = json.loads((output / "config.json").read_text())
+    assert config["pmi_num_pairs"] > 0 and config["excluded_token_ids"]
+    model = AutoModelForSequenceClassification.from_pretrained(output)
+    assert int(model.longformer.selector.pmi_num_documents) == 30 and int(model.longformer.selector.idf_num_documents)
+    text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=3)["test"]["text"][0]
+    assert pipeline("text-classification", model=str(output))(text, truncation=True)[0]["label"].startswith("topic_")
+    capsys.readouterr()
+    assert main(["attention-map", str(output), "--text", text, "--output", str(tmp_path / "map.png"),
+                 "--selector", "tfidf", "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "map.png").stat().st_size > 1000
+    listed = [line for line in out.splitlines()[1:] if line.strip()]
+    assert len(listed) == 5 and all(word.strip("' ") for word in (line.split()[1] for line in listed))
+
+
+def test_bench_longformer_types_report_memory_and_selection_cost(tmp_path, capsys):
+    assert main(["bench", "--models", "sparse_longformer,sparse_longformer:longformer,longformer", "--lengths", "256",
+                 "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2", "--window", "32", "--num-global",
+                 "8", "--repeats", "1", "--output", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "memory vs longformer" in out and "speedup vs sparse longformer:longformer" in out
+    assert "Global-token selection at 256 tokens" in out
+    assert main(["bench", "--models", "sparse_longformer,longformer", "--lengths", "128", "--hidden-size", "32",
+                 "--num-layers", "1", "--num-heads", "2", "--window", "32", "--num-global", "4", "--repeats", "1",
+                 "--backward", "--output", str(tmp_path / "c")]) == 0
+    assert "training steps" in capsys.readouterr().out
