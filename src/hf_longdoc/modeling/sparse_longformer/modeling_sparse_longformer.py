@@ -59,21 +59,24 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                            torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
         q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))
 
-        def padded_blocks(x):  # (b, n, ...) -> (b, blocks + 2, c, ...): one zero block beyond each end
-            edge = x.new_zeros(b, c, *x.shape[2:])
-            return torch.cat([edge, x, edge], dim=1).view(b, blocks + 2, c, *x.shape[2:])
-
-        def neighbours(x, first, last, prefix=None):  # query blocks first..last-1: [prefix, blocks i-1, i, i+1]
-            parts = [x[:, first + shift: last + shift] for shift in range(3)]
+        def neighbours(x, first, last, prefix=None):
+            """For query blocks first..last-1 of x (b, n, ...): [prefix, blocks i-1, i, i+1], zeros beyond the ends."""
+            rows, rest, lo, hi = x.shape[0], x.shape[2:], (first - 1) * c, (last + 1) * c
+            span = x[:, max(lo, 0): min(hi, n)]
+            if lo < 0 or hi > n:
+                span = torch.cat([span.new_zeros(rows, max(-lo, 0), *rest), span,
+                                  span.new_zeros(rows, max(hi - n, 0), *rest)], dim=1)
+            span = span.view(rows, last - first + 2, c, *rest)
+            parts = [span[:, :-2], span[:, 1:-1], span[:, 2:]]
             if prefix is not None:
-                parts.insert(0, prefix[:, None].expand(b, last - first, *prefix.shape[1:]))
+                parts.insert(0, prefix[:, None].expand(rows, last - first, *prefix.shape[1:]))
             return torch.cat(parts, dim=2)
 
         device = hidden_states.device
         query_pos = torch.arange(n, device=device).view(blocks, c)
-        key_pos = neighbours(torch.arange(-c, n + c, device=device).view(1, blocks + 2, c), 0, blocks)[0]
+        key_pos = neighbours(torch.arange(n, device=device)[None, :] + 1, 0, blocks)[0] - 1  # -1: beyond the ends
         band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c); beyond the ends: key_ok
-        key_ok = neighbours(padded_blocks((~(is_pad | is_global))[..., None]), 0, blocks)[..., 0]
+        key_ok = neighbours(~(is_pad | is_global), 0, blocks)
         allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
         # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
         allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)
@@ -89,19 +92,19 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
 
         # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
-        q_blocks, k_blocks, v_blocks = q.view(b, blocks, c, heads, head_dim), padded_blocks(k), padded_blocks(v)
+        q_blocks = q.view(b, blocks, c, heads, head_dim)
         per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
-        out = []
+        out = hidden_states.new_empty(b, n, d)
         for first in range(0, blocks, per_call):
             last = min(first + per_call, blocks)
             keys, values = (neighbours(x, first, last, p).flatten(0, 1).transpose(1, 2)
-                            for x, p in zip((k_blocks, v_blocks), prefix))
+                            for x, p in zip((k, v), prefix))
             group = F.scaled_dot_product_attention(  # (b·group, heads, c, head_dim), mask broadcast over heads
                 q_blocks[:, first:last].flatten(0, 1).transpose(1, 2), keys, values,
                 attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,
             )
-            out.append(group.transpose(1, 2).reshape(b, (last - first) * c, d))
-        out = torch.cat(out, dim=1).masked_fill(is_pad[..., None], 0.0)
+            out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)
+        out = out.masked_fill(is_pad[..., None], 0.0)
         if not any_global:
             return out
 
