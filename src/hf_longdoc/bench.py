@@ -387,3 +387,20 @@ def selection_cost(hidden_size=768, num_layers=1, num_heads=12, length=4096, bat
             result[f"{selector}_ms"] = seconds * 1000
             result[f"{selector}_share"] = seconds / forward
     return result
+
+
+def fit_cost(num_documents=10_000, length=4096, vocab_size=50265, seed=0):
+    """Seconds to fit the sparse-map Longformer's TF-IDF and PMI statistics on `num_documents` Zipf-distributed
+    documents of `length` ids over a RoBERTa-sized vocabulary (generated on the fly, not held in memory)."""
+    import numpy as np
+
+    from .modeling.sparse_longformer import SparseLongformerConfig, SparseLongformerModel
+
+    config = SparseLongformerConfig(vocab_size=vocab_size, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                                    intermediate_size=8, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+    model = SparseLongformerModel(config)
+    rng = np.random.default_rng(seed)
+    documents = (rng.zipf(1.2, size=length) % (vocab_size - 3) + 3 for _ in range(num_documents))
+    start = time.perf_counter()
+    report = model.fit_global_selector(documents)
+    return dict(report, seconds=time.perf_counter() - start, length=length, vocab_size=vocab_size)

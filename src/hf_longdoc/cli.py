@@ -119,6 +119,9 @@ def _bench_parser(subparsers):
                         help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
                              "--megabytes")
     parser.add_argument("--megabytes", type=float, default=10.0)
+    parser.add_argument("--fit-documents", type=int, default=None, metavar="N",
+                        help="instead of models: seconds to fit TF-IDF + PMI statistics on N documents of the "
+                             "longest --lengths tokens")
     parser.set_defaults(run=_run_bench)
 
 
@@ -131,6 +134,15 @@ def _run_bench(args):
         lengths = [int(length) for length in args.lengths.split(",")]
     except ValueError:
         raise ValueError(f"`--lengths` must be comma-separated integers, got {args.lengths!r}.") from None
+    if args.fit_documents:
+        from .bench import fit_cost
+
+        cost = fit_cost(args.fit_documents, max(lengths))
+        print(f"Fitted TF-IDF + PMI on {cost['documents']} documents of {cost['length']} tokens (vocabulary "
+              f"{cost['vocab_size']}) in {cost['seconds']:.1f} s: {cost['pairs_counted']} pairs counted, "
+              f"{cost['distinct_pairs']} distinct, {cost['pairs_kept']} kept" + (f"; {cost['warning']}"
+                                                                                   if "warning" in cost else ""))
+        return None
     rows = run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], lengths=lengths,
                      batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
                      num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
