@@ -33,14 +33,15 @@ LONGFORMER_TYPES = ("longformer", "sparse_longformer")
 
 
 def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-                      num_global=128):
+                      num_global=128, attention_dropout=None):
     """A randomly initialised classification model `name` (a family, `family:variant`, or a baseline) of the given
-    width and depth."""
+    width and depth. `attention_dropout` (Transformer models only) overrides their attention-probability dropout."""
     family_name, _, variant = name.partition(":")
+    dropout = {} if attention_dropout is None else {"attention_probs_dropout_prob": attention_dropout}
     if family_name in LONGFORMER_TYPES:
         sizes = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                      num_attention_heads=num_heads, intermediate_size=4 * hidden_size, attention_window=window,
-                     max_position_embeddings=max_length + 2, pad_token_id=0, num_labels=2)
+                     max_position_embeddings=max_length + 2, pad_token_id=0, num_labels=2, **dropout)
         if family_name == "longformer":
             return LongformerForSequenceClassification(LongformerConfig(**sizes))
         config = get_family(family_name).config_class(**sizes, attention_backend=variant or "blocked",
@@ -59,6 +60,7 @@ def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, voca
             intermediate_size=4 * hidden_size,
             max_position_embeddings=max_length + 2,
             num_labels=2,
+            **dropout,
         )
         config._attn_implementation = "sdpa"
         return model_class(config)
@@ -183,7 +185,7 @@ def scattered_global_mask(input_ids, num_global, seed=0):
 
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
-              seed=0, progress=print, window=512, num_global=128, backward=False):
+              seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None):
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
     for name in models:
         family_name, _, variant = name.partition(":")
@@ -203,7 +205,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     packing = {}  # elements per encoder position of each model
     for name in models:
         model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths), window=window,
-                                  num_global=num_global).to(device, torch_dtype).eval()
+                                  num_global=num_global, attention_dropout=attention_dropout)
+        model = model.to(device, torch_dtype).eval()
         packing[name] = elements_per_token(model)
         low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
         high = min(model.config.vocab_size, 8000)

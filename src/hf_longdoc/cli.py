@@ -114,6 +114,8 @@ def _bench_parser(subparsers):
     parser.add_argument("--num-global", type=int, default=128,
                         help="Longformer-type models: scattered global tokens besides [CLS]")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
+    parser.add_argument("--attention-dropout", type=float, default=None,
+                        help="Transformer models: attention-probability dropout (default: each config's, 0.1)")
     parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
     parser.add_argument("--tokenizers", default=None, metavar="TEXT_FILE",
                         help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
@@ -146,7 +148,8 @@ def _run_bench(args):
     rows = run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], lengths=lengths,
                      batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
                      num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
-                     dtype=args.dtype, window=args.window, num_global=args.num_global, backward=args.backward)
+                     dtype=args.dtype, window=args.window, num_global=args.num_global, backward=args.backward,
+                     attention_dropout=args.attention_dropout)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
