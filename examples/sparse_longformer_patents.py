@@ -16,6 +16,7 @@ training split, so the comparison runs on a CPU.
 import argparse
 import json
 import random
+import re
 
 import numpy as np
 import torch
@@ -64,6 +65,11 @@ def load_data(source, text_column, label_column, evidence, seed):
     return data, names
 
 
+def inverted(text):
+    """The document with its sentences in reverse order: what sat at the start (a news lead) moves to the end."""
+    return " ".join(reversed([part for part in re.split(r"(?<=[.!?])\s+|\n+", text) if part.strip()]))
+
+
 def build_model(args, tokenizer, names, selector):
     labels = dict(num_labels=len(names), id2label=dict(enumerate(names)),
                   label2id={name: i for i, name in enumerate(names)})
@@ -85,6 +91,8 @@ def main(argv=None):
     parser.add_argument("--text-column", default="description")
     parser.add_argument("--label-column", default="section")
     parser.add_argument("--evidence", default="end", help="builtin task: where the label evidence sits")
+    parser.add_argument("--invert", action="store_true", help="reverse every document's sentence order (evidence "
+                                                               "that sat at the start moves to the end)")
     parser.add_argument("--from-pretrained", default=None, help="a Longformer checkpoint (folder or Hub id)")
     parser.add_argument("--small", action="store_true", help="a small Longformer from scratch (CPU-sized)")
     parser.add_argument("--selectors", default=",".join(SELECTORS))
@@ -112,6 +120,8 @@ def main(argv=None):
 
     set_seed(args.seed)
     data, names = load_data(args.data, args.text_column, args.label_column, args.evidence, args.seed)
+    if args.invert:
+        data = data.map(lambda example: {"text": inverted(example["text"])})
     if args.from_pretrained:
         tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, model_max_length=args.max_length)
     else:

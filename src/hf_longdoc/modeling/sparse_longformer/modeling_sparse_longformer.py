@@ -94,7 +94,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
         q_blocks = q.view(b, blocks, c, heads, head_dim)
         per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
-        out = hidden_states.new_empty(b, n, d)
+        out = q.new_empty(b, n, d)  # q's dtype: the compute dtype under autocast
         for first in range(0, blocks, per_call):
             last = min(first + per_call, blocks)
             keys, values = (neighbours(x, first, last, p).flatten(0, 1).transpose(1, 2)
@@ -117,7 +117,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                                                     attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
         global_out = global_out.transpose(1, 2).reshape(b, slots, d)
         rows = torch.arange(b, device=device)[:, None].expand(b, slots)
-        return out.index_put((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok])
+        return out.index_put((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
 
 
 class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
