@@ -65,7 +65,8 @@ classifier = pipeline("text-classification", model="{repo_id}", trust_remote_cod
 
 def _architecture(config):
     keys = ("hidden_size", "rank", "num_hidden_layers", "num_attention_heads", "vocab_size", "default_context",
-            "max_position_embeddings", "num_labels", "problem_type")
+            "attention_window", "global_selector", "num_global_tokens", "max_position_embeddings", "num_labels",
+            "problem_type")
     rows = [f"| `{key}` | `{getattr(config, key)}` |" for key in keys if getattr(config, key, None) is not None]
     rows.append(f"| labels | {', '.join(config.id2label[i] for i in range(config.num_labels))} |")
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
