@@ -104,7 +104,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                 attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,
             )
             out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)
-        out = out.masked_fill(is_pad[..., None], 0.0)
+        out.masked_fill_(is_pad[..., None], 0.0)
+        del q, k, v, q_blocks, prefix, keys, values, group, allowed  # free them before the global rows (inference)
         if not any_global:
             return out
 
@@ -117,7 +118,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                                                     attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
         global_out = global_out.transpose(1, 2).reshape(b, slots, d)
         rows = torch.arange(b, device=device)[:, None].expand(b, slots)
-        return out.index_put((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
+        return out.index_put_((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
 
 
 class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
