@@ -106,3 +106,10 @@ def test_sparse_longformer_example_runs_every_selector_from_a_local_longformer_c
                                               "--batch-size", "4", "--output-dir", str(tmp_path / "out")])
     assert list(results) == list(sparse_longformer_patents.SELECTORS)
     assert all(0.0 <= scores["accuracy"] <= 1.0 for scores in results.values())
+
+
+def test_inverted_document_reverses_sentence_order():
+    import sparse_longformer_patents
+
+    text = "Title line\n\nFirst sentence. Second one! Third?\nLast paragraph."
+    assert sparse_longformer_patents.inverted(text) == "Last paragraph. Third? Second one! First sentence. Title line"
