@@ -1,0 +1,129 @@
+"""Configuration of the segment LMs (Liu et al., "Adapting Pretrained Language Models for Long Document
+Classification", 2020): a pretrained Transformers LM reads a document as m segments, and a head combines the segment
+representations (Base / Cat / RNN / ATT / ablated ATT, Eq. 1-7).
+
+Self-contained (Hub rule): imports only transformers and the standard library.
+"""
+
+from transformers import AutoConfig, PretrainedConfig
+
+VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
+SEGMENT_POOLINGS = ("cls", "last", "mean")
+ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
+GRADIENT_MODES = ("paper", "full", "none")
+
+
+class SegmentLMConfig(PretrainedConfig):
+    r"""
+    Configuration of a segment LM. The defaults build a small BERT backbone that trains on CPU.
+
+    Args:
+        backbone_config (`dict` or `PretrainedConfig`, *optional*):
+            The language model LM that encodes each segment (any Transformers encoder or decoder: BERT, RoBERTa,
+            GPT-2, ...). A dict needs a `model_type`.
+        variant (`str`, defaults to `"att"`):
+            `"base"` (Eq. 1: LM(x_1)), `"cat"` (Eq. 2: all m segment vectors), `"rnn"` (Eq. 3: LM(x_1) ⊕ h_2 ⊕ h_m of
+            a biLSTM over them), `"att"` (Eq. 4-5: adds the attention pooling a, the weights α and the
+            highest-weighted segment LM(x_M(α))) or `"att_ablated"` (Eq. 7: a ⊕ α ⊕ LM(x_M(α))).
+        num_segments (`int`, defaults to 8):
+            m, the segments a document is cut into (the paper: 8 for patents, 16 for arXiv).
+        segment_length (`int`, defaults to 256):
+            L, tokens per segment including the two the model adds ([CLS] and [SEP], or the decoder's classification
+            token), so each segment holds L - 2 document tokens.
+        segment_pooling (`str`, *optional*):
+            z_i from the segment's states: `"cls"` (the first token, encoders), `"last"` (the last real token,
+            decoders; GPT-2 gets an appended classification token, as in the paper) or `"mean"`. Unset: `"cls"` for
+            encoders, `"last"` for decoders.
+        lstm_hidden_size (`int`, *optional*):
+            q, the size of each biLSTM output h_i (q / 2 per direction: Eq. 3 and 5 give the classifier d + 2q and
+            2d + 3q + m inputs). Unset: the backbone's hidden size.
+        attention_activation (`str`, defaults to `"sigmoid"`):
+            α_i = σ(u_iᵀ u_s) as Eq. 4 writes it, or `"softmax"` over the document's segments (the released code).
+        gradient_mode (`str`, defaults to `"paper"`):
+            `"paper"`: the LM gets gradient only through segment 1 and (att variants) the argmax segment (Section
+            3.1, Appendix A); `"full"`: through every segment, with activation checkpointing (the exact gradient of
+            Eq. 8); `"none"`: the LM is frozen.
+        classifier_dropout (`float`, defaults to 0.1):
+            Dropout before the final linear layer (Section 4).
+    """
+
+    model_type = "segment_lm"
+    sub_configs = {"backbone_config": AutoConfig}
+
+    def __init__(
+        self,
+        backbone_config=None,
+        variant="att",
+        num_segments=8,
+        segment_length=256,
+        segment_pooling=None,
+        lstm_hidden_size=None,
+        attention_activation="sigmoid",
+        gradient_mode="paper",
+        classifier_dropout=0.1,
+        **kwargs,
+    ):
+        if backbone_config is None:
+            backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
+                               "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512}
+        if isinstance(backbone_config, dict):
+            settings = dict(backbone_config)
+            if "model_type" not in settings:
+                raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
+            backbone_config = AutoConfig.for_model(settings.pop("model_type"), **settings)
+        if not isinstance(backbone_config, PretrainedConfig):
+            raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(backbone_config)}.")
+        for name, value, choices in (("variant", variant, VARIANTS),
+                                     ("attention_activation", attention_activation, ATTENTION_ACTIVATIONS),
+                                     ("gradient_mode", gradient_mode, GRADIENT_MODES)):
+            if value not in choices:
+                raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
+        if segment_pooling is None:
+            segment_pooling = "last" if is_decoder(backbone_config) else "cls"
+        if segment_pooling not in SEGMENT_POOLINGS:
+            raise ValueError(f"`segment_pooling` must be one of {SEGMENT_POOLINGS}, got {segment_pooling!r}.")
+        for name, value, least in (("num_segments", num_segments, 1), ("segment_length", segment_length, 3)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        positions = getattr(backbone_config, "max_position_embeddings", None) or getattr(backbone_config,
+                                                                                          "n_positions", None)
+        if positions is not None and segment_length > positions:
+            raise ValueError(f"`segment_length` ({segment_length}) exceeds the backbone's {positions} positions; "
+                             "lower it.")
+        hidden = backbone_config.hidden_size
+        lstm_hidden_size = hidden if lstm_hidden_size is None else lstm_hidden_size
+        if isinstance(lstm_hidden_size, bool) or not isinstance(lstm_hidden_size, int) or lstm_hidden_size < 2 \
+                or lstm_hidden_size % 2:
+            raise ValueError(f"`lstm_hidden_size` (q) must be an even integer ≥ 2 (q / 2 per direction), got "
+                             f"{lstm_hidden_size!r}.")
+        if classifier_dropout is not None and not 0.0 <= classifier_dropout < 1.0:
+            raise ValueError(f"`classifier_dropout` must lie in [0, 1), got {classifier_dropout!r}.")
+        self.backbone_config = backbone_config
+        self.variant = variant
+        self.num_segments = num_segments
+        self.segment_length = segment_length
+        self.segment_pooling = segment_pooling
+        self.lstm_hidden_size = lstm_hidden_size
+        self.attention_activation = attention_activation
+        self.gradient_mode = gradient_mode
+        self.classifier_dropout = classifier_dropout
+        super().__init__(**kwargs)
+
+    @property
+    def hidden_size(self):
+        return self.backbone_config.hidden_size
+
+    def classifier_input_size(self):
+        """The classifier's input width per variant (Eq. 1, 2, 3, 5, 7)."""
+        d, q, m = self.hidden_size, self.lstm_hidden_size, self.num_segments
+        return {"base": d, "cat": m * d, "rnn": d + 2 * q, "att": 2 * d + 3 * q + m, "att_ablated": q + m + d}[
+            self.variant]
+
+
+def is_decoder(backbone_config):
+    """Whether the backbone is a left-to-right decoder (its representation is the last token's state)."""
+    return bool(getattr(backbone_config, "is_decoder", False)) or backbone_config.model_type in (
+        "gpt2", "openai-gpt", "gpt_neo", "gptj", "llama", "mistral", "qwen2", "opt", "bloom", "falcon")
+
+
+__all__ = ["SegmentLMConfig"]
