@@ -90,3 +90,20 @@ def test_decoder_backbones_pool_the_last_token():
                                               "n_positions": 64}, segment_length=16)
     assert config.segment_pooling == "last"
     assert SegmentLMConfig(backbone_config=BACKBONE, segment_length=16).segment_pooling == "cls"
+
+
+def test_documents_are_cut_into_wrapped_segments():
+    from hf_longdoc.modeling.segment.modeling_segment import cut_into_segments
+
+    CLS, SEP, PAD = 101, 102, 0
+    # a tokenized document: [CLS] 1..9 [SEP], and a short one padded
+    input_ids = torch.tensor([[CLS, 1, 2, 3, 4, 5, 6, 7, 8, 9, SEP], [CLS, 11, 12, SEP] + [PAD] * 7])
+    attention_mask = (input_ids != PAD).long()
+    segments, mask, present = cut_into_segments(input_ids, attention_mask, num_segments=3, segment_length=5,
+                                                 cls_id=CLS, sep_id=SEP, pad_id=PAD)
+    assert segments[0].tolist() == [[CLS, 1, 2, 3, SEP], [CLS, 4, 5, 6, SEP], [CLS, 7, 8, 9, SEP]]
+    assert segments[1].tolist() == [[CLS, 11, 12, SEP, PAD], [PAD] * 5, [PAD] * 5]
+    assert present.tolist() == [[True, True, True], [True, False, False]]
+    assert mask[1].long().tolist() == [[1, 1, 1, 1, 0], [0] * 5, [0] * 5]
+    cut, _, _ = cut_into_segments(input_ids, attention_mask, 2, 5, CLS, SEP, PAD)  # longer than m·(L-2): cut
+    assert cut[0].tolist() == [[CLS, 1, 2, 3, SEP], [CLS, 4, 5, 6, SEP]]

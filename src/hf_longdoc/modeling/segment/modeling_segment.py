@@ -84,3 +84,38 @@ class SegmentHead(nn.Module):
 
 
 __all__ = ["SegmentHead"]
+
+
+# --- the LM over segments (work in progress) ------------------------------------------------------------------------
+
+
+def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id):
+    """Flat documents (b, n) -> segments (b, m, L) with [CLS] x [SEP] each, their masks, and which are present.
+
+    A leading `cls_id` and the trailing `sep_id` a tokenizer added are dropped first; then the document's tokens fill
+    m segments of L - 2 tokens in order (the rest is cut), each wrapped as [CLS] tokens [SEP] and padded."""
+    b, n = input_ids.shape
+    real = attention_mask.bool()
+    content = real.clone()
+    content[:, 0] &= input_ids[:, 0] != cls_id
+    last = real.sum(dim=1) - 1  # right padding: the last real position
+    rows = torch.arange(b, device=input_ids.device)
+    content[rows, last] &= input_ids[rows, last] != sep_id
+    width = segment_length - 2
+    # the k-th content token of a row goes to slot k of the flattened (m, L - 2) grid
+    slot = content.long().cumsum(dim=1) - 1
+    keep = content & (slot < num_segments * width)
+    grid = torch.full((b, num_segments * width), pad_id, dtype=input_ids.dtype, device=input_ids.device)
+    grid_mask = torch.zeros((b, num_segments * width), dtype=torch.bool, device=input_ids.device)
+    grid[rows[:, None].expand(b, n)[keep], slot[keep]] = input_ids[keep]
+    grid_mask[rows[:, None].expand(b, n)[keep], slot[keep]] = True
+    grid, grid_mask = grid.view(b, num_segments, width), grid_mask.view(b, num_segments, width)
+    counts = grid_mask.sum(dim=2)  # tokens per segment
+    segments = torch.full((b, num_segments, segment_length), pad_id, dtype=input_ids.dtype, device=input_ids.device)
+    segments[..., 0] = cls_id
+    segments[..., 1:-1] = grid
+    segments.scatter_(2, (counts + 1)[..., None], sep_id)  # [SEP] right after the segment's last token
+    mask = torch.arange(segment_length, device=input_ids.device) < (counts + 2)[..., None]
+    present = counts > 0
+    segments = segments.masked_fill(~present[..., None], pad_id)
+    return segments, mask & present[..., None], present
