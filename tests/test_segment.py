@@ -107,3 +107,88 @@ def test_documents_are_cut_into_wrapped_segments():
     assert mask[1].long().tolist() == [[1, 1, 1, 1, 0], [0] * 5, [0] * 5]
     cut, _, _ = cut_into_segments(input_ids, attention_mask, 2, 5, CLS, SEP, PAD)  # longer than m·(L-2): cut
     assert cut[0].tolist() == [[CLS, 1, 2, 3, SEP], [CLS, 4, 5, 6, SEP]]
+
+
+def _classifier(variant, gradient_mode, m=3):
+    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+
+    torch.manual_seed(0)
+    backbone = {**BACKBONE, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    config = SegmentLMConfig(backbone_config=backbone, variant=variant, num_segments=m, segment_length=8,
+                             lstm_hidden_size=6, gradient_mode=gradient_mode, classifier_dropout=0.0, num_labels=3,
+                             cls_token_id=1, sep_token_id=2, pad_token_id=0)
+    model = SegmentLMForSequenceClassification(config).train()
+    if variant.startswith("att"):
+        torch.nn.init.normal_(model.head.context)
+    return model
+
+
+def _documents():
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.zeros((3, 20), dtype=torch.long)
+    for row, length in enumerate([20, 11, 5]):
+        input_ids[row, :length] = torch.randint(3, 50, (length,), generator=generator)
+        input_ids[row, 0], input_ids[row, length - 1] = 1, 2
+    return input_ids, (input_ids != 0).long()
+
+
+def _loop_gradients(model, input_ids, attention_mask, detach_others):
+    """The same loss computed segment by segment with plain autograd (the reference for both gradient modes)."""
+    segments, mask, present = model.segment_lm.segments(input_ids, attention_mask)
+    b, m, _ = segments.shape
+    z = torch.zeros(b, m, model.config.hidden_size)
+    rows = []
+    for i in range(b):
+        row = []
+        for j in range(m):
+            if present[i, j]:
+                vector = model.segment_lm.encode(segments[i, j][None], mask[i, j][None])[0]
+                row.append(vector.detach() if detach_others and j > 0 else vector)
+            else:
+                row.append(torch.zeros(model.config.hidden_size))
+        rows.append(torch.stack(row))
+    z = torch.stack(rows)
+
+    def encode_selected(selected):
+        return torch.stack([z[i, 0] if int(selected[i]) == 0 else
+                            model.segment_lm.encode(segments[i, selected[i]][None], mask[i, selected[i]][None])[0]
+                            for i in range(b)])
+
+    logits, _, _ = model.head(z, present, encode_selected if detach_others else None)
+    model.zero_grad()
+    torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2])).backward()
+    return logits, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("variant", ["base", "cat", "rnn", "att", "att_ablated"])
+def test_full_mode_is_exact_autograd_and_paper_mode_drops_the_other_segments(variant):
+    input_ids, attention_mask = _documents()
+    grads = {}
+    for mode in ("full", "paper"):
+        model = _classifier(variant, mode)
+        out = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2]))
+        model.zero_grad()
+        out.loss.backward()
+        grads[mode] = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        expected_logits, expected = _loop_gradients(model, input_ids, attention_mask, detach_others=mode == "paper")
+        torch.testing.assert_close(out.logits, expected_logits, rtol=1e-5, atol=1e-5)
+        assert grads[mode].keys() == expected.keys()
+        for name in expected:
+            torch.testing.assert_close(grads[mode][name], expected[name], rtol=1e-4, atol=1e-6, msg=name)
+    backbone = [name for name in grads["full"] if name.startswith("segment_lm.backbone.encoder")]
+    differs = any(not torch.allclose(grads["full"][name], grads["paper"][name]) for name in backbone)
+    assert differs == (variant != "base")  # Eq. 1 reads segment 1 only: both modes are the same gradient
+
+
+def test_modes_give_the_same_forward_values_and_alpha_is_returned():
+    input_ids, attention_mask = _documents()
+    outputs = []
+    for mode in ("paper", "full", "none"):
+        model = _classifier("att", mode).eval()
+        with torch.no_grad():
+            outputs.append(model(input_ids, attention_mask=attention_mask))
+    for other in outputs[1:]:
+        torch.testing.assert_close(other.logits, outputs[0].logits, rtol=0, atol=1e-6)
+    alpha, present = outputs[0].alpha, outputs[0].segment_mask
+    assert alpha.shape == (3, 3) and torch.all(alpha[~present] == 0)
+    assert present.tolist() == [[True, True, True], [True, True, False], [True, False, False]]

@@ -45,6 +45,9 @@ class SegmentLMConfig(PretrainedConfig):
             Eq. 8); `"none"`: the LM is frozen.
         classifier_dropout (`float`, defaults to 0.1):
             Dropout before the final linear layer (Section 4).
+        cls_token_id / sep_token_id (`int`, *optional*):
+            The ids that wrap each segment (the tokenizer's [CLS]/[SEP]; a decoder's classification token as
+            `sep_token_id`). Unset: the backbone config's, else BERT's 101/102.
     """
 
     model_type = "segment_lm"
@@ -61,6 +64,8 @@ class SegmentLMConfig(PretrainedConfig):
         attention_activation="sigmoid",
         gradient_mode="paper",
         classifier_dropout=0.1,
+        cls_token_id=None,
+        sep_token_id=None,
         **kwargs,
     ):
         if backbone_config is None:
@@ -107,6 +112,11 @@ class SegmentLMConfig(PretrainedConfig):
         self.attention_activation = attention_activation
         self.gradient_mode = gradient_mode
         self.classifier_dropout = classifier_dropout
+        self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
+                                       getattr(backbone_config, "bos_token_id", None), 101)
+        self.sep_token_id = _first_set(sep_token_id, getattr(backbone_config, "sep_token_id", None),
+                                       getattr(backbone_config, "eos_token_id", None), 102)
+        kwargs.setdefault("pad_token_id", getattr(backbone_config, "pad_token_id", None) or 0)
         super().__init__(**kwargs)
 
     @property
@@ -118,6 +128,10 @@ class SegmentLMConfig(PretrainedConfig):
         d, q, m = self.hidden_size, self.lstm_hidden_size, self.num_segments
         return {"base": d, "cat": m * d, "rnn": d + 2 * q, "att": 2 * d + 3 * q + m, "att_ablated": q + m + d}[
             self.variant]
+
+
+def _first_set(*values):
+    return next(value for value in values if value is not None)
 
 
 def is_decoder(backbone_config):

@@ -18,9 +18,14 @@ option), M(α) is chosen among present segments, and Cat's absent z are zeros. A
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.utils.checkpoint import checkpoint
+from transformers import AutoModel, PreTrainedModel
+from transformers.utils import ModelOutput
 
 from .configuration_segment import SegmentLMConfig
 
@@ -119,3 +124,132 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     present = counts > 0
     segments = segments.masked_fill(~present[..., None], pad_id)
     return segments, mask & present[..., None], present
+
+
+class SegmentLMPreTrainedModel(PreTrainedModel):
+    config_class = SegmentLMConfig
+    base_model_prefix = "segment_lm"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+
+
+class SegmentLMModel(SegmentLMPreTrainedModel):
+    """The backbone LM as a segment encoder: z_i = LM(x_i) for every present segment (Section 3)."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.backbone = AutoModel.from_config(config.backbone_config)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.backbone.get_input_embeddings()
+
+    def set_input_embeddings(self, value):
+        self.backbone.set_input_embeddings(value)
+
+    def encode(self, segments, mask):
+        """(k, L) segments -> (k, d) segment vectors, pooled by `config.segment_pooling`."""
+        states = self.backbone(input_ids=segments, attention_mask=mask.long()).last_hidden_state
+        pooling = self.config.segment_pooling
+        if pooling == "cls":
+            return states[:, 0]
+        if pooling == "last":
+            return states[torch.arange(len(states), device=states.device), mask.sum(dim=1) - 1]
+        weights = mask[..., None].to(states.dtype)
+        return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
+
+    def segments(self, input_ids, attention_mask):
+        """(segments, mask, present) from flat (b, n) documents or pre-segmented (b, m, L) input."""
+        config = self.config
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if input_ids.dim() == 3:
+            mask = attention_mask.bool()
+            return input_ids, mask, mask.any(dim=2)
+        return cut_into_segments(input_ids, attention_mask, config.num_segments, config.segment_length,
+                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
+
+    def forward(self, input_ids, attention_mask=None, gradient_mode=None):
+        """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
+        segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
+
+        `paper`: segment 1 with gradient, the other present segments in one batched forward without it; `full`:
+        every present segment with gradient under activation checkpointing; `none`: no gradient."""
+        segments, mask, present = self.segments(input_ids, attention_mask)
+        b, m, length = segments.shape
+        mode = gradient_mode or self.config.gradient_mode
+        if not torch.is_grad_enabled():
+            mode = "none"
+        flat, flat_mask, flat_present = segments.view(b * m, length), mask.view(b * m, length), present.view(-1)
+        d = self.config.hidden_size
+        first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
+        first[::m] = True
+        with_grad = {"paper": first & flat_present, "full": flat_present, "none": torch.zeros_like(first)}[mode]
+        without_grad = flat_present & ~with_grad
+        if self.config.variant == "base":  # Eq. 1 reads segment 1 only
+            without_grad = without_grad & first
+        z = None
+        if without_grad.any():
+            with torch.no_grad():
+                encoded = self.encode(flat[without_grad], flat_mask[without_grad])
+            z = encoded.new_zeros(b * m, d).index_put((without_grad.nonzero().flatten(),), encoded)
+        if with_grad.any():
+            if mode == "full":
+                encoded = checkpoint(self.encode, flat[with_grad], flat_mask[with_grad], use_reentrant=False)
+            else:
+                encoded = self.encode(flat[with_grad], flat_mask[with_grad])
+            base = z if z is not None else encoded.new_zeros(b * m, d)
+            z = base.to(encoded.dtype).index_put((with_grad.nonzero().flatten(),), encoded)
+        z = z.view(b, m, d)
+
+        def encode_selected(selected):
+            """z_M with gradient: segment 1's vector where M = 1, one batched forward for the others."""
+            rows = torch.arange(b, device=segments.device)
+            out = z[rows, selected]
+            other = selected != 0
+            if other.any():
+                encoded = self.encode(segments[rows[other], selected[other]], mask[rows[other], selected[other]])
+                out = out.index_put((other.nonzero().flatten(),), encoded.to(out.dtype))
+            return out
+
+        return z, present, encode_selected if mode == "paper" else None
+
+
+@dataclass
+class SegmentLMClassifierOutput(ModelOutput):
+    """Logits, loss, and what the head looked at: α of Eq. 4 (att variants), M(α), and the present segments."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    alpha: torch.Tensor | None = None
+    selected_segment: torch.Tensor | None = None
+    segment_mask: torch.Tensor | None = None
+
+
+class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
+    """A segment LM classifier: Eq. 1, 2, 3, 5 or 7 by `config.variant` over `SegmentLMModel`'s segment vectors."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.segment_lm = SegmentLMModel(config)
+        self.head = SegmentHead(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+    ) -> SegmentLMClassifierOutput:
+        z, present, encode_selected = self.segment_lm(input_ids, attention_mask)
+        logits, alpha, selected = self.head(z, present, encode_selected)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
+        output = SegmentLMClassifierOutput(loss=loss, logits=logits, alpha=alpha, selected_segment=selected,
+                                           segment_mask=present)
+        return output if return_dict is not False else output.to_tuple()
