@@ -192,3 +192,29 @@ def test_modes_give_the_same_forward_values_and_alpha_is_returned():
     alpha, present = outputs[0].alpha, outputs[0].segment_mask
     assert alpha.shape == (3, 3) and torch.all(alpha[~present] == 0)
     assert present.tolist() == [[True, True, True], [True, True, False], [True, False, False]]
+
+
+def test_from_backbone_pretrained_loads_a_local_bert_and_its_tokenizer(tmp_path):
+    from transformers import BertConfig, BertModel
+
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+
+    texts = ["the reactor core runs hot", "a zirconium alloy resists corrosion"] * 10
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=120, model_max_length=512)
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=16, max_position_embeddings=64))
+    bert.save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    model = SegmentLMForSequenceClassification.from_backbone_pretrained(tmp_path / "bert", variant="rnn",
+                                                                        num_segments=4, segment_length=16,
+                                                                        num_labels=2)
+    assert (model.config.cls_token_id, model.config.sep_token_id) == (tokenizer.cls_token_id, tokenizer.sep_token_id)
+    for name, tensor in bert.state_dict().items():
+        if not name.startswith("pooler."):
+            assert torch.equal(model.segment_lm.backbone.state_dict()[name], tensor), name
+    assert not any(name.startswith("pooler") for name, _ in model.segment_lm.backbone.named_parameters())
+    batch = tokenizer([" ".join(texts[:6]), texts[0]], padding=True, return_tensors="pt")
+    out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
+    assert out.logits.shape == (2, 2) and out.segment_mask[1].tolist() == [True, False, False, False]

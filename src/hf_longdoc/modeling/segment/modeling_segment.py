@@ -126,6 +126,15 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     return segments, mask & present[..., None], present
 
 
+def backbone_without_pooler(backbone_config):
+    """The backbone LM; encoders without their pooler (z_i is read from the token states, so a pooler would get no
+    gradient, which breaks DDP)."""
+    try:
+        return AutoModel.from_config(backbone_config, add_pooling_layer=False)
+    except TypeError:  # decoders and encoders without a pooler do not take the argument
+        return AutoModel.from_config(backbone_config)
+
+
 class SegmentLMPreTrainedModel(PreTrainedModel):
     config_class = SegmentLMConfig
     base_model_prefix = "segment_lm"
@@ -138,7 +147,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        self.backbone = AutoModel.from_config(config.backbone_config)
+        self.backbone = backbone_without_pooler(config.backbone_config)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -237,6 +246,28 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         self.segment_lm = SegmentLMModel(config)
         self.head = SegmentHead(config)
         self.post_init()
+
+    @classmethod
+    def from_backbone_pretrained(cls, path_or_id, tokenizer=None, **config_kwargs):
+        """A segment LM around the pretrained backbone in `path_or_id` (a folder or Hub id): its weights load
+        unchanged (the pooler aside), the segments are wrapped with the tokenizer's [CLS]/[SEP] (the tokenizer saved
+        there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest."""
+        from transformers import AutoTokenizer
+
+        pretrained = AutoModel.from_pretrained(path_or_id)
+        if tokenizer is None:
+            tokenizer = AutoTokenizer.from_pretrained(path_or_id)
+        ids = {"cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+               "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id,
+               "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0}
+        config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
+        model = cls(config)
+        missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)
+        unexpected = [name for name in unexpected if not name.startswith("pooler.")]
+        if missing or unexpected:
+            raise ValueError(f"The backbone in {path_or_id} does not match its config: missing {missing}, "
+                             f"unexpected {unexpected}.")
+        return model
 
     def forward(
         self,
