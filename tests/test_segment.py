@@ -218,3 +218,21 @@ def test_from_backbone_pretrained_loads_a_local_bert_and_its_tokenizer(tmp_path)
     batch = tokenizer([" ".join(texts[:6]), texts[0]], padding=True, return_tensors="pt")
     out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
     assert out.logits.shape == (2, 2) and out.segment_mask[1].tolist() == [True, False, False, False]
+
+
+def test_bad_input_raises_clear_errors():
+    model = _classifier("att", "paper")
+    input_ids, attention_mask = _documents()
+    with pytest.raises(ValueError, match="empty"):
+        model(torch.zeros((0, 5), dtype=torch.long))
+    with pytest.raises(ValueError, match="attention_mask"):
+        model(input_ids, attention_mask=attention_mask[:, :4])
+    with pytest.raises(ValueError, match="vocabulary"):
+        model(input_ids + 40000, attention_mask=attention_mask)
+    attention_mask[1] = 0
+    with pytest.raises(ValueError, match=r"Rows \[1\]"):
+        model(input_ids, attention_mask=attention_mask)
+    with pytest.raises(ValueError, match="labels"):
+        model(input_ids, labels=torch.tensor([0, 7, 1]))
+    with pytest.raises(ValueError, match="num_segments"):
+        model(torch.ones((2, 5, 8), dtype=torch.long))

@@ -167,9 +167,36 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         weights = mask[..., None].to(states.dtype)
         return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
+    def check_inputs(self, input_ids, attention_mask):
+        if not torch.is_tensor(input_ids) or input_ids.dim() not in (2, 3):
+            got = tuple(input_ids.shape) if torch.is_tensor(input_ids) else type(input_ids).__name__
+            raise ValueError(f"`input_ids` must have shape (batch, length) or (batch, segments, segment_length), got "
+                             f"{got}.")
+        if input_ids.numel() == 0:
+            raise ValueError(f"Got an empty batch of shape {tuple(input_ids.shape)}: pass at least one document with "
+                             "at least one token.")
+        if attention_mask is not None and tuple(attention_mask.shape) != tuple(input_ids.shape):
+            raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected "
+                             f"{tuple(input_ids.shape)} like the input.")
+        if input_ids.dim() == 3 and tuple(input_ids.shape[1:]) != (self.config.num_segments,
+                                                                   self.config.segment_length):
+            raise ValueError(f"Pre-segmented `input_ids` must be (batch, {self.config.num_segments}, "
+                             f"{self.config.segment_length}) (num_segments, segment_length), got "
+                             f"{tuple(input_ids.shape)}.")
+        vocab = self.backbone.get_input_embeddings().num_embeddings
+        if ((input_ids < 0) | (input_ids >= vocab)).any():
+            raise ValueError(f"`input_ids` holds ids outside the backbone's vocabulary [0, {vocab}); use the "
+                             "backbone's tokenizer.")
+        if attention_mask is not None:
+            empty = (~attention_mask.bool().flatten(1).any(dim=1)).nonzero().flatten().tolist()
+            if empty:
+                raise ValueError(f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty "
+                                 "documents from the batch.")
+
     def segments(self, input_ids, attention_mask):
         """(segments, mask, present) from flat (b, n) documents or pre-segmented (b, m, L) input."""
         config = self.config
+        self.check_inputs(input_ids, attention_mask)
         if attention_mask is None:
             attention_mask = torch.ones_like(input_ids)
         if input_ids.dim() == 3:
@@ -222,6 +249,35 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             return out
 
         return z, present, encode_selected if mode == "paper" else None
+
+
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
 @dataclass
@@ -280,6 +336,7 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         logits, alpha, selected = self.head(z, present, encode_selected)
         loss = None
         if labels is not None:
+            check_labels(labels, logits, self.config)
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         output = SegmentLMClassifierOutput(loss=loss, logits=logits, alpha=alpha, selected_segment=selected,
                                            segment_mask=present)
