@@ -117,6 +117,7 @@ class SegmentLMConfig(PretrainedConfig):
         self.sep_token_id = _first_set(sep_token_id, getattr(backbone_config, "sep_token_id", None),
                                        getattr(backbone_config, "eos_token_id", None), 102)
         kwargs.setdefault("pad_token_id", getattr(backbone_config, "pad_token_id", None) or 0)
+        kwargs.setdefault("auto_map", _auto_map())
         super().__init__(**kwargs)
 
     @property
@@ -128,6 +129,15 @@ class SegmentLMConfig(PretrainedConfig):
         d, q, m = self.hidden_size, self.lstm_hidden_size, self.num_segments
         return {"base": d, "cat": m * d, "rnn": d + 2 * q, "att": 2 * d + 3 * q + m, "att_ablated": q + m + d}[
             self.variant]
+
+
+def _auto_map():
+    """Every Auto class that can load a saved segment LM, so the saved folder works without hf_longdoc."""
+    return {
+        "AutoConfig": "configuration_segment.SegmentLMConfig",
+        "AutoModel": "modeling_segment.SegmentLMModel",
+        "AutoModelForSequenceClassification": "modeling_segment.SegmentLMForSequenceClassification",
+    }
 
 
 def _first_set(*values):

@@ -88,9 +88,6 @@ class SegmentHead(nn.Module):
         return self.classifier(self.dropout(features)), alpha, selected
 
 
-__all__ = ["SegmentHead"]
-
-
 # --- the LM over segments (work in progress) ------------------------------------------------------------------------
 
 
@@ -205,7 +202,19 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return cut_into_segments(input_ids, attention_mask, config.num_segments, config.segment_length,
                                  config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
-    def forward(self, input_ids, attention_mask=None, gradient_mode=None):
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        return_dict: bool | None = None,
+    ) -> "SegmentLMModelOutput":
+        """The segment vectors z (b, m, d) as `last_hidden_state` (zeros for absent segments) and the present-segment
+        mask, computed with `config.gradient_mode`."""
+        z, present, _ = self.encode_document(input_ids, attention_mask)
+        output = SegmentLMModelOutput(last_hidden_state=z, segment_mask=present)
+        return output if return_dict is not False else output.to_tuple()
+
+    def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
 
@@ -281,6 +290,14 @@ def check_labels(labels, logits, config):
 
 
 @dataclass
+class SegmentLMModelOutput(ModelOutput):
+    """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m)."""
+
+    last_hidden_state: torch.Tensor | None = None
+    segment_mask: torch.Tensor | None = None
+
+
+@dataclass
 class SegmentLMClassifierOutput(ModelOutput):
     """Logits, loss, and what the head looked at: α of Eq. 4 (att variants), M(α), and the present segments."""
 
@@ -332,7 +349,7 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         labels: torch.Tensor | None = None,
         return_dict: bool | None = None,
     ) -> SegmentLMClassifierOutput:
-        z, present, encode_selected = self.segment_lm(input_ids, attention_mask)
+        z, present, encode_selected = self.segment_lm.encode_document(input_ids, attention_mask)
         logits, alpha, selected = self.head(z, present, encode_selected)
         loss = None
         if labels is not None:
@@ -341,3 +358,11 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         output = SegmentLMClassifierOutput(loss=loss, logits=logits, alpha=alpha, selected_segment=selected,
                                            segment_mask=present)
         return output if return_dict is not False else output.to_tuple()
+
+
+SegmentLMConfig.register_for_auto_class("AutoConfig")
+SegmentLMModel.register_for_auto_class("AutoModel")
+SegmentLMForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
+
+__all__ = ["SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
+           "cut_into_segments"]
