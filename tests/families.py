@@ -173,6 +173,26 @@ FAMILY_CASES = [
                      "LongformerForSequenceClassification gives hidden_states[0].grad None too)"},
         max_length=4096,
     ),
+    FamilyCase(
+        name="segment_lm",
+        family="segment_lm",
+        config_class=hf_longdoc.SegmentLMConfig,
+        base_class=hf_longdoc.SegmentLMModel,
+        classification_class=hf_longdoc.SegmentLMForSequenceClassification,
+        tiny=dict(backbone_config={"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2,
+                                   "num_attention_heads": 4, "intermediate_size": 37, "hidden_dropout_prob": 0.0,
+                                   "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 64},
+                  variant="att", num_segments=5, segment_length=10, lstm_hidden_size=6, num_labels=3,
+                  classifier_dropout=0.0, cls_token_id=1, sep_token_id=2, pad_token_id=0),
+        invalid=[
+            (dict(variant="lstm"), "variant"),
+            (dict(gradient_mode="half"), "gradient_mode"),
+            (dict(segment_length=100), "segment_length"),
+            (dict(lstm_hidden_size=5), "lstm_hidden_size"),
+        ],
+        first_id=3,
+        left_padding=False,  # segments are cut from the document's first token
+    ),
 ]
 
 assert {case.family for case in FAMILY_CASES} == set(hf_longdoc.FAMILIES), "every family needs a conformance entry"

@@ -55,7 +55,7 @@ def test_heads_match_the_equations_with_absent_segments(variant, activation):
     counts = [4, 2, 1]
     present = torch.arange(4)[None, :] < torch.tensor(counts)[:, None]
     with torch.no_grad():
-        logits, alpha, selected = head(z, present)
+        logits, alpha, selected, _ = head(z, present)
         assert logits.shape == (3, 3)
         assert head.classifier.in_features == head.config.classifier_input_size()
         for row, count in enumerate(counts):
@@ -154,7 +154,7 @@ def _loop_gradients(model, input_ids, attention_mask, detach_others):
                             model.segment_lm.encode(segments[i, selected[i]][None], mask[i, selected[i]][None])[0]
                             for i in range(b)])
 
-    logits, _, _ = model.head(z, present, encode_selected if detach_others else None)
+    logits, _, _, _ = model.head(z, present, encode_selected if detach_others else None)
     model.zero_grad()
     torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2])).backward()
     return logits, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}

@@ -13,6 +13,7 @@ from .modeling.contextualizer import (
     ContextualizerModel,
 )
 from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .modeling.segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .modeling.sparse_longformer import (
     SparseLongformerConfig,
@@ -57,4 +58,7 @@ __all__ = [
     "SparseLongformerConfig",
     "SparseLongformerModel",
     "SparseLongformerForSequenceClassification",
+    "SegmentLMConfig",
+    "SegmentLMModel",
+    "SegmentLMForSequenceClassification",
 ]

@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
 from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .sparse_longformer import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
 
@@ -109,6 +110,26 @@ FAMILIES = {
             "(or randomly, or the first n), instead of [CLS] alone."
         ),
         defaults={"num_global_tokens": 64},
+        learning_rate=1e-4,
+    ),
+    "segment_lm": Family(
+        name="segment_lm",
+        config_class=SegmentLMConfig,
+        model_class=SegmentLMModel,
+        heads={"AutoModelForSequenceClassification": SegmentLMForSequenceClassification},
+        paper_title="Adapting Pretrained Language Models for Long Document Classification",
+        paper_citation=(
+            "@misc{liu2020adapting,\n"
+            "  title={Adapting Pretrained Language Models for Long Document Classification},\n"
+            "  author={Liu, Xiaoming and others},\n  year={2020},\n"
+            "  note={OpenReview, ICLR 2020 submission}\n}"
+        ),
+        summary=(
+            "A pretrained language model reads the document as m segments; the segment vectors are combined by "
+            "concatenation, a biLSTM, or attention over segments (which also picks the segment the LM learns "
+            "from), with gradient through the first and the attended segment only."
+        ),
+        defaults={},
         learning_rate=1e-4,
     ),
 }

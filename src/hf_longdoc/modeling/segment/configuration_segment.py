@@ -124,6 +124,10 @@ class SegmentLMConfig(PretrainedConfig):
     def hidden_size(self):
         return self.backbone_config.hidden_size
 
+    @property
+    def vocab_size(self):
+        return self.backbone_config.vocab_size
+
     def classifier_input_size(self):
         """The classifier's input width per variant (Eq. 1, 2, 3, 5, 7)."""
         d, q, m = self.hidden_size, self.lstm_hidden_size, self.num_segments

@@ -25,6 +25,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.checkpoint import checkpoint
 from transformers import AutoModel, PreTrainedModel
+from transformers import initialization as init
 from transformers.utils import ModelOutput
 
 from .configuration_segment import SegmentLMConfig
@@ -49,10 +50,13 @@ class SegmentHead(nn.Module):
         """h_1..h_m of Eq. 3: the biLSTM over each document's present segments (zeros for absent ones)."""
         lengths = present.sum(dim=1).cpu()
         packed = pack_padded_sequence(z.float(), lengths, batch_first=True, enforce_sorted=False)
-        with torch.autocast(z.device.type, enabled=False):  # nn.LSTM has no fp16 CPU kernel
-            states, _ = self.lstm(packed)
+        weights = dict(self.lstm.named_parameters())
+        if any(w.dtype != torch.float32 for w in weights.values()):  # nn.LSTM has no half-precision CPU kernel
+            weights = {name: w.float() for name, w in weights.items()}
+        with torch.autocast(z.device.type, enabled=False):
+            states, _ = torch.func.functional_call(self.lstm, weights, (packed,))
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=z.shape[1])
-        return states
+        return states.to(z.dtype)
 
     def attention_weights(self, h, present):
         """α of Eq. 4 (0 for absent segments)."""
@@ -62,13 +66,13 @@ class SegmentHead(nn.Module):
         return torch.sigmoid(scores) * present
 
     def forward(self, z, present, encode_selected=None):
-        """Logits and α (None for base/cat/rnn) and M(α). `encode_selected(M)` returns z_M with the LM's gradient
-        ((b, d)); without it z_M is read from z."""
+        """Logits, α and M(α) (None for base/cat/rnn), and the biLSTM states h (None for base/cat).
+        `encode_selected(M)` returns z_M with the LM's gradient ((b, d)); without it z_M is read from z."""
         variant = self.config.variant
         b, m, _ = z.shape
         rows = torch.arange(b, device=z.device)
         last = present.sum(dim=1) - 1
-        alpha = selected = None
+        alpha = selected = h = None
         if variant == "base":
             features = [z[:, 0]]
         elif variant == "cat":
@@ -85,7 +89,7 @@ class SegmentHead(nn.Module):
                 tail = [a, alpha.to(a.dtype), z_selected.to(a.dtype)]
                 features = features + tail if variant == "att" else tail
         features = torch.cat([f.to(features[0].dtype) for f in features], dim=-1)
-        return self.classifier(self.dropout(features)), alpha, selected
+        return self.classifier(self.dropout(features)), alpha, selected, h
 
 
 # --- the LM over segments (work in progress) ------------------------------------------------------------------------
@@ -137,6 +141,12 @@ class SegmentLMPreTrainedModel(PreTrainedModel):
     base_model_prefix = "segment_lm"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, SegmentHead) and hasattr(module, "context"):  # u_s of Eq. 4: random, not zero
+            init.normal_(module.context, std=module.context.numel() ** -0.5)
 
 
 class SegmentLMModel(SegmentLMPreTrainedModel):
@@ -206,12 +216,15 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> "SegmentLMModelOutput":
         """The segment vectors z (b, m, d) as `last_hidden_state` (zeros for absent segments) and the present-segment
-        mask, computed with `config.gradient_mode`."""
+        mask, computed with `config.gradient_mode`. `hidden_states` (on request) is (z,)."""
         z, present, _ = self.encode_document(input_ids, attention_mask)
-        output = SegmentLMModelOutput(last_hidden_state=z, segment_mask=present)
+        wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+        output = SegmentLMModelOutput(last_hidden_state=z, hidden_states=(z,) if wanted else None,
+                                      segment_mask=present)
         return output if return_dict is not False else output.to_tuple()
 
     def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
@@ -294,6 +307,7 @@ class SegmentLMModelOutput(ModelOutput):
     """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m)."""
 
     last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple | None = None
     segment_mask: torch.Tensor | None = None
 
 
@@ -303,6 +317,7 @@ class SegmentLMClassifierOutput(ModelOutput):
 
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
+    hidden_states: tuple | None = None
     alpha: torch.Tensor | None = None
     selected_segment: torch.Tensor | None = None
     segment_mask: torch.Tensor | None = None
@@ -347,16 +362,20 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
+        output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> SegmentLMClassifierOutput:
+        r"""hidden_states (on request): the segment vectors z (b, m, d) and, for rnn/att, the biLSTM states h."""
         z, present, encode_selected = self.segment_lm.encode_document(input_ids, attention_mask)
-        logits, alpha, selected = self.head(z, present, encode_selected)
+        logits, alpha, selected, h = self.head(z, present, encode_selected)
+        wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         loss = None
         if labels is not None:
             check_labels(labels, logits, self.config)
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
-        output = SegmentLMClassifierOutput(loss=loss, logits=logits, alpha=alpha, selected_segment=selected,
-                                           segment_mask=present)
+        hidden_states = ((z,) + ((h,) if h is not None else ())) if wanted else None
+        output = SegmentLMClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states, alpha=alpha,
+                                           selected_segment=selected, segment_mask=present)
         return output if return_dict is not False else output.to_tuple()
 
 
