@@ -189,9 +189,9 @@ def test_modes_give_the_same_forward_values_and_alpha_is_returned():
             outputs.append(model(input_ids, attention_mask=attention_mask))
     for other in outputs[1:]:
         torch.testing.assert_close(other.logits, outputs[0].logits, rtol=0, atol=1e-6)
-    alpha, present = outputs[0].alpha, outputs[0].segment_mask
+    alpha, present = outputs[0].alpha, outputs[0].segment_mask.bool()
     assert alpha.shape == (3, 3) and torch.all(alpha[~present] == 0)
-    assert present.tolist() == [[True, True, True], [True, True, False], [True, False, False]]
+    assert present.long().tolist() == [[1, 1, 1], [1, 1, 0], [1, 0, 0]]
 
 
 def test_from_backbone_pretrained_loads_a_local_bert_and_its_tokenizer(tmp_path):
@@ -217,7 +217,7 @@ def test_from_backbone_pretrained_loads_a_local_bert_and_its_tokenizer(tmp_path)
     assert not any(name.startswith("pooler") for name, _ in model.segment_lm.backbone.named_parameters())
     batch = tokenizer([" ".join(texts[:6]), texts[0]], padding=True, return_tensors="pt")
     out = model(batch["input_ids"], attention_mask=batch["attention_mask"])
-    assert out.logits.shape == (2, 2) and out.segment_mask[1].tolist() == [True, False, False, False]
+    assert out.logits.shape == (2, 2) and out.segment_mask[1].tolist() == [1, 0, 0, 0]
 
 
 def test_bad_input_raises_clear_errors():

@@ -120,6 +120,7 @@ class SegmentLMConfig(PretrainedConfig):
         kwargs.setdefault("auto_map", _auto_map())
         super().__init__(**kwargs)
 
+    # the backbone's sizes, under the standard names generic tooling reads (and resize_token_embeddings writes)
     @property
     def hidden_size(self):
         return self.backbone_config.hidden_size
@@ -127,6 +128,18 @@ class SegmentLMConfig(PretrainedConfig):
     @property
     def vocab_size(self):
         return self.backbone_config.vocab_size
+
+    @vocab_size.setter
+    def vocab_size(self, value):
+        self.backbone_config.vocab_size = value
+
+    @property
+    def num_hidden_layers(self):
+        return self.backbone_config.num_hidden_layers
+
+    @num_hidden_layers.setter
+    def num_hidden_layers(self, value):
+        self.backbone_config.num_hidden_layers = value
 
     def classifier_input_size(self):
         """The classifier's input width per variant (Eq. 1, 2, 3, 5, 7)."""

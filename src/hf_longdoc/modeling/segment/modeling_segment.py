@@ -224,7 +224,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         z, present, _ = self.encode_document(input_ids, attention_mask)
         wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         output = SegmentLMModelOutput(last_hidden_state=z, hidden_states=(z,) if wanted else None,
-                                      segment_mask=present)
+                                      segment_mask=present.long())
         return output if return_dict is not False else output.to_tuple()
 
     def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
@@ -304,7 +304,7 @@ def check_labels(labels, logits, config):
 
 @dataclass
 class SegmentLMModelOutput(ModelOutput):
-    """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m)."""
+    """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m; 1/0 like an attention mask)."""
 
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple | None = None
@@ -375,7 +375,7 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         hidden_states = ((z,) + ((h,) if h is not None else ())) if wanted else None
         output = SegmentLMClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states, alpha=alpha,
-                                           selected_segment=selected, segment_mask=present)
+                                           selected_segment=selected, segment_mask=present.long())
         return output if return_dict is not False else output.to_tuple()
 
 
