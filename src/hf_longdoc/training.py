@@ -149,10 +149,12 @@ def build_model(family_name, tokenizer, label_names, multi_label, config_overrid
         return family.classification_class.from_pretrained(init_from, **labels, **(config_overrides or {}))
     settings = dict(family.defaults)
     settings.update(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **labels)
+    start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
     if family.name == "sparse_longformer":  # Longformer reads [CLS] as bos and [SEP] as eos/sep
-        start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-        end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
         settings.update(bos_token_id=start, eos_token_id=end, sep_token_id=end)
+    if family.name == "segment_lm":  # every segment is wrapped as [CLS] tokens [SEP]
+        settings.update(cls_token_id=start, sep_token_id=end)
     settings.update(config_overrides or {})
     config = family.config_class(**settings)
     return family.classification_class(config)
