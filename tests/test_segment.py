@@ -236,3 +236,36 @@ def test_bad_input_raises_clear_errors():
         model(input_ids, labels=torch.tensor([0, 7, 1]))
     with pytest.raises(ValueError, match="num_segments"):
         model(torch.ones((2, 5, 8), dtype=torch.long))
+
+
+BACKBONES = {
+    "bert": BACKBONE,
+    "roberta": {"model_type": "roberta", "vocab_size": 60, "hidden_size": 12, "num_hidden_layers": 1,
+                "num_attention_heads": 2, "intermediate_size": 16, "max_position_embeddings": 20, "pad_token_id": 0},
+    "gpt2": {"model_type": "gpt2", "vocab_size": 60, "n_embd": 12, "n_layer": 1, "n_head": 2, "n_positions": 16},
+}
+
+
+@pytest.mark.parametrize("backbone", list(BACKBONES))
+@pytest.mark.parametrize("mode", ["paper", "full"])
+def test_encoder_and_decoder_backbones_train_with_both_gradient_modes(backbone, mode):
+    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+
+    settings = {**BACKBONES[backbone], "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+    if backbone == "gpt2":
+        settings = {**BACKBONES[backbone], "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+    torch.manual_seed(0)
+    config = SegmentLMConfig(backbone_config=settings, variant="att", num_segments=3, segment_length=8,
+                             lstm_hidden_size=6, gradient_mode=mode, classifier_dropout=0.0, num_labels=3,
+                             cls_token_id=1, sep_token_id=2, pad_token_id=0)
+    assert config.segment_pooling == ("last" if backbone == "gpt2" else "cls")
+    model = SegmentLMForSequenceClassification(config).train()
+    input_ids, attention_mask = _documents()
+    out = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2]))
+    model.zero_grad()
+    out.loss.backward()
+    got = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    expected_logits, expected = _loop_gradients(model, input_ids, attention_mask, detach_others=mode == "paper")
+    torch.testing.assert_close(out.logits, expected_logits, rtol=1e-5, atol=1e-5)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-6, msg=name)
