@@ -269,3 +269,30 @@ def test_encoder_and_decoder_backbones_train_with_both_gradient_modes(backbone, 
     torch.testing.assert_close(out.logits, expected_logits, rtol=1e-5, atol=1e-5)
     for name in expected:
         torch.testing.assert_close(got[name], expected[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_from_backbone_pretrained_gpt2_appends_an_added_classification_token(tmp_path):
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
+
+    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+
+    texts = ["the reactor core runs hot", "a zirconium alloy resists corrosion"] * 10
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=300, special_tokens=["<|endoftext|>"], show_progress=False)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    torch.manual_seed(0)
+    gpt2 = GPT2Model(GPT2Config(vocab_size=len(tokenizer), n_embd=12, n_layer=1, n_head=2, n_positions=32))
+    gpt2.save_pretrained(tmp_path / "gpt2")
+    tokenizer.save_pretrained(tmp_path / "gpt2")
+    model = SegmentLMForSequenceClassification.from_backbone_pretrained(tmp_path / "gpt2", tokenizer=tokenizer,
+                                                                        variant="att", num_segments=3,
+                                                                        segment_length=16, num_labels=2)
+    classify = tokenizer.cls_token_id
+    assert classify == len(tokenizer) - 1 and model.config.sep_token_id == classify
+    assert model.config.segment_pooling == "last" and model.config.vocab_size == len(tokenizer)
+    segments, mask, _ = model.segment_lm.segments(*[tokenizer([texts[0]], return_tensors="pt")[key]
+                                                    for key in ("input_ids", "attention_mask")])
+    assert segments[0, 0, int(mask[0, 0].sum()) - 1] == classify  # the classification token ends the segment
+    batch = tokenizer([" ".join(texts[:4]), texts[1]], padding=True, return_tensors="pt")
+    assert model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits.shape == (2, 2)

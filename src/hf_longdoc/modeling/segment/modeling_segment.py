@@ -339,15 +339,26 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
     def from_backbone_pretrained(cls, path_or_id, tokenizer=None, **config_kwargs):
         """A segment LM around the pretrained backbone in `path_or_id` (a folder or Hub id): its weights load
         unchanged (the pooler aside), the segments are wrapped with the tokenizer's [CLS]/[SEP] (the tokenizer saved
-        there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest."""
+        there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest. A tokenizer
+        without [CLS] (GPT-2) gets an added classification token, appended to every segment as in the paper, and
+        the backbone's embeddings grow by one row; save that tokenizer with the model."""
         from transformers import AutoTokenizer
 
         pretrained = AutoModel.from_pretrained(path_or_id)
         if tokenizer is None:
             tokenizer = AutoTokenizer.from_pretrained(path_or_id)
-        ids = {"cls_token_id": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
-               "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id,
-               "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0}
+        if tokenizer.cls_token_id is None:  # a decoder (GPT): the paper appends an added classification token
+            tokenizer.add_special_tokens({"cls_token": "<|classify|>"})
+            pretrained.resize_token_embeddings(len(tokenizer))
+            start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+            ids = {"cls_token_id": start, "sep_token_id": tokenizer.cls_token_id}
+        else:
+            ids = {"cls_token_id": tokenizer.cls_token_id,
+                   "sep_token_id": tokenizer.sep_token_id if tokenizer.sep_token_id is not None
+                   else tokenizer.eos_token_id}
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        ids["pad_token_id"] = tokenizer.pad_token_id
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
         model = cls(config)
         missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)
