@@ -16,14 +16,18 @@ training split, so the comparison runs on a CPU.
 import argparse
 import json
 import random
-import re
 
 import numpy as np
 import torch
 from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, TrainingArguments, set_seed
 
 from hf_longdoc import SparseLongformerConfig, SparseLongformerForSequenceClassification
-from hf_longdoc.data import fit_wordpiece_tokenizer, load_text_classification_dataset, make_long_document_task
+from hf_longdoc.data import (
+    fit_wordpiece_tokenizer,
+    invert_sentences,
+    load_text_classification_dataset,
+    make_long_document_task,
+)
 from hf_longdoc.metrics import compute_metrics_fn
 
 SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
@@ -63,11 +67,6 @@ def load_data(source, text_column, label_column, evidence, seed):
     if multi_label:
         raise ValueError("The thesis' task is single-label (one IPC section per patent).")
     return data, names
-
-
-def inverted(text):
-    """The document with its sentences in reverse order: what sat at the start (a news lead) moves to the end."""
-    return " ".join(reversed([part for part in re.split(r"(?<=[.!?])\s+|\n+", text) if part.strip()]))
 
 
 def build_model(args, tokenizer, names, selector):
@@ -121,7 +120,7 @@ def main(argv=None):
     set_seed(args.seed)
     data, names = load_data(args.data, args.text_column, args.label_column, args.evidence, args.seed)
     if args.invert:
-        data = data.map(lambda example: {"text": inverted(example["text"])})
+        data = data.map(lambda example: {"text": invert_sentences(example["text"])})
     if args.from_pretrained:
         tokenizer = AutoTokenizer.from_pretrained(args.from_pretrained, model_max_length=args.max_length)
     else:

@@ -109,7 +109,20 @@ def test_sparse_longformer_example_runs_every_selector_from_a_local_longformer_c
 
 
 def test_inverted_document_reverses_sentence_order():
-    import sparse_longformer_patents
+    from hf_longdoc.data import invert_sentences
 
     text = "Title line\n\nFirst sentence. Second one! Third?\nLast paragraph."
-    assert sparse_longformer_patents.inverted(text) == "Last paragraph. Third? Second one! First sentence. Title line"
+    assert invert_sentences(text) == "Last paragraph. Third? Second one! First sentence. Title line"
+
+
+@pytest.mark.slow
+def test_segment_lm_example_compares_variants_on_original_and_inverted_documents(tmp_path):
+    import segment_lm
+
+    results, profiles = segment_lm.main(["builtin", "--small", "--train-size", "24", "--num-segments", "4",
+                                         "--segment-length", "32", "--max-steps", "2", "--batch-size", "8",
+                                         "--variants", "base,att", "--output-dir", str(tmp_path)])
+    assert set(results) == {(reading, variant) for reading in ("original", "inverted") for variant in ("base", "att")}
+    assert set(profiles) == {"att (original)", "att (inverted)"}
+    assert all(len(alpha) == 4 for alpha in profiles.values())
+    assert (tmp_path / "alpha_per_segment.png").stat().st_size > 1000
