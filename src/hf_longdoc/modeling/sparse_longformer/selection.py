@@ -46,18 +46,18 @@ class GlobalTokenSelector(nn.Module):
     # --- selection -------------------------------------------------------------------------------------------------
 
     def excluded_ids(self):
+        """Ids never chosen and left out of the statistics (those inside the vocabulary)."""
         config = self.config
         if config.excluded_token_ids is not None:
-            return list(config.excluded_token_ids)
-        specials = (config.pad_token_id, config.bos_token_id, config.eos_token_id,
-                    getattr(config, "sep_token_id", None))
-        return sorted({i for i in specials if i is not None})
+            ids = config.excluded_token_ids
+        else:
+            ids = (config.pad_token_id, config.bos_token_id, config.eos_token_id, getattr(config, "sep_token_id", None))
+        return sorted({i for i in ids if i is not None and i < config.vocab_size})
 
     def counted_tokens(self, input_ids, real):
         """(b, n) bool: real tokens with an id that is not excluded, [CLS] (position 0) aside."""
         excluded = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=input_ids.device)
-        ids = [i for i in self.excluded_ids() if i < self.config.vocab_size]
-        excluded[ids] = True
+        excluded[self.excluded_ids()] = True
         counted = real & ~excluded[input_ids]
         counted[:, 0] = False
         return counted
@@ -138,7 +138,7 @@ class GlobalTokenSelector(nn.Module):
             raise ValueError(f"`statistics` must name 'tfidf' and/or 'pmi', got {statistics!r}.")
         config, vocab = self.config, self.config.vocab_size
         excluded = np.zeros(vocab, dtype=bool)
-        excluded[[i for i in self.excluded_ids() if i < vocab]] = True
+        excluded[self.excluded_ids()] = True
         doc_freq = np.zeros(vocab, dtype=np.int64)
         token_freq = np.zeros(vocab, dtype=np.int64)
         table_keys, table_counts = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
@@ -157,9 +157,8 @@ class GlobalTokenSelector(nn.Module):
                 doc_freq += np.bincount(np.unique(doc * vocab + ids) % vocab, minlength=vocab)
             if "pmi" in statistics:
                 token_freq += np.bincount(ids, minlength=vocab)
-                keys = [ids[:-d] * vocab + ids[d:] for d in range(1, config.pmi_window)
-                        if len(ids) > d]
-                keys = [k[doc[:-d] == doc[d:]] for d, k in enumerate(keys, start=1)]
+                keys = [(ids[:-d] * vocab + ids[d:])[doc[:-d] == doc[d:]]  # pairs within one document
+                        for d in range(1, min(config.pmi_window, len(ids)))]
                 batch_keys, batch_counts = np.unique(np.concatenate(keys) if keys else np.zeros(0, np.int64),
                                                      return_counts=True)
                 num_pairs += int(batch_counts.sum())
@@ -247,8 +246,8 @@ def _pmi(keys, counts, token_freq, num_pairs, vocab, min_count, max_pairs):
     keep = counts >= min_count
     keys, counts = keys[keep], counts[keep]
     if len(keys) > max_pairs:
-        top = np.argsort(-counts, kind="stable")[:max_pairs]
-        keys, counts = keys[np.sort(top)], counts[np.sort(top)]
+        top = np.sort(np.argsort(-counts, kind="stable")[:max_pairs])  # keep the keys sorted
+        keys, counts = keys[top], counts[top]
     num_tokens = token_freq.sum()
     if len(keys) == 0:
         return keys, np.zeros(0, dtype=np.float32)
