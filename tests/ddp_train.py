@@ -1,23 +1,29 @@
-"""Run by test_conformance.py under `torchrun --nproc_per_node 2`: a few DDP Trainer steps on CPU with gloo."""
+"""A few DDP Trainer steps on CPU with gloo, run under `torchrun --nproc_per_node 2` by `launch` (the tests' entry):
+`python ddp_train.py FAMILY OUTPUT_DIR [CONFIG_OVERRIDES_JSON]`."""
 
+import json
 import os
+import subprocess
 import sys
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainingArguments
 
 sys.path.insert(0, os.path.dirname(__file__))
 from families import FAMILY_CASES  # noqa: E402
 
-name, output_dir = sys.argv[1], sys.argv[2]
-case = next(case for case in FAMILY_CASES if case.name == name)
-torch.manual_seed(0)
-model = case.classification_class(case.config())
-rows = []
-for i in range(16):
-    input_ids, _ = case.batch([5 + (7 * i) % 36], seed=i)
-    rows.append({"input_ids": input_ids[0].tolist(), "label": i % case.tiny["num_labels"]})
+
+def launch(name, output_dir, overrides=None):
+    """Run this script on 2 processes; returns (completed process, each rank's final weights or None)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+               __file__, name, str(output_dir), json.dumps(overrides or {})]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
+                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if result.returncode:
+        return result, None
+    return result, [load_file(os.path.join(output_dir, f"rank{rank}.safetensors")) for rank in (0, 1)]
 
 
 def collate(features):
@@ -29,16 +35,28 @@ def collate(features):
     }
 
 
-# Checkpointing turns find_unused_parameters off, the strict setting; a backbone with layers a classifier never uses
-# (CANINE's upsampling) needs it on instead, as it would in Transformers' own CANINE classifier.
-strict = not case.unused_parameters
-args = TrainingArguments(output_dir=output_dir, max_steps=3, per_device_train_batch_size=2, use_cpu=True,
-                         ddp_backend="gloo", report_to="none", save_strategy="no", learning_rate=1e-2,
-                         gradient_checkpointing=strict and model.supports_gradient_checkpointing,
-                         ddp_find_unused_parameters=not strict)
-trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate)
-trainer.train()
-assert trainer.args.world_size == 2, trainer.args.world_size
-rank = int(os.environ["RANK"])
-save_file({k: v.contiguous() for k, v in trainer.model.state_dict().items()},
-          os.path.join(output_dir, f"rank{rank}.safetensors"))
+def main(name, output_dir, overrides):
+    case = next(case for case in FAMILY_CASES if case.name == name)
+    torch.manual_seed(0)
+    model = case.classification_class(case.config(**overrides))
+    rows = []
+    for i in range(16):
+        input_ids, _ = case.batch([5 + (7 * i) % 36], seed=i)
+        rows.append({"input_ids": input_ids[0].tolist(), "label": i % case.tiny["num_labels"]})
+    # Checkpointing turns find_unused_parameters off, the strict setting; a backbone with layers a classifier never
+    # uses (CANINE's upsampling) needs it on instead, as it would in Transformers' own CANINE classifier.
+    strict = not case.unused_parameters
+    args = TrainingArguments(output_dir=output_dir, max_steps=3, per_device_train_batch_size=2, use_cpu=True,
+                             ddp_backend="gloo", report_to="none", save_strategy="no", learning_rate=1e-2,
+                             gradient_checkpointing=strict and model.supports_gradient_checkpointing,
+                             ddp_find_unused_parameters=not strict)
+    trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=collate)
+    trainer.train()
+    assert trainer.args.world_size == 2, trainer.args.world_size
+    rank = int(os.environ["RANK"])
+    save_file({k: v.contiguous() for k, v in trainer.model.state_dict().items()},
+              os.path.join(output_dir, f"rank{rank}.safetensors"))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})

@@ -17,6 +17,8 @@ from transformers import (
     TrainingArguments,
 )
 
+from ddp_train import launch  # noqa: E402  (tests/ is on sys.path: conftest.py)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -277,12 +279,7 @@ def test_invalid_config_values_raise(family):
 @pytest.mark.slow
 def test_two_process_ddp_trainer_run(family, tmp_path):
     """torchrun --nproc_per_node 2 with gloo on CPU: a few Trainer steps, both ranks finish with equal weights."""
-    script = os.path.join(os.path.dirname(__file__), "ddp_train.py")
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
-               script, family.name, str(tmp_path)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    weights = [load_file(str(tmp_path / f"rank{rank}.safetensors")) for rank in (0, 1)]
+    result, weights = launch(family.name, tmp_path)
+    assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)

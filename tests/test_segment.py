@@ -1,5 +1,5 @@
-"""Segment LMs: the heads of Eq. 1-5 and 7 against a direct, per-document computation (work in progress: the
-backbone wrapping, gradient modes and registration follow in issue 6)."""
+"""Segment LMs: the heads of Eq. 1-5 and 7 against a direct, per-document computation; cutting documents into
+segments; the gradient modes against plain autograd (Eq. 8, Appendix A); backbones, saving and the Hub rule."""
 
 import pytest
 import torch
@@ -109,14 +109,14 @@ def test_documents_are_cut_into_wrapped_segments():
     assert cut[0].tolist() == [[CLS, 1, 2, 3, SEP], [CLS, 4, 5, 6, SEP]]
 
 
-def _classifier(variant, gradient_mode, m=3):
+def _classifier(variant, gradient_mode, m=3, segments_per_pass=16):
     from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
 
     torch.manual_seed(0)
     backbone = {**BACKBONE, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     config = SegmentLMConfig(backbone_config=backbone, variant=variant, num_segments=m, segment_length=8,
                              lstm_hidden_size=6, gradient_mode=gradient_mode, classifier_dropout=0.0, num_labels=3,
-                             cls_token_id=1, sep_token_id=2, pad_token_id=0)
+                             cls_token_id=1, sep_token_id=2, pad_token_id=0, segments_per_pass=segments_per_pass)
     model = SegmentLMForSequenceClassification(config).train()
     if variant.startswith("att"):
         torch.nn.init.normal_(model.head.context)
@@ -160,12 +160,13 @@ def _loop_gradients(model, input_ids, attention_mask, detach_others):
     return logits, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("segments_per_pass", [16, 2])  # 2: the 6 present segments take 3 (checkpointed) passes
 @pytest.mark.parametrize("variant", ["base", "cat", "rnn", "att", "att_ablated"])
-def test_full_mode_is_exact_autograd_and_paper_mode_drops_the_other_segments(variant):
+def test_full_mode_is_exact_autograd_and_paper_mode_drops_the_other_segments(variant, segments_per_pass):
     input_ids, attention_mask = _documents()
     grads = {}
     for mode in ("full", "paper"):
-        model = _classifier(variant, mode)
+        model = _classifier(variant, mode, segments_per_pass=segments_per_pass)
         out = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2]))
         model.zero_grad()
         out.loss.backward()
@@ -296,3 +297,58 @@ def test_from_backbone_pretrained_gpt2_appends_an_added_classification_token(tmp
     assert segments[0, 0, int(mask[0, 0].sum()) - 1] == classify  # the classification token ends the segment
     batch = tokenizer([" ".join(texts[:4]), texts[1]], padding=True, return_tensors="pt")
     assert model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits.shape == (2, 2)
+
+
+@pytest.mark.parametrize("stopped_segment_dropout", [False, True])
+def test_stopped_segments_are_encoded_without_dropout_unless_asked(stopped_segment_dropout):
+    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMModel
+
+    torch.manual_seed(0)
+    backbone = {**BACKBONE, "hidden_dropout_prob": 0.5, "attention_probs_dropout_prob": 0.5}
+    config = SegmentLMConfig(backbone_config=backbone, num_segments=3, segment_length=8, gradient_mode="paper",
+                             stopped_segment_dropout=stopped_segment_dropout, cls_token_id=1, sep_token_id=2)
+    model = SegmentLMModel(config).train()
+    input_ids, attention_mask = _documents()
+    first, second = (model(input_ids, attention_mask=attention_mask).last_hidden_state for _ in range(2))
+    assert model.backbone.training  # the mode is restored
+    assert not torch.equal(first[:, 0], second[:, 0])  # segment 1 (with gradient) always sees dropout
+    stopped_equal = torch.equal(first[:, 1:], second[:, 1:])
+    assert stopped_equal != stopped_segment_dropout
+    if not stopped_segment_dropout:
+        with torch.no_grad():
+            evaluated = model.eval()(input_ids, attention_mask=attention_mask).last_hidden_state
+        torch.testing.assert_close(first[:, 1:], evaluated[:, 1:])
+
+
+@pytest.mark.parametrize("mode", ["paper", "full"])
+def test_no_backbone_pass_takes_more_than_segments_per_pass_segments(mode):
+    model = _classifier("cat", mode, m=3, segments_per_pass=2)
+    sizes, encode = [], model.segment_lm.encode
+
+    def recording_encode(segments, mask):  # (module hooks do not fire when checkpointing recomputes)
+        sizes.append(len(segments))
+        return encode(segments, mask)
+
+    model.segment_lm.encode = recording_encode
+    input_ids, attention_mask = _documents()  # 6 present segments, 3 of them first segments
+    loss = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2])).loss
+    forward_sizes = list(sizes)
+    loss.backward()
+    if mode == "full":  # 3 checkpointed passes of 2, recomputed one at a time in the backward pass
+        assert forward_sizes == [2, 2, 2] and sizes[3:] == [2, 2, 2]
+    else:  # the 3 first segments with gradient in one pass; the 3 others without, in passes of 2
+        assert sorted(forward_sizes) == [1, 2, 3] and len(sizes) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", ["att", "cat"])
+def test_two_process_ddp_in_full_gradient_mode(variant, tmp_path):
+    """Every segment with gradient under per-pass checkpointing, inside the Trainer's own layer checkpointing, with
+    DDP's strict unused-parameter check (conformance runs `paper` mode)."""
+    from ddp_train import launch
+
+    result, weights = launch("segment_lm", tmp_path, {"gradient_mode": "full", "variant": variant,
+                                                      "segments_per_pass": 2})
+    assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
+    for name in weights[0]:
+        torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)

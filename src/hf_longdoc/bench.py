@@ -5,6 +5,9 @@ of `repeats` forward passes after `warmup` passes, under `torch.inference_mode` 
 forward + backward of the loss). Longformer-type models (`longformer`, Transformers' own; `sparse_longformer`, the
 `blocked` backend; `sparse_longformer:longformer`, our model on Transformers' attention) get the same `window` and the
 same `num_global` scattered global tokens ([CLS] plus seeded random positions), given as `global_attention_mask`.
+Segment LMs (`segment_lm:<variant>`, base | cat | rnn | att | att_ablated) get a BERT backbone of the same size over
+segments of `segment_length` tokens and m = ⌈length / (segment_length − 2)⌉ segments per length, trained with
+`gradient_mode`; with `segment_lm:base` in the run, every row gets its time and memory relative to it (Table 3).
 Peak memory is `torch.cuda.max_memory_allocated` on GPU and, on CPU, the peak resident-set growth during the passes,
 sampled every millisecond from /proc (an approximation that catches every allocation that lives longer than 1 ms).
 """
@@ -27,17 +30,31 @@ from transformers import (
 )
 
 from .modeling import FAMILIES, get_family
+from .modeling.segment.configuration_segment import VARIANTS as SEGMENT_VARIANTS
 
 BASELINES = ("bert", "roberta", "longformer")
 LONGFORMER_TYPES = ("longformer", "sparse_longformer")
 
 
+SEGMENT_LM = "segment_lm"
+
+
 def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-                      num_global=128, attention_dropout=None):
+                      num_global=128, attention_dropout=None, segment_length=256, gradient_mode="paper"):
     """A randomly initialised classification model `name` (a family, `family:variant`, or a baseline) of the given
     width and depth. `attention_dropout` (Transformer models only) overrides their attention-probability dropout."""
     family_name, _, variant = name.partition(":")
     dropout = {} if attention_dropout is None else {"attention_probs_dropout_prob": attention_dropout}
+    if family_name == SEGMENT_LM:
+        backbone = {"model_type": "bert", "vocab_size": vocab_size, "hidden_size": hidden_size,
+                    "num_hidden_layers": num_layers, "num_attention_heads": num_heads,
+                    "intermediate_size": 4 * hidden_size, "max_position_embeddings": segment_length, **dropout}
+        num_segments = max(1, -(-max_length // (segment_length - 2)))
+        config = get_family(SEGMENT_LM).config_class(
+            backbone_config=backbone, variant=variant or "att", num_segments=num_segments,
+            segment_length=segment_length, gradient_mode=gradient_mode, num_labels=2)
+        config.backbone_config._attn_implementation = "sdpa"
+        return get_family(SEGMENT_LM).classification_class(config)
     if family_name in LONGFORMER_TYPES:
         sizes = dict(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=num_layers,
                      num_attention_heads=num_heads, intermediate_size=4 * hidden_size, attention_window=window,
@@ -185,16 +202,21 @@ def scattered_global_mask(input_ids, num_global, seed=0):
 
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
-              seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None):
+              seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
+              segment_length=256, gradient_mode="paper"):
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
+    variants = {"sparse_longformer": ("blocked", "longformer"), SEGMENT_LM: SEGMENT_VARIANTS}
     for name in models:
         family_name, _, variant = name.partition(":")
         if name not in BASELINES and family_name not in FAMILIES:
             known = ", ".join(sorted(FAMILIES) + list(BASELINES))
             raise ValueError(f"Unknown model {name!r} for bench; choose from {known}.")
-        if variant and (family_name != "sparse_longformer" or variant not in ("blocked", "longformer")):
-            raise ValueError(f"Unknown variant {name!r}; only sparse_longformer:blocked and "
-                             "sparse_longformer:longformer have variants.")
+        if variant and variant not in variants.get(family_name, ()):
+            known = ", ".join(f"{family}:{v}" for family, names in variants.items() for v in names)
+            raise ValueError(f"Unknown variant {name!r}; the variants are {known}.")
+    if any(name.startswith(SEGMENT_LM) for name in models) and (
+            isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 3):
+        raise ValueError(f"`segment_length` must be an integer ≥ 3, got {segment_length!r}.")
     if any(length < 8 for length in lengths):
         raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -204,13 +226,18 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     baseline = next((name for name in models if name in BASELINES), None)
     packing = {}  # elements per encoder position of each model
     for name in models:
-        model = build_bench_model(name, hidden_size, num_layers, num_heads, max(lengths), window=window,
-                                  num_global=num_global, attention_dropout=attention_dropout)
-        model = model.to(device, torch_dtype).eval()
-        packing[name] = elements_per_token(model)
-        low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
-        high = min(model.config.vocab_size, 8000)
+        # one model for all lengths; segment LMs get one per length (m follows the length)
+        per_length = name.startswith(SEGMENT_LM)
         for length in lengths:
+            if per_length or length == lengths[0]:
+                model = build_bench_model(name, hidden_size, num_layers, num_heads,
+                                          length if per_length else max(lengths), window=window,
+                                          num_global=num_global, attention_dropout=attention_dropout,
+                                          segment_length=segment_length, gradient_mode=gradient_mode)
+                model = model.to(device, torch_dtype).eval()
+                packing[name] = elements_per_token(model)
+            low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
+            high = min(model.config.vocab_size, 8000)
             input_ids = torch.randint(low, high, (batch_size, length), device=device)
             inputs = {}
             if model.config.model_type in LONGFORMER_TYPES:
@@ -230,12 +257,16 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             rows.append(row)
         del model
     # ratios against every Hugging Face baseline in the run (and against our model on Transformers' attention)
-    for reference_name in [name for name in models if name in BASELINES or name == "sparse_longformer:longformer"]:
+    references = [name for name in models if name in BASELINES or name == "sparse_longformer:longformer"]
+    for reference_name in references + [name for name in models if name == SEGMENT_LM + ":base"]:
         reference = {row["length"]: row for row in rows if row["model"] == reference_name}
         for row in rows:
             base = reference.get(row["length"])
-            row["speedup_vs_" + reference_name] = base["seconds"] / row["seconds"] if base else None
-            if reference_name.startswith(LONGFORMER_TYPES):
+            if reference_name.startswith(SEGMENT_LM):  # the paper's Table 3 reports time as a multiple of Base
+                row["time_vs_" + reference_name] = row["seconds"] / base["seconds"] if base else None
+            else:
+                row["speedup_vs_" + reference_name] = base["seconds"] / row["seconds"] if base else None
+            if reference_name.startswith(LONGFORMER_TYPES + (SEGMENT_LM,)):
                 row["memory_vs_" + reference_name] = (row["peak_mib"] / base["peak_mib"]
                                                       if base and base["peak_mib"] > 0 else None)
     if baseline:

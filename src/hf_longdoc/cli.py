@@ -113,6 +113,10 @@ def _bench_parser(subparsers):
     parser.add_argument("--window", type=int, default=512, help="Longformer-type models: attention window")
     parser.add_argument("--num-global", type=int, default=128,
                         help="Longformer-type models: scattered global tokens besides [CLS]")
+    parser.add_argument("--segment-length", type=int, default=256,
+                        help="segment LMs: tokens per segment L (m = length / (L - 2) segments)")
+    parser.add_argument("--gradient-mode", default="paper", choices=["paper", "full", "none"],
+                        help="segment LMs: which segments the LM gets gradient through")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
     parser.add_argument("--attention-dropout", type=float, default=None,
                         help="Transformer models: attention-probability dropout (default: each config's, 0.1)")
@@ -149,7 +153,8 @@ def _run_bench(args):
                      batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
                      num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
                      dtype=args.dtype, window=args.window, num_global=args.num_global, backward=args.backward,
-                     attention_dropout=args.attention_dropout)
+                     attention_dropout=args.attention_dropout, segment_length=args.segment_length,
+                     gradient_mode=args.gradient_mode)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
@@ -157,6 +162,9 @@ def _run_bench(args):
     names = args.models.split(",")
     if any(name.startswith(("sparse_longformer", "longformer")) for name in names):
         print(f"Longformer-type models: window {args.window}, [CLS] + {args.num_global} scattered global tokens")
+    if any(name.startswith("segment_lm") for name in names):
+        print(f"Segment LMs: BERT backbone over segments of {args.segment_length} tokens, m = length / "
+              f"{args.segment_length - 2} segments, gradient mode {args.gradient_mode}")
     print(format_table(rows))
     csv_path, png_path = write_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")

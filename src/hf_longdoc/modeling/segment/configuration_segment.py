@@ -43,6 +43,14 @@ class SegmentLMConfig(PretrainedConfig):
             `"paper"`: the LM gets gradient only through segment 1 and (att variants) the argmax segment (Section
             3.1, Appendix A); `"full"`: through every segment, with activation checkpointing (the exact gradient of
             Eq. 8); `"none"`: the LM is frozen.
+        stopped_segment_dropout (`bool`, defaults to `False`):
+            Whether the LM's dropout is active while it encodes the segments it gets no gradient through (in training;
+            `paper` and `none` modes). Off by default: those segment vectors are features the step does not train,
+            so they are computed as at evaluation, which also halves their cost on CPU (dropout forces the slow
+            attention path). `True` reproduces the released code, which encoded them in training mode.
+        segments_per_pass (`int`, defaults to 16):
+            The most segments one backbone pass encodes without gradient or under checkpointing (`full` mode), so
+            peak training memory does not grow with m or the batch's segments; larger is faster on a GPU.
         classifier_dropout (`float`, defaults to 0.1):
             Dropout before the final linear layer (Section 4).
         cls_token_id / sep_token_id (`int`, *optional*):
@@ -63,6 +71,8 @@ class SegmentLMConfig(PretrainedConfig):
         lstm_hidden_size=None,
         attention_activation="sigmoid",
         gradient_mode="paper",
+        stopped_segment_dropout=False,
+        segments_per_pass=16,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -87,7 +97,8 @@ class SegmentLMConfig(PretrainedConfig):
             segment_pooling = "last" if is_decoder(backbone_config) else "cls"
         if segment_pooling not in SEGMENT_POOLINGS:
             raise ValueError(f"`segment_pooling` must be one of {SEGMENT_POOLINGS}, got {segment_pooling!r}.")
-        for name, value, least in (("num_segments", num_segments, 1), ("segment_length", segment_length, 3)):
+        for name, value, least in (("num_segments", num_segments, 1), ("segment_length", segment_length, 3),
+                                   ("segments_per_pass", segments_per_pass, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
         positions = getattr(backbone_config, "max_position_embeddings", None) or getattr(backbone_config,
@@ -111,6 +122,8 @@ class SegmentLMConfig(PretrainedConfig):
         self.lstm_hidden_size = lstm_hidden_size
         self.attention_activation = attention_activation
         self.gradient_mode = gradient_mode
+        self.stopped_segment_dropout = bool(stopped_segment_dropout)
+        self.segments_per_pass = segments_per_pass
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

@@ -18,6 +18,7 @@ option), M(α) is chosen among present segments, and Cat's absent z are zeros. A
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -92,7 +93,7 @@ class SegmentHead(nn.Module):
         return self.classifier(self.dropout(features)), alpha, selected, h
 
 
-# --- the LM over segments (work in progress) ------------------------------------------------------------------------
+# --- the LM over segments -------------------------------------------------------------------------------------------
 
 
 def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id):
@@ -174,6 +175,28 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         weights = mask[..., None].to(states.dtype)
         return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
+    def encode_in_passes(self, segments, mask, checkpointed=False):
+        """`encode` over passes of at most `config.segments_per_pass` segments (each under activation checkpointing
+        if `checkpointed`)."""
+        size = self.config.segments_per_pass
+        vectors = []
+        for start in range(0, len(segments), size):
+            piece, piece_mask = segments[start:start + size], mask[start:start + size]
+            vectors.append(checkpoint(self.encode, piece, piece_mask, use_reentrant=False) if checkpointed
+                           else self.encode(piece, piece_mask))
+        return torch.cat(vectors)
+
+    @contextmanager
+    def stopped_segment_mode(self):
+        """The backbone in evaluation mode (no dropout) unless `config.stopped_segment_dropout`; restored after."""
+        was_training = self.backbone.training
+        if was_training and not self.config.stopped_segment_dropout:
+            self.backbone.eval()
+        try:
+            yield
+        finally:
+            self.backbone.train(was_training)
+
     def check_inputs(self, input_ids, attention_mask):
         if not torch.is_tensor(input_ids) or input_ids.dim() not in (2, 3):
             got = tuple(input_ids.shape) if torch.is_tensor(input_ids) else type(input_ids).__name__
@@ -231,8 +254,10 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
 
-        `paper`: segment 1 with gradient, the other present segments in one batched forward without it; `full`:
-        every present segment with gradient under activation checkpointing; `none`: no gradient."""
+        `paper`: segment 1 with gradient, the other present segments batched without it; `full`: every present
+        segment with gradient, under activation checkpointing per pass of `config.segments_per_pass` segments (the
+        backward pass recomputes one pass at a time); `none`: no gradient. Passes without gradient or under
+        checkpointing take at most `segments_per_pass` segments, so peak memory does not grow with m."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
         mode = gradient_mode or self.config.gradient_mode
@@ -248,12 +273,12 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             without_grad = without_grad & first
         z = None
         if without_grad.any():
-            with torch.no_grad():
-                encoded = self.encode(flat[without_grad], flat_mask[without_grad])
+            with torch.no_grad(), self.stopped_segment_mode():
+                encoded = self.encode_in_passes(flat[without_grad], flat_mask[without_grad])
             z = encoded.new_zeros(b * m, d).index_put((without_grad.nonzero().flatten(),), encoded)
         if with_grad.any():
             if mode == "full":
-                encoded = checkpoint(self.encode, flat[with_grad], flat_mask[with_grad], use_reentrant=False)
+                encoded = self.encode_in_passes(flat[with_grad], flat_mask[with_grad], checkpointed=True)
             else:
                 encoded = self.encode(flat[with_grad], flat_mask[with_grad])
             base = z if z is not None else encoded.new_zeros(b * m, d)
