@@ -55,19 +55,22 @@ def build_model(args, tokenizer, names, variant):
 
 
 def evaluate(model, dataset, collator, batch_size):
-    """Micro-F1 (= accuracy for one label per document) and the mean α per segment position (att variants)."""
+    """Micro-F1 (= accuracy for one label per document) and the mean α per segment position over the documents that
+    reach that segment (att variants)."""
     model.eval()
-    predictions, alphas = [], []
+    predictions, alpha_sum, documents = [], 0.0, 0
     with torch.no_grad():
         for start in range(0, len(dataset), batch_size):
             batch = collator([dataset[i] for i in range(start, min(start + batch_size, len(dataset)))])
             out = model(batch["input_ids"].to(model.device), attention_mask=batch["attention_mask"].to(model.device))
             predictions.append(out.logits.argmax(dim=-1).cpu())
             if out.alpha is not None:
-                alphas.append(out.alpha.float().cpu())
+                alpha_sum = alpha_sum + out.alpha.float().sum(dim=0).cpu()
+                documents = documents + out.segment_mask.sum(dim=0).cpu()
     predicted = torch.cat(predictions).numpy()
     micro_f1 = float(np.mean(predicted == np.asarray(dataset["labels"])))
-    return micro_f1, (torch.cat(alphas).mean(dim=0).tolist() if alphas else None)
+    profile = None if isinstance(documents, int) else (alpha_sum / documents.clamp(min=1)).tolist()
+    return micro_f1, profile
 
 
 def plot_alpha(profiles, path):
@@ -81,7 +84,7 @@ def plot_alpha(profiles, path):
     for k, (name, alpha) in enumerate(profiles.items()):
         axis.bar(np.arange(len(alpha)) + 1 + (k - (len(profiles) - 1) / 2) * width, alpha, width=width, label=name)
     axis.set_xlabel("segment position")
-    axis.set_ylabel("mean attention α")
+    axis.set_ylabel("mean α (documents reaching the segment)")
     axis.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=120)
@@ -156,7 +159,7 @@ def main(argv=None):
     if profiles:
         path = os.path.join(args.output_dir, "alpha_per_segment.png")
         plot_alpha(profiles, path)
-        print(f"Mean α per segment position: {path}")
+        print(f"Mean α per segment position, over the documents that reach it: {path}")
         for name, alpha in profiles.items():
             print(f"  {name}: " + " ".join(f"{value:.2f}" for value in alpha))
     return results, profiles

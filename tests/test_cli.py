@@ -205,3 +205,19 @@ def test_bench_longformer_types_report_memory_and_selection_cost(tmp_path, capsy
                  "--num-layers", "1", "--num-heads", "2", "--window", "32", "--num-global", "4", "--repeats", "1",
                  "--backward", "--output", str(tmp_path / "c")]) == 0
     assert "training steps" in capsys.readouterr().out
+
+
+def test_bench_segment_lm_variants_relative_to_base(tmp_path, capsys):
+    import csv
+
+    assert main(["bench", "--models", "segment_lm:base,segment_lm:att", "--lengths", "60,120", "--segment-length",
+                 "32", "--hidden-size", "16", "--num-layers", "1", "--num-heads", "2", "--repeats", "1",
+                 "--backward", "--output", str(tmp_path / "s")]) == 0
+    out = capsys.readouterr().out
+    assert "time vs segment lm:base" in out and "m = length / 30 segments, gradient mode paper" in out
+    rows = list(csv.DictReader(open(tmp_path / "s.csv")))
+    assert [(row["model"], row["length"]) for row in rows] == [("segment_lm:base", "60"), ("segment_lm:base", "120"),
+                                                               ("segment_lm:att", "60"), ("segment_lm:att", "120")]
+    assert all(float(row["time_vs_segment_lm:base"]) == 1.0 for row in rows[:2])
+    assert main(["bench", "--models", "segment_lm:lstm", "--lengths", "60"]) == 2
+    assert "segment_lm:att_ablated" in capsys.readouterr().err  # the error lists the variants
