@@ -25,6 +25,8 @@ class FamilyCase:
     config_tester_kwargs: dict = None  # what Transformers' ConfigTester builds configs from (default: tiny)
     mixin_attributes: dict = field(default_factory=dict)  # ModelTesterMixin switches to set on the test class
     masked_lm_class: type = None  # the family's masked-LM head, if it has one
+    # config kwargs for the mixin's gradient-checkpointing tests, which require every layer call to be checkpointed
+    checkpointing_overrides: dict = field(default_factory=dict)
 
     def config(self, **overrides):
         return self.config_class(**{**self.tiny, **overrides})
@@ -200,6 +202,9 @@ FAMILY_CASES = [
         },
         # the default backbone: ConfigTester compares flat values, not a nested dict
         config_tester_kwargs=dict(variant="rnn", num_segments=4, segment_length=64),
+        # segments without gradient are encoded in evaluation mode, where Transformers' layers do not checkpoint
+        # (test_segment.py checks checkpointed training in the default setting)
+        checkpointing_overrides=dict(stopped_segment_dropout=True),
     ),
 ]
 

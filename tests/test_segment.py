@@ -352,3 +352,20 @@ def test_two_process_ddp_in_full_gradient_mode(variant, tmp_path):
     assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize("mode", ["paper", "full"])
+def test_backbone_gradient_checkpointing_keeps_the_gradients(mode):
+    """`gradient_checkpointing_enable()` (the Trainer's switch) checkpoints the backbone's layers in the passes with
+    gradient; the stopped segments (evaluation mode, no gradient) are untouched; gradients are unchanged."""
+    input_ids, attention_mask = _documents()
+    grads = []
+    for checkpointed in (False, True):
+        model = _classifier("att", mode)
+        if checkpointed:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2])).loss.backward()
+        grads.append({name: p.grad for name, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-7, msg=name)

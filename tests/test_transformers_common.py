@@ -99,6 +99,7 @@ class FamilyModelTester:
         self.input_length = seq_length
         self.seq_length = seq_length // case.granularity  # positions the hidden states have (materials)
         self.is_training = True
+        self.overrides = {}
         config = self.get_config()
         self.vocab_size = config.vocab_size
         self.hidden_size = config.hidden_size
@@ -106,7 +107,7 @@ class FamilyModelTester:
         self.num_labels = config.num_labels
 
     def get_config(self):
-        return self.case.config(num_hidden_layers=2)  # the mixin asks for at most two layers
+        return self.case.config(num_hidden_layers=2, **self.overrides)  # the mixin asks for at most two layers
 
     def prepare_config_and_inputs_for_common(self):
         lengths = [self.input_length - self.case.granularity] + [self.input_length] * (self.batch_size - 1)
@@ -139,16 +140,18 @@ def _make_test_case(case):
         def test_config(self):
             self.config_tester.run_common_tests()
 
-    def heads_only(test):
+    def heads_only(test, overrides):
         def run(self):
             self.all_model_classes = FamilyModelTest.heads
+            self.model_tester.overrides = overrides
             test(self)
 
         return run
 
     for name in TRAINING_TESTS:
         if name not in case.mixin_skips:
-            setattr(FamilyModelTest, name, heads_only(getattr(ModelTesterMixin, name)))
+            overrides = case.checkpointing_overrides if "checkpointing" in name else {}
+            setattr(FamilyModelTest, name, heads_only(getattr(ModelTesterMixin, name), overrides))
     for name, value in case.mixin_attributes.items():
         setattr(FamilyModelTest, name, value)
     for name, reason in case.mixin_skips.items():
