@@ -1,4 +1,4 @@
-"""`hf-longdoc`: train / evaluate / bench / push / demo. Each verb is a parser plus a thin call into the library."""
+"""`hf-longdoc`: train / evaluate / bench / compare / push / demo; each verb is a parser and a thin library call."""
 
 import argparse
 import json
@@ -271,10 +271,77 @@ def _run_push(args):
         print(f"  {name}")
 
 
+def _compare_parser(subparsers):
+    parser = subparsers.add_parser("compare", help="train every method and the baselines with one budget; report")
+    parser.add_argument("--dataset", default=None,
+                        help="Hub id or local .csv/.jsonl/.parquet file; default: the built-in long-document task")
+    parser.add_argument("--text-column", default="text")
+    parser.add_argument("--label-column", default="label")
+    parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
+                                            "sparse_longformer:pmi,segment_lm:att",
+                        help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>)")
+    parser.add_argument("--baselines", default="bert-512,longformer", help="bert-<N> and/or longformer; '' for none")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
+    parser.add_argument("--epochs", type=float, default=3)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--learning-rate", type=float, default=None, help="default: each family's (baselines 1e-4)")
+    parser.add_argument("--hidden-size", type=int, default=128)
+    parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--num-heads", type=int, default=4)
+    parser.add_argument("--max-length", type=int, default=1024, help="tokens every model reads (bert-N: N)")
+    parser.add_argument("--window", type=int, default=128, help="Longformer-type models: attention window")
+    parser.add_argument("--segment-length", type=int, default=128, help="segment LMs: tokens per segment")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
+                        help="config overrides for one model, e.g. slstm.num_recurrent_steps=6")
+    parser.add_argument("--evidence", default="start,middle,end",
+                        help="built-in task runs with the evidence at these positions; 'none' to skip")
+    parser.add_argument("--task-size", type=int, default=200, help="built-in task: training documents")
+    parser.add_argument("--task-words", default="300,900", help="built-in task: min,max words per document")
+    parser.add_argument("--bench-lengths", default="512,1024,2048", help="'none' to skip the time/memory plot")
+    parser.add_argument("--output-dir", default="out/compare")
+    parser.set_defaults(run=_run_compare)
+
+
+def _integers(value, name):
+    try:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"`{name}` must be comma-separated integers, got {value!r}.") from None
+
+
+def _run_compare(args):
+    from .compare import CompareSettings, compare
+    from .training import parse_config_overrides
+
+    per_model = {}
+    for key, value in parse_config_overrides(args.config).items():
+        model, dot, setting = key.rpartition(".")
+        if not dot or not model:
+            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs for compare, got {key!r}.")
+        per_model.setdefault(model, {})[setting] = value
+    settings = CompareSettings(
+        hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
+        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length, config_overrides=per_model)
+    words = _integers(args.task_words, "--task-words")
+    if len(words) != 2 or not 0 < words[0] <= words[1]:
+        raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {args.task_words!r}.")
+    compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
+            models=[m.strip() for m in args.models.split(",") if m.strip()],
+            baselines=[b.strip() for b in args.baselines.split(",") if b.strip()], settings=settings,
+            seeds=args.seeds, evidence=() if args.evidence == "none" else
+            tuple(p.strip() for p in args.evidence.split(",") if p.strip()), task_size=args.task_size,
+            task_words=words, bench_lengths=() if args.bench_lengths == "none" else
+            _integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir)
+    print(open(os.path.join(args.output_dir, "report.md")).read())
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="hf-longdoc", description="Long-document classification with Transformers")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for add in (_train_parser, _evaluate_parser, _bench_parser, _attention_map_parser, _push_parser, _demo_parser):
+    for add in (_train_parser, _evaluate_parser, _bench_parser, _compare_parser, _attention_map_parser, _push_parser,
+                _demo_parser):
         add(subparsers)
     return parser
 

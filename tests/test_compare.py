@@ -1,0 +1,81 @@
+"""`hf-longdoc compare`: every model trained with one budget, the report, CSVs and plots, and clear errors."""
+
+import csv
+import json
+
+import pytest
+
+from hf_longdoc.cli import main
+from hf_longdoc.compare import CompareSettings, compare, parse_models, summarize
+from hf_longdoc.data import make_long_document_task
+
+TINY = CompareSettings(hidden_size=16, num_layers=1, num_heads=2, max_length=96, epochs=1, batch_size=8, window=16,
+                       segment_length=32, vocab_size=300)
+
+
+def _dataset(tmp_path):
+    """A small labelled JSONL file (the built-in task's documents, evidence anywhere)."""
+    data = make_long_document_task(train_size=40, validation_size=8, test_size=16, min_words=40, max_words=120,
+                                   evidence="anywhere", seed=3)
+    path = tmp_path / "docs.jsonl"
+    with open(path, "w") as f:
+        for split in ("train", "validation", "test"):
+            for row in data[split]:
+                f.write(json.dumps({"body": row["text"], "topic": f"t{row['label']}"}) + "\n")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_compare_writes_report_csvs_and_plots_with_seeds_and_robustness(tmp_path):
+    out = tmp_path / "out"
+    rows = compare(dataset=_dataset(tmp_path), text_column="body", label_column="topic",
+                   models=["contextualizer", "sparse_longformer:tfidf", "segment_lm:att"], baselines=["bert-32"],
+                   settings=TINY, seeds=2, evidence=("start", "end"), task_size=16, task_words=(40, 80),
+                   bench_lengths=(32, 64), output_dir=str(out), progress=lambda message: None)
+    assert [(row["model"], row["seed"]) for row in rows] == [
+        (name, seed) for seed in (42, 43) for name in ("contextualizer", "sparse_longformer:tfidf", "segment_lm:att",
+                                                        "bert-32")]
+    for row in rows:
+        assert 0 <= row["accuracy"] <= 1 and 0 <= row["inverted_accuracy"] <= 1
+        assert row["parameters"] > 0 and row["train_seconds"] > 0 and row["inference_docs_per_s"] > 0
+        assert {"evidence_start", "evidence_end", "macro_f1", "micro_f1", "train_peak_mib"} <= set(row)
+    assert {row["model"]: row["max_tokens"] for row in rows}["bert-32"] == 32  # the baseline reads 32 tokens
+    report = (out / "report.md").read_text()
+    for name in ("contextualizer", "sparse_longformer:tfidf", "segment_lm:att", "bert-32"):
+        assert f"| {name} |" in report
+    assert " ± " in report and "evidence start" in report and "inverted" in report
+    assert len(list(csv.DictReader(open(out / "results.csv")))) == 8
+    summary = list(csv.DictReader(open(out / "summary.csv")))
+    assert [entry["seeds"] for entry in summary] == ["2"] * 4
+    for plot in ("accuracy_vs_speed.png", "time_memory_vs_length.png"):
+        assert (out / plot).stat().st_size > 1000
+
+
+def test_summarize_gives_mean_std_and_the_inverted_drop():
+    rows = [{"model": "a", "seed": 42, "accuracy": 0.8, "inverted_accuracy": 0.6},
+            {"model": "a", "seed": 43, "accuracy": 0.6, "inverted_accuracy": 0.6}]
+    (entry,) = summarize(rows)
+    assert entry["accuracy"] == pytest.approx(0.7) and entry["accuracy_std"] == pytest.approx(0.1414, abs=1e-4)
+    assert entry["inverted_drop"] == pytest.approx(0.1) and entry["seeds"] == 2
+
+
+@pytest.mark.parametrize("models, baselines, fragment", [
+    (["gpt9"], [], "gpt9"),
+    (["slstm:fast"], [], "take a variant"),
+    (["segment_lm:lstm"], [], "variant"),
+    (["sparse_longformer:tf"], [], "global_selector"),
+    ([], ["roberta"], "bert-<N>"),
+    ([], [], "at least one model"),
+])
+def test_unknown_models_and_baselines_are_named(models, baselines, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        parse_models(models, baselines)
+
+
+def test_compare_cli_errors_name_the_argument(capsys):
+    assert main(["compare", "--task-words", "9"]) == 2
+    assert "--task-words" in capsys.readouterr().err
+    assert main(["compare", "--config", "hidden_size=3"]) == 2
+    assert "MODEL.KEY=VALUE" in capsys.readouterr().err
+    assert main(["compare", "--models", "slstm", "--baselines", "", "--evidence", "everywhere"]) == 2
+    assert "evidence" in capsys.readouterr().err
