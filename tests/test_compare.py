@@ -79,3 +79,10 @@ def test_compare_cli_errors_name_the_argument(capsys):
     assert "MODEL.KEY=VALUE" in capsys.readouterr().err
     assert main(["compare", "--models", "slstm", "--baselines", "", "--evidence", "everywhere"]) == 2
     assert "evidence" in capsys.readouterr().err
+
+
+def test_compare_defaults_to_the_builtin_task_at_the_task_size(tmp_path):
+    rows = compare(models=["contextualizer"], baselines=[], settings=TINY, evidence=(), task_size=16,
+                   task_words=(40, 80), bench_lengths=(), output_dir=str(tmp_path), progress=lambda message: None)
+    assert len(rows) == 1 and "built-in long-document task (16 training documents)" in (
+        tmp_path / "report.md").read_text()

@@ -274,7 +274,8 @@ def _run_push(args):
 def _compare_parser(subparsers):
     parser = subparsers.add_parser("compare", help="train every method and the baselines with one budget; report")
     parser.add_argument("--dataset", default=None,
-                        help="Hub id or local .csv/.jsonl/.parquet file; default: the built-in long-document task")
+                        help="Hub id or local .csv/.jsonl/.parquet file; default: the built-in task at --task-size, "
+                             "evidence anywhere")
     parser.add_argument("--text-column", default="text")
     parser.add_argument("--label-column", default="label")
     parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
@@ -284,7 +285,7 @@ def _compare_parser(subparsers):
     parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--learning-rate", type=float, default=None, help="default: each family's (baselines 1e-4)")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="the same for every model")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--num-heads", type=int, default=4)
