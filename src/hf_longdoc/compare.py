@@ -340,17 +340,22 @@ def _pyplot():
 
 
 def _plot_accuracy_vs_speed(summary, output_dir):
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6, 4))
-    for entry in summary:
+    markers = "osD^vP*Xh<>"
+    for k, entry in enumerate(summary):
         axis.errorbar(entry["inference_docs_per_s"], entry["accuracy"], yerr=entry.get("accuracy_std", 0.0),
-                      marker="o", capsize=3)
-        axis.annotate(entry["model"], (entry["inference_docs_per_s"], entry["accuracy"]), fontsize=8,
-                      xytext=(4, 4), textcoords="offset points")
+                      marker=markers[k % len(markers)], capsize=3, linestyle="none", label=entry["model"])
     axis.set_xscale("log")
+    axis.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+    axis.xaxis.set_major_formatter(ScalarFormatter())
+    axis.xaxis.set_minor_formatter(NullFormatter())
     axis.set_xlabel("inference speed (documents/s)")
     axis.set_ylabel("test accuracy")
     axis.grid(True, alpha=0.3)
+    axis.legend(fontsize=7)
     figure.tight_layout()
     path = os.path.join(output_dir, "accuracy_vs_speed.png")
     figure.savefig(path, dpi=120)
