@@ -297,7 +297,7 @@ def _compare_parser(subparsers):
                         help="config overrides for one model, e.g. slstm.num_recurrent_steps=6")
     parser.add_argument("--evidence", default="start,middle,end",
                         help="built-in task runs with the evidence at these positions; 'none' to skip")
-    parser.add_argument("--task-size", type=int, default=200, help="built-in task: training documents")
+    parser.add_argument("--task-size", type=int, default=1000, help="built-in task: training documents")
     parser.add_argument("--task-words", default="300,900", help="built-in task: min,max words per document")
     parser.add_argument("--bench-lengths", default="512,1024,2048", help="'none' to skip the time/memory plot")
     parser.add_argument("--output-dir", default="out/compare")

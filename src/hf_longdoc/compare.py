@@ -212,7 +212,7 @@ def evidence_accuracy(spec, settings, seed, position, task_size, task_words, out
 
 
 def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
-            baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=200,
+            baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=1000,
             task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print):
     """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows."""
     settings = settings or CompareSettings()
