@@ -136,10 +136,7 @@ def _run_bench(args):
 
     if args.tokenizers:
         return _run_tokenizer_bench(args)
-    try:
-        lengths = [int(length) for length in args.lengths.split(",")]
-    except ValueError:
-        raise ValueError(f"`--lengths` must be comma-separated integers, got {args.lengths!r}.") from None
+    lengths = list(_integers(args.lengths, "--lengths"))
     if args.fit_documents:
         from .bench import fit_cost
 
@@ -149,7 +146,8 @@ def _run_bench(args):
               f"{cost['distinct_pairs']} distinct, {cost['pairs_kept']} kept" + (f"; {cost['warning']}"
                                                                                    if "warning" in cost else ""))
         return None
-    rows = run_bench(models=[m.strip() for m in args.models.split(",") if m.strip()], lengths=lengths,
+    names = _names(args.models)
+    rows = run_bench(models=names, lengths=lengths,
                      batch_size=args.batch_size, hidden_size=args.hidden_size, num_layers=args.num_layers,
                      num_heads=args.num_heads, repeats=args.repeats, warmup=args.warmup, device=args.device,
                      dtype=args.dtype, window=args.window, num_global=args.num_global, backward=args.backward,
@@ -159,7 +157,6 @@ def _run_bench(args):
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
           f"after {args.warmup} warm-up")
-    names = args.models.split(",")
     if any(name.startswith(("sparse_longformer", "longformer")) for name in names):
         print(f"Longformer-type models: window {args.window}, [CLS] + {args.num_global} scattered global tokens")
     if any(name.startswith("segment_lm") for name in names):
@@ -305,10 +302,16 @@ def _compare_parser(subparsers):
 
 
 def _integers(value, name):
+    """`"512,1024"` -> (512, 1024), or a ValueError naming the option."""
     try:
-        return tuple(int(part) for part in value.split(",") if part.strip())
+        return tuple(int(part) for part in value.split(","))
     except ValueError:
         raise ValueError(f"`{name}` must be comma-separated integers, got {value!r}.") from None
+
+
+def _names(value):
+    """`"a, b,"` -> ["a", "b"]: the entries of a comma-separated option."""
+    return [part.strip() for part in value.split(",") if part.strip()]
 
 
 def _run_compare(args):
@@ -329,10 +332,8 @@ def _run_compare(args):
     if len(words) != 2 or not 0 < words[0] <= words[1]:
         raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {args.task_words!r}.")
     compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
-            models=[m.strip() for m in args.models.split(",") if m.strip()],
-            baselines=[b.strip() for b in args.baselines.split(",") if b.strip()], settings=settings,
-            seeds=args.seeds, evidence=() if args.evidence == "none" else
-            tuple(p.strip() for p in args.evidence.split(",") if p.strip()), task_size=args.task_size,
+            models=_names(args.models), baselines=_names(args.baselines), settings=settings, seeds=args.seeds,
+            evidence=() if args.evidence == "none" else tuple(_names(args.evidence)), task_size=args.task_size,
             task_words=words, bench_lengths=() if args.bench_lengths == "none" else
             _integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir)
     print(open(os.path.join(args.output_dir, "report.md")).read())

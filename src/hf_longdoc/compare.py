@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 import torch
+from datasets import DatasetDict
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
@@ -112,7 +113,8 @@ def sized_config(spec, settings):
     elif spec.family == "elementwise":
         # one material per word: the same reach as max_length subword tokens; the paper's h = v (one head per
         # element position), so the backbone gets v heads rather than `num_heads`
-        v = settings.config_overrides.get(spec.name, {}).get("elements_per_material", 8)
+        v = settings.config_overrides.get(spec.name, {}).get(
+            "elements_per_material", get_family(spec.family).config_class().elements_per_material)
         sized = {"backbone_config": {**bert, "num_attention_heads": v, "max_position_embeddings": max_length},
                  "max_materials": max_length, "elements_per_material": v}
     elif spec.family == "sparse_longformer":
@@ -144,21 +146,48 @@ def build_baseline(spec, settings, tokenizer, label_names, max_length):
     return LongformerForSequenceClassification(config)
 
 
-def train_and_measure(spec, data, label_names, settings, seed, shared_tokenizer, output_dir, invert=True):
-    """Train `spec` on `data['train']` with the compare budget; returns its row of measurements on `data['test']`."""
+@dataclass
+class Task:
+    """One labelled dataset of the comparison, its WordPiece tokenizer, and its tokenized splits per length (most
+    models share the tokenizer and length, so each dataset is tokenized once per length, not once per model)."""
+
+    data: DatasetDict
+    label_names: list
+    tokenizer: object
+    inverted: bool = True  # whether models are also tested on the sentence-inverted test split
+    encoded: dict = field(default_factory=dict)  # max_length -> tokenized train / test (/ inverted test)
+
+    @classmethod
+    def fit(cls, data, label_names, settings, inverted=True):
+        tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
+                                            model_max_length=settings.max_length)
+        return cls(data, label_names, tokenizer, inverted)
+
+    def splits(self, tokenizer, max_length):
+        """Train, test and (if `inverted`) the sentence-inverted test split, tokenized."""
+        if tokenizer is self.tokenizer and max_length in self.encoded:
+            return self.encoded[max_length]
+        splits = DatasetDict(train=self.data["train"], test=self.data["test"])
+        if self.inverted:
+            splits["inverted"] = self.data["test"].map(lambda example: {"text": invert_sentences(example["text"])})
+        encoded = tokenize(splits, tokenizer, max_length)
+        if tokenizer is self.tokenizer:
+            self.encoded[max_length] = encoded
+        return encoded
+
+
+def train_and_measure(spec, task, settings, seed, output_dir):
+    """Train `spec` on the task's train split with the compare budget; returns its row of measurements on the test
+    split (and its inverted copy)."""
     set_seed(seed)
-    tokenizer, max_length = shared_tokenizer, spec.truncation or settings.max_length
+    tokenizer, max_length = task.tokenizer, spec.truncation or settings.max_length
     if spec.family is not None and get_family(spec.family).tokenizer == "elementwise":  # bytes: v per material
         overrides = sized_config(spec, settings)
-        v = get_family(spec.family).config_class(**overrides).elements_per_material
-        tokenizer = default_tokenizer(spec.family, data, settings.vocab_size, settings.max_length * v, overrides)
+        tokenizer = default_tokenizer(spec.family, task.data, settings.vocab_size,
+                                      settings.max_length * overrides["elements_per_material"], overrides)
         max_length = tokenizer.model_max_length
-    splits = {"train": data["train"], "test": data["test"]}
-    if invert:
-        splits["inverted"] = data["test"].map(lambda example: {"text": invert_sentences(example["text"])})
-    from datasets import DatasetDict
-
-    encoded = tokenize(DatasetDict(splits), tokenizer, max_length)
+    encoded = task.splits(tokenizer, max_length)
+    label_names = task.label_names
     if spec.family is None:
         model = build_baseline(spec, settings, tokenizer, label_names, settings.max_length)
         learning_rate = settings.learning_rate or 1e-4
@@ -189,26 +218,17 @@ def train_and_measure(spec, data, label_names, settings, seed, shared_tokenizer,
            "train_seconds": train_seconds, "inference_docs_per_s": len(encoded["test"]) / inference_seconds,
            "train_peak_mib": training_memory.peak / 2**20, "inference_peak_mib": inference_memory.peak / 2**20,
            "max_tokens": max_length}
-    if invert:
+    if "inverted" in encoded:
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
     return row
 
 
-def builtin_task(position, seed, task_size, task_words):
-    """The built-in task at the compare's size: (DatasetDict, label names)."""
+def builtin_task(position, seed, task_size, task_words, settings, inverted=True):
+    """The built-in task at the compare's size, with its evidence at `position`."""
     data = make_long_document_task(evidence=position, seed=seed, train_size=task_size, validation_size=20,
                                    test_size=max(task_size // 2, 40), min_words=task_words[0],
                                    max_words=task_words[1])
-    return data, data["train"].features["label"].names
-
-
-def evidence_accuracy(spec, settings, seed, position, task_size, task_words, output_dir):
-    """Test accuracy of `spec` trained on the built-in task with its evidence at `position`."""
-    data, names = builtin_task(position, seed, task_size, task_words)
-    tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
-                                        model_max_length=settings.max_length)
-    row = train_and_measure(spec, data, names, settings, seed, tokenizer, output_dir, invert=False)
-    return row["accuracy"]
+    return Task.fit(data, data["train"].features["label"].names, settings, inverted)
 
 
 def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
@@ -225,20 +245,21 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     rows = []
     for seed in range(42, 42 + seeds):
         if dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
-            data, label_names = builtin_task("anywhere", seed, task_size, task_words)
-            multi_label, dataset_name = False, f"built-in long-document task ({task_size} training documents)"
+            task = builtin_task("anywhere", seed, task_size, task_words, settings)
+            dataset_name = f"built-in long-document task ({task_size} training documents)"
         else:
             data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed)
-        if multi_label:
-            raise ValueError("`compare` reports single-label accuracy; pass a single-label dataset.")
-        tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
-                                            model_max_length=settings.max_length)
+            if multi_label:
+                raise ValueError("`compare` reports single-label accuracy; pass a single-label dataset.")
+            task = Task.fit(data, label_names, settings)
+        evidence_tasks = {position: builtin_task(position, seed, task_size, task_words, settings, inverted=False)
+                          for position in evidence}
         for spec in specs:
             scratch = os.path.join(output_dir, "runs", f"{spec.name.replace(':', '-')}-{seed}")
-            row = train_and_measure(spec, data, label_names, settings, seed, tokenizer, scratch)
-            for position in evidence:
-                row[f"evidence_{position}"] = evidence_accuracy(spec, settings, seed, position, task_size,
-                                                                task_words, scratch)
+            row = train_and_measure(spec, task, settings, seed, scratch)
+            for position, evidence_task in evidence_tasks.items():
+                row[f"evidence_{position}"] = train_and_measure(spec, evidence_task, settings, seed,
+                                                                scratch)["accuracy"]
             rows.append(row)
             progress(f"seed {seed} {spec.name:>24}: accuracy {row['accuracy']:.3f}, inverted "
                      f"{row['inverted_accuracy']:.3f}, {row['parameters'] / 1e6:.2f}M parameters, trained in "
