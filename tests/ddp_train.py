@@ -56,6 +56,9 @@ def main(name, output_dir, overrides):
     rank = int(os.environ["RANK"])
     save_file({k: v.contiguous() for k, v in trainer.model.state_dict().items()},
               os.path.join(output_dir, f"rank{rank}.safetensors"))
+    # shut gloo down before the interpreter does: left to exit, its threads can abort the process (SIGABRT,
+    # "terminate called without an active exception"), which failed a finished run once in CI
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
