@@ -261,9 +261,11 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
                 row[f"evidence_{position}"] = train_and_measure(spec, evidence_task, settings, seed,
                                                                 scratch)["accuracy"]
             rows.append(row)
+            _write_csv(os.path.join(output_dir, "results.csv"), rows)  # an interrupted run keeps what it measured
             progress(f"seed {seed} {spec.name:>24}: accuracy {row['accuracy']:.3f}, inverted "
                      f"{row['inverted_accuracy']:.3f}, {row['parameters'] / 1e6:.2f}M parameters, trained in "
-                     f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s")
+                     f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s"
+                     + "".join(f", evidence {p} {row[f'evidence_{p}']:.3f}" for p in evidence_tasks))
     summary = summarize(rows)
     bench_rows = _bench(specs, settings, bench_lengths, progress) if bench_lengths else []
     write_report(rows, summary, bench_rows, settings, dataset_name, seeds, output_dir)
@@ -306,6 +308,13 @@ def _bench(specs, settings, lengths, progress):
                      num_global=32, segment_length=settings.segment_length, progress=progress)
 
 
+def _write_csv(path, table):
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in table for key in row)))
+        writer.writeheader()
+        writer.writerows(table)
+
+
 def _cell(entry, key, digits=3):
     if key not in entry:
         return "-"
@@ -316,10 +325,7 @@ def _cell(entry, key, digits=3):
 def write_report(rows, summary, bench_rows, settings, dataset_name, seeds, output_dir):
     """report.md, results.csv, summary.csv and the plots."""
     for path, table in (("results.csv", rows), ("summary.csv", summary)):
-        with open(os.path.join(output_dir, path), "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in table for key in row)))
-            writer.writeheader()
-            writer.writerows(table)
+        _write_csv(os.path.join(output_dir, path), table)
     plots = [_plot_accuracy_vs_speed(summary, output_dir)]
     if bench_rows:
         plots.append(_plot_bench(bench_rows, output_dir))
