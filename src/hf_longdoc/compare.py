@@ -181,10 +181,10 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     split (and its inverted copy)."""
     set_seed(seed)
     tokenizer, max_length = task.tokenizer, spec.truncation or settings.max_length
+    config_kwargs = sized_config(spec, settings) if spec.family is not None else None
     if spec.family is not None and get_family(spec.family).tokenizer == "elementwise":  # bytes: v per material
-        overrides = sized_config(spec, settings)
         tokenizer = default_tokenizer(spec.family, task.data, settings.vocab_size,
-                                      settings.max_length * overrides["elements_per_material"], overrides)
+                                      settings.max_length * config_kwargs["elements_per_material"], config_kwargs)
         max_length = tokenizer.model_max_length
     encoded = task.splits(tokenizer, max_length)
     label_names = task.label_names
@@ -192,7 +192,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         model = build_baseline(spec, settings, tokenizer, label_names, settings.max_length)
         learning_rate = settings.learning_rate or 1e-4
     else:
-        model = build_model(spec.family, tokenizer, label_names, False, sized_config(spec, settings))
+        model = build_model(spec.family, tokenizer, label_names, False, config_kwargs)
         fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
         learning_rate = settings.learning_rate or get_family(spec.family).learning_rate
     args = TrainingArguments(
