@@ -58,6 +58,7 @@ def main(name, output_dir, overrides):
               os.path.join(output_dir, f"rank{rank}.safetensors"))
     # shut gloo down before the interpreter does: left to exit, its threads can abort the process (SIGABRT,
     # "terminate called without an active exception"), which failed a finished run once in CI
+    torch.distributed.barrier()  # both ranks reach the teardown together; destroying alone hung one CI run
     torch.distributed.destroy_process_group()
 
 
