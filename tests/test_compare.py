@@ -6,7 +6,7 @@ import json
 import pytest
 
 from hf_longdoc.cli import main
-from hf_longdoc.compare import CompareSettings, compare, parse_models, summarize
+from hf_longdoc.compare import CompareSettings, compare, parse_models, sized_config, summarize
 from hf_longdoc.data import make_long_document_task
 
 TINY = CompareSettings(hidden_size=16, num_layers=1, num_heads=2, max_length=96, epochs=1, batch_size=8, window=16,
@@ -57,6 +57,14 @@ def test_summarize_gives_mean_std_and_the_inverted_drop():
     (entry,) = summarize(rows)
     assert entry["accuracy"] == pytest.approx(0.7) and entry["accuracy_std"] == pytest.approx(0.1414, abs=1e-4)
     assert entry["inverted_drop"] == pytest.approx(0.1) and entry["seeds"] == 2
+
+
+def test_sparse_longformer_globals_scale_with_length_and_config_overrides_win():
+    (spec,) = parse_models(["sparse_longformer:pmi"], [])
+    assert sized_config(spec, CompareSettings(max_length=1024))["num_global_tokens"] == 32  # the paper's 128 per 4,096
+    assert sized_config(spec, CompareSettings(max_length=4096))["num_global_tokens"] == 128
+    overridden = CompareSettings(max_length=1024, config_overrides={spec.name: {"num_global_tokens": 8}})
+    assert sized_config(spec, overridden)["num_global_tokens"] == 8
 
 
 @pytest.mark.parametrize("models, baselines, fragment", [
