@@ -128,6 +128,13 @@ def test_wordpiece_tokenizer_fits_fast_and_round_trips(tmp_path):
     assert loaded(texts[1])["input_ids"] == tokenizer(texts[1])["input_ids"] and loaded.model_max_length == 1024
 
 
+def test_wordpiece_tokenizer_ids_follow_the_tokens_not_the_trainers_hash_order():
+    texts = make_long_document_task(train_size=30, validation_size=1, test_size=1)["train"]["text"]
+    vocabulary = fit_wordpiece_tokenizer(texts, vocab_size=500).get_vocab()
+    by_id = sorted(vocabulary, key=vocabulary.get)
+    assert by_id[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and by_id[5:] == sorted(by_id[5:])
+
+
 def test_metrics_modules_load_offline_and_compute():
     result = load_metric("classification").compute(predictions=[0, 1, 2, 2], references=[0, 1, 1, 2])
     assert result["accuracy"] == 0.75 and 0 < result["macro_f1"] < 1

@@ -10,6 +10,10 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
     """A BERT-style WordPiece tokenizer fitted on `texts`; PAD is id 0, and it returns no token_type_ids.
 
     `model_max_length` is what the model will read; encoding longer text with `truncation=True` cuts there.
+    The trainer numbers its `##` tokens in hash-map order, different in every process (tokenizers issue #1794), so
+    the same corpus gave different ids and hence different trained models; the vocabulary is renumbered with the
+    special tokens first and the rest sorted, which makes the ids reproducible whenever the learned tokens are (on
+    BBC news at 8,000 tokens, every fit; a tie between merge counts can still change a rare token).
     """
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
@@ -17,6 +21,9 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
     tokenizer.decoder = decoders.WordPiece()
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
     tokenizer.train_from_iterator(texts, trainer=trainer)
+    learned = sorted(token for token in tokenizer.get_vocab() if token not in SPECIAL_TOKENS)
+    tokenizer.model = models.WordPiece({token: i for i, token in enumerate(SPECIAL_TOKENS + learned)},
+                                       unk_token="[UNK]")
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
