@@ -339,12 +339,15 @@ def write_report(rows, summary, bench_rows, settings, dataset_name, seeds, outpu
     evidence = [key for key in summary[0] if key.startswith("evidence_") and not key.endswith("_std")]
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
+    rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
+    seed_text = "seed 42" if seeds == 1 else f"mean ± std over seeds 42-{41 + seeds}"
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
              f"Same budget for every model: hidden size {settings.hidden_size}, {settings.num_layers} layers, "
-             f"{settings.num_heads} heads, {settings.max_length} tokens per document (bert-N: N), {settings.epochs} "
-             f"epochs, batch {settings.batch_size}, from scratch; mean ± std over {seeds} seed(s) (42, 43, ...). "
-             "Inverted: the same model on the test documents with their sentences in reverse order; evidence: "
-             "trained and tested on the built-in task with the class evidence at the start, middle or end.", "",
+             f"{settings.num_heads} heads, {settings.max_length} tokens per document (bert-N: N), {settings.epochs:g} "
+             f"epochs, batch {settings.batch_size}, {rate}, from scratch; {seed_text}. Inverted: the same model on "
+             "the test documents with their sentences in reverse order."
+             + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
+                "middle or end of each document." if evidence else ""), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in summary:
         cells = [entry["model"], f"{entry['parameters'] / 1e6:.2f}M", _cell(entry, "accuracy"),
@@ -398,6 +401,8 @@ def _plot_accuracy_vs_speed(summary, output_dir):
 
 
 def _plot_bench(bench_rows, output_dir):
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for name in dict.fromkeys(row["model"] for row in bench_rows):
@@ -408,6 +413,11 @@ def _plot_bench(bench_rows, output_dir):
     for axis, label in zip(axes, ("forward time (ms)", "peak memory (MiB)")):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
+        axis.set_xticks(sorted({row["length"] for row in bench_rows}))
+        axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        for ticks in (axis.xaxis, axis.yaxis):  # plain numbers (512, 20), not powers
+            ticks.set_major_formatter(ScalarFormatter())
+            ticks.set_minor_formatter(NullFormatter())
         axis.set_xlabel("document length (tokens)")
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
