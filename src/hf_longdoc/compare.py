@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 VARIANT_SETTINGS = {"sparse_longformer": "global_selector", "segment_lm": "variant"}
 METRICS = ("accuracy", "macro_f1", "micro_f1")
 EVIDENCE_POSITIONS = ("start", "middle", "end")
+FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1
 
 
 @dataclass
@@ -249,7 +250,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     os.makedirs(output_dir, exist_ok=True)
     rows = []
-    for seed in range(42, 42 + seeds):
+    for seed in range(FIRST_SEED, FIRST_SEED + seeds):
         if dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
             task = builtin_task("anywhere", seed, task_size, task_words, settings)
             dataset_name = f"built-in long-document task ({task_size} training documents)"
@@ -340,7 +341,8 @@ def write_report(rows, summary, bench_rows, settings, dataset_name, seeds, outpu
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
-    seed_text = "seed 42" if seeds == 1 else f"mean ± std over seeds 42-{41 + seeds}"
+    seed_text = (f"seed {FIRST_SEED}" if seeds == 1
+                 else f"mean ± std over seeds {FIRST_SEED}-{FIRST_SEED + seeds - 1}")
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
              f"Same budget for every model: hidden size {settings.hidden_size}, {settings.num_layers} layers, "
              f"{settings.num_heads} heads, {settings.max_length} tokens per document (bert-N: N), {settings.epochs:g} "
