@@ -378,9 +378,16 @@ def _pyplot():
     return plt
 
 
-def _plot_accuracy_vs_speed(summary, output_dir):
-    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
+def _plain_log_ticks(ticks, at=None):
+    """Label a log axis with plain numbers (512, 20) instead of powers: at the given values, or at 1, 2, 5 × 10^k."""
+    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, ScalarFormatter
 
+    ticks.set_major_locator(FixedLocator(at) if at is not None else LogLocator(subs=(1, 2, 5)))
+    ticks.set_major_formatter(ScalarFormatter())
+    ticks.set_minor_formatter(NullFormatter())
+
+
+def _plot_accuracy_vs_speed(summary, output_dir):
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(6, 4))
     markers = "osD^vP*Xh<>"
@@ -388,9 +395,7 @@ def _plot_accuracy_vs_speed(summary, output_dir):
         axis.errorbar(entry["inference_docs_per_s"], entry["accuracy"], yerr=entry.get("accuracy_std", 0.0),
                       marker=markers[k % len(markers)], capsize=3, linestyle="none", label=entry["model"])
     axis.set_xscale("log")
-    axis.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-    axis.xaxis.set_major_formatter(ScalarFormatter())
-    axis.xaxis.set_minor_formatter(NullFormatter())
+    _plain_log_ticks(axis.xaxis)
     axis.set_xlabel("inference speed (documents/s)")
     axis.set_ylabel("test accuracy")
     axis.grid(True, alpha=0.3)
@@ -403,8 +408,6 @@ def _plot_accuracy_vs_speed(summary, output_dir):
 
 
 def _plot_bench(bench_rows, output_dir):
-    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
-
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 4))
     for name in dict.fromkeys(row["model"] for row in bench_rows):
@@ -415,11 +418,8 @@ def _plot_bench(bench_rows, output_dir):
     for axis, label in zip(axes, ("forward time (ms)", "peak memory (MiB)")):
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
-        axis.set_xticks(sorted({row["length"] for row in bench_rows}))
-        axis.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
-        for ticks in (axis.xaxis, axis.yaxis):  # plain numbers (512, 20), not powers
-            ticks.set_major_formatter(ScalarFormatter())
-            ticks.set_minor_formatter(NullFormatter())
+        _plain_log_ticks(axis.xaxis, at=sorted({row["length"] for row in bench_rows}))
+        _plain_log_ticks(axis.yaxis)
         axis.set_xlabel("document length (tokens)")
         axis.set_ylabel(label)
         axis.grid(True, which="both", alpha=0.3)
