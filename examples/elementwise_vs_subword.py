@@ -21,9 +21,9 @@ from transformers import (
     set_seed,
 )
 
-from hf_longdoc.data import fit_wordpiece_tokenizer
+from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, tokenize
 from hf_longdoc.metrics import compute_metrics_fn
-from hf_longdoc.training import load_task, tokenize, train
+from hf_longdoc.training import train
 
 BACKBONE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 512,
             "max_position_embeddings": 512}

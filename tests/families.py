@@ -10,10 +10,7 @@ import hf_longdoc
 @dataclass
 class FamilyCase:
     name: str  # the test id
-    family: str  # the hf_longdoc family
-    config_class: type
-    base_class: type
-    classification_class: type
+    family: str  # the hf_longdoc family: its classes come from the registry
     tiny: dict  # config kwargs of a tiny model (odd sizes so a hard-coded dimension fails)
     invalid: list = field(default_factory=list)  # (kwargs, fragment of the error message)
     granularity: int = 1  # input lengths come in multiples of this (elements per material)
@@ -24,9 +21,28 @@ class FamilyCase:
     unused_parameters: tuple = ()  # prefixes of parameters a classifier never uses (by the backbone's design)
     config_tester_kwargs: dict = None  # what Transformers' ConfigTester builds configs from (default: tiny)
     mixin_attributes: dict = field(default_factory=dict)  # ModelTesterMixin switches to set on the test class
-    masked_lm_class: type = None  # the family's masked-LM head, if it has one
     # config kwargs for the mixin's gradient-checkpointing tests, which require every layer call to be checkpointed
     checkpointing_overrides: dict = field(default_factory=dict)
+
+    @property
+    def registered(self):
+        return hf_longdoc.FAMILIES[self.family]
+
+    @property
+    def config_class(self):
+        return self.registered.config_class
+
+    @property
+    def base_class(self):
+        return self.registered.model_class
+
+    @property
+    def classification_class(self):
+        return self.registered.classification_class
+
+    @property
+    def masked_lm_class(self):
+        return self.registered.heads.get("AutoModelForMaskedLM")
 
     def config(self, **overrides):
         return self.config_class(**{**self.tiny, **overrides})
@@ -60,9 +76,6 @@ def _elementwise(backbone, unused_parameters=(), mixin_skips=None, mixin_attribu
     return FamilyCase(
         name=f"elementwise-{backbone}",
         family="elementwise",
-        config_class=hf_longdoc.ElementwiseConfig,
-        base_class=hf_longdoc.ElementwiseModel,
-        classification_class=hf_longdoc.ElementwiseForSequenceClassification,
         tiny=dict(backbone_config=settings, elements_per_material=4, max_materials=1024, num_labels=3,
                   embedding_dropout=0.0),
         invalid=[
@@ -94,9 +107,6 @@ FAMILY_CASES = [
     FamilyCase(
         name="contextualizer",
         family="contextualizer",
-        config_class=hf_longdoc.ContextualizerConfig,
-        base_class=hf_longdoc.ContextualizerModel,
-        classification_class=hf_longdoc.ContextualizerForSequenceClassification,
         tiny=dict(vocab_size=99, hidden_size=32, rank=37, num_hidden_layers=3, num_labels=3,
                   default_context="learned", hidden_dropout_prob=0.0),
         invalid=[
@@ -130,10 +140,6 @@ FAMILY_CASES = [
     FamilyCase(
         name="slstm",
         family="slstm",
-        config_class=hf_longdoc.SLSTMConfig,
-        base_class=hf_longdoc.SLSTMModel,
-        classification_class=hf_longdoc.SLSTMForSequenceClassification,
-        masked_lm_class=hf_longdoc.SLSTMForMaskedLM,
         tiny=dict(vocab_size=99, hidden_size=24, num_recurrent_steps=3, window_size=2, num_labels=3,
                   hidden_dropout_prob=0.0),
         invalid=[
@@ -148,9 +154,6 @@ FAMILY_CASES = [
     FamilyCase(
         name="sparse_longformer",
         family="sparse_longformer",
-        config_class=hf_longdoc.SparseLongformerConfig,
-        base_class=hf_longdoc.SparseLongformerModel,
-        classification_class=hf_longdoc.SparseLongformerForSequenceClassification,
         # first_n needs no fitted statistics; tests/test_sparse_longformer.py covers the fitted selectors
         tiny=dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
                   attention_window=6, max_position_embeddings=4098, num_labels=3, hidden_dropout_prob=0.0,
@@ -178,9 +181,6 @@ FAMILY_CASES = [
     FamilyCase(
         name="segment_lm",
         family="segment_lm",
-        config_class=hf_longdoc.SegmentLMConfig,
-        base_class=hf_longdoc.SegmentLMModel,
-        classification_class=hf_longdoc.SegmentLMForSequenceClassification,
         tiny=dict(backbone_config={"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2,
                                    "num_attention_heads": 4, "intermediate_size": 37, "hidden_dropout_prob": 0.0,
                                    "attention_probs_dropout_prob": 0.0, "max_position_embeddings": 64},

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from hf_longdoc.cli import main
-from hf_longdoc.compare import CompareSettings, compare, parse_models, sized_config, summarize
 from hf_longdoc.data import make_long_document_task
+from hf_longdoc.experiments.compare import CompareSettings, compare, parse_models, summarize
 
 TINY = CompareSettings(hidden_size=16, num_layers=1, num_heads=2, max_length=96, epochs=1, batch_size=8, window=16,
                        segment_length=32, vocab_size=300)
@@ -61,17 +61,22 @@ def test_summarize_gives_mean_std_and_the_inverted_drop():
 
 def test_sparse_longformer_globals_scale_with_length_and_config_overrides_win():
     (spec,) = parse_models(["sparse_longformer:pmi"], [])
-    assert sized_config(spec, CompareSettings(max_length=1024))["num_global_tokens"] == 32  # the paper's 128 per 4,096
-    assert sized_config(spec, CompareSettings(max_length=4096))["num_global_tokens"] == 128
+
+    def sized(settings):
+        return spec.family.build_config(settings.size(), **spec.setting, **settings.config_overrides.get(spec.name, {}))
+
+    assert sized(CompareSettings(max_length=1024)).num_global_tokens == 32  # the paper's 128 per 4,096
+    assert sized(CompareSettings(max_length=4096)).num_global_tokens == 128
+    assert sized(CompareSettings(max_length=4096)).global_selector == "pmi"
     overridden = CompareSettings(max_length=1024, config_overrides={spec.name: {"num_global_tokens": 8}})
-    assert sized_config(spec, overridden)["num_global_tokens"] == 8
+    assert sized(overridden).num_global_tokens == 8
 
 
 @pytest.mark.parametrize("models, baselines, fragment", [
     (["gpt9"], [], "gpt9"),
-    (["slstm:fast"], [], "take a variant"),
+    (["slstm:fast"], [], "slstm has no variants"),
     (["segment_lm:lstm"], [], "variant"),
-    (["sparse_longformer:tf"], [], "global_selector"),
+    (["sparse_longformer:tf"], [], "sparse_longformer:tfidf"),
     ([], ["roberta"], "bert-<N>"),
     ([], [], "at least one model"),
 ])

@@ -2,9 +2,6 @@
 
 import copy
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -18,6 +15,7 @@ from transformers import (
 )
 
 from ddp_train import launch  # noqa: E402  (tests/ is on sys.path: conftest.py)
+from fresh_process import run_without_hf_longdoc
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,7 +44,10 @@ def test_save_load_round_trip_with_auto_classes(family, tmp_path):
 def test_saved_folder_carries_auto_map_and_sources(family, tmp_path):
     _classifier(family).save_pretrained(tmp_path)
     config = AutoConfig.from_pretrained(tmp_path)
+    assert config.auto_map == family.registered.auto_map  # every Auto class of the registry's one list
     assert {"AutoConfig", "AutoModel", "AutoModelForSequenceClassification"} <= set(config.auto_map)
+    for auto, cls in family.registered.auto_classes.items():
+        assert cls._auto_class == auto  # saved with remote code under that Auto class
     for reference in config.auto_map.values():
         module = reference.split(".")[0]
         source = tmp_path / f"{module}.py"
@@ -55,32 +56,18 @@ def test_saved_folder_carries_auto_map_and_sources(family, tmp_path):
         assert "import hf_longdoc" not in text and "from hf_longdoc" not in text and "from .." not in text
 
 
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import sys
-    class BlockHfLongdoc:
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_longdoc" or name.startswith("hf_longdoc."):
-                raise ModuleNotFoundError("hf_longdoc is hidden in this process")
-    sys.meta_path.insert(0, BlockHfLongdoc())
-    sys.path = [p for p in sys.path if not p.rstrip("/").endswith("src")]
+LOAD_AND_PREDICT = """
     import torch
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForSequenceClassification
     folder, inputs, outputs = sys.argv[1:4]
-    try:
-        import hf_longdoc
-        raise SystemExit("hf_longdoc should not be importable here")
-    except ModuleNotFoundError:
-        pass
     model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
     assert "transformers_modules" in type(model).__module__, type(model).__module__
     batch = load_file(inputs)
     with torch.no_grad():
         logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     save_file({"logits": logits.contiguous()}, outputs)
-    """
-)
+"""
 
 
 def test_fresh_process_without_hf_longdoc_loads_with_trust_remote_code(family, tmp_path):
@@ -88,15 +75,8 @@ def test_fresh_process_without_hf_longdoc_loads_with_trust_remote_code(family, t
     model.save_pretrained(tmp_path / "model")
     input_ids, attention_mask = family.batch([23, 11, 5])
     save_file({"input_ids": input_ids, "attention_mask": attention_mask}, str(tmp_path / "inputs.safetensors"))
-    script = tmp_path / "load.py"
-    script.write_text(FRESH_PROCESS)
-    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    result = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "model"), str(tmp_path / "inputs.safetensors"),
-         str(tmp_path / "out.safetensors")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_without_hf_longdoc(LOAD_AND_PREDICT, tmp_path / "model", tmp_path / "inputs.safetensors",
+                           tmp_path / "out.safetensors", workdir=tmp_path)
     with torch.no_grad():
         expected = model(input_ids, attention_mask=attention_mask).logits
     assert torch.equal(load_file(str(tmp_path / "out.safetensors"))["logits"], expected)  # bit-identical

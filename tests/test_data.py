@@ -12,8 +12,8 @@ from hf_longdoc.data import (
     load_text_classification_dataset,
     make_long_document_task,
 )
+from hf_longdoc.experiments.baselines import truncating_baseline
 from hf_longdoc.metrics import compute_metrics_fn, load_metric
-from hf_longdoc.training import truncating_baseline
 
 
 def _small_task(evidence, seed=0):

@@ -2,9 +2,6 @@
 Table 1 sizes, and the patent First/Later relabeling."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import numpy as np
 import pytest
@@ -13,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, DataCollatorWithPadding
 
+from fresh_process import run_without_hf_longdoc
 from hf_longdoc import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel, ElementwiseTokenizer
 from hf_longdoc.data.patents import build_label_space, multi_hot, relabel_first_later, subclass
 from hf_longdoc.modeling.elementwise.modeling_elementwise import vgram_pool
@@ -95,21 +93,11 @@ def test_tokenizer_saves_and_loads_with_and_without_hf_longdoc(tmp_path):
     assert not any(name.endswith((".bin", ".pkl")) for name in os.listdir(tmp_path))
     loaded = AutoTokenizer.from_pretrained(tmp_path)
     assert type(loaded) is ElementwiseTokenizer and loaded.mode == "bytes" and loaded.model_max_length == 256
-    script = textwrap.dedent("""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "hf_longdoc" or name.startswith("hf_longdoc."):
-                    raise ModuleNotFoundError(name)
-        sys.meta_path.insert(0, Block())
+    result = run_without_hf_longdoc("""
         from transformers import AutoTokenizer
         tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
         print(tokenizer("héllo wörld")["input_ids"])
-    """)
-    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), PYTHONPATH="")
-    result = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, env=env,
-                            cwd=tmp_path, timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
+    """, tmp_path, workdir=tmp_path, timeout=120)
     assert result.stdout.strip() == str(tokenizer("héllo wörld")["input_ids"])
 
 

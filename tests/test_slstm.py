@@ -266,10 +266,12 @@ def test_mlm_loss_matches_cross_entropy_over_masked_positions():
 
 
 def test_step_efficiency_report():
-    from hf_longdoc.bench import slstm_step_efficiency
+    from hf_longdoc import get_family
+    from hf_longdoc.experiments.profiling import kernel_efficiency
 
-    report = slstm_step_efficiency(hidden_size=16, length=64, repeats=1)
-    assert report["step_gflops"] > 0 and report["matmul_gflops"] > 0 and 0 < report["efficiency"]
+    report = kernel_efficiency(get_family("slstm"), hidden_size=16, length=64, repeats=1)
+    assert report["kernel"] == "recurrent step" and report["length"] == 64
+    assert report["kernel_gflops"] > 0 and report["matmul_gflops"] > 0 and 0 < report["efficiency"]
 
 
 def test_chunk_sizes_keep_every_run_at_least_the_window():

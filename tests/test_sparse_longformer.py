@@ -2,10 +2,6 @@
 TF-IDF / PMI statistics and selections against direct, slow computations (thesis Eq. 4.3, 4.4)."""
 
 import math
-import os
-import subprocess
-import sys
-import textwrap
 from collections import Counter
 
 import numpy as np
@@ -14,6 +10,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import LongformerConfig, LongformerForSequenceClassification, LongformerModel
 
+from fresh_process import run_without_hf_longdoc
 from hf_longdoc import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
 
 TINY = dict(vocab_size=120, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
@@ -380,14 +377,7 @@ def test_fit_with_a_tokenizer_excludes_specials_and_punctuation():
 
 # --- saving keeps the fitted statistics ------------------------------------------------------------------------------
 
-FRESH_PROCESS = textwrap.dedent(
-    """
-    import sys
-    class BlockHfLongdoc:
-        def find_spec(self, name, path=None, target=None):
-            if name == "hf_longdoc" or name.startswith("hf_longdoc."):
-                raise ModuleNotFoundError("hf_longdoc is hidden in this process")
-    sys.meta_path.insert(0, BlockHfLongdoc())
+LOAD_PREDICT_AND_SELECT = """
     import torch
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForSequenceClassification
@@ -398,8 +388,7 @@ FRESH_PROCESS = textwrap.dedent(
         logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     chosen = model.select_global_tokens(batch["input_ids"], batch["attention_mask"])
     save_file({"logits": logits.contiguous(), "chosen": chosen.contiguous()}, outputs)
-    """
-)
+"""
 
 
 @pytest.mark.parametrize("selector", ["tfidf", "pmi"])
@@ -421,11 +410,7 @@ def test_saved_model_keeps_fitted_statistics_with_and_without_hf_longdoc(selecto
     assert chosen.sum() > 2  # more than [CLS]: the statistics did the choosing
 
     save_file({"input_ids": input_ids, "attention_mask": attention_mask}, str(tmp_path / "inputs.safetensors"))
-    (tmp_path / "load.py").write_text(FRESH_PROCESS)
-    env = dict(os.environ, HF_MODULES_CACHE=str(tmp_path / "modules"), HF_HUB_OFFLINE="1", PYTHONPATH="")
-    result = subprocess.run([sys.executable, str(tmp_path / "load.py"), str(tmp_path / "model"),
-                             str(tmp_path / "inputs.safetensors"), str(tmp_path / "out.safetensors")],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
+    run_without_hf_longdoc(LOAD_PREDICT_AND_SELECT, tmp_path / "model", tmp_path / "inputs.safetensors",
+                           tmp_path / "out.safetensors", workdir=tmp_path)
     out = load_file(str(tmp_path / "out.safetensors"))
     assert torch.equal(out["logits"], expected) and torch.equal(out["chosen"], chosen)

@@ -117,8 +117,7 @@ class FamilyModelTester:
 
 def _make_test_case(case):
     class FamilyModelTest(ModelTesterMixin, unittest.TestCase):
-        heads = (case.classification_class,) + ((case.masked_lm_class,) if case.masked_lm_class else ())
-        all_model_classes = (case.base_class, *heads)
+        all_model_classes = (case.base_class, *case.registered.heads.values())  # the registry's one list
         has_attentions = False
         test_torch_exportable = False
         test_resize_embeddings = True

@@ -4,9 +4,7 @@ Importing the package registers every family with the Auto classes, so saved mod
 `AutoModelForSequenceClassification.from_pretrained(path)` and no `trust_remote_code`.
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
-
-from .modeling import FAMILIES, get_family
+from .modeling import FAMILIES, get_family, register_families
 from .modeling.contextualizer import (
     ContextualizerConfig,
     ContextualizerForSequenceClassification,
@@ -24,22 +22,7 @@ from .tokenization import ElementwiseTokenizer
 
 __version__ = "0.1.0"
 
-_AUTO_CLASSES = {
-    "AutoModelForSequenceClassification": AutoModelForSequenceClassification,
-    "AutoModelForMaskedLM": AutoModelForMaskedLM,
-}
-
-
-def _register(family):
-    AutoConfig.register(family.config_class.model_type, family.config_class, exist_ok=True)
-    AutoModel.register(family.config_class, family.model_class, exist_ok=True)
-    for auto_name, head in family.heads.items():
-        _AUTO_CLASSES[auto_name].register(family.config_class, head, exist_ok=True)
-
-
-for _family in FAMILIES.values():
-    _register(_family)
-AutoTokenizer.register(ElementwiseConfig, slow_tokenizer_class=ElementwiseTokenizer, exist_ok=True)
+register_families()
 
 __all__ = [
     "FAMILIES",

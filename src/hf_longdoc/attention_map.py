@@ -1,6 +1,10 @@
 """The sparse attention map of one document (thesis Fig. 5.2) and its selected global tokens as words (Table 6.1)."""
 
+import os
+
 import torch
+
+from .experiments.report import figure
 
 
 def selected_words(model, tokenizer, text, selector=None, max_length=None):
@@ -55,18 +59,20 @@ def attention_map(model, tokenizer, text, path, selector=None, max_length=None, 
     image[global_cells, :] = 1.0
     image[:, global_cells] = 1.0
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axis = plt.subplots(figsize=(6, 6))
-    axis.imshow(image.numpy(), cmap="Greys", vmin=0, vmax=1, extent=(0, n, n, 0), interpolation="nearest")
-    selector_name = selector or model.config.global_selector
-    axis.set_title(f"{selector_name}: window {2 * half}, {int(chosen.sum())} global tokens, {n} tokens")
-    axis.set_xlabel("key position")
-    axis.set_ylabel("query position")
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    with figure(path, size=(6, 6)) as axis:
+        axis.imshow(image.numpy(), cmap="Greys", vmin=0, vmax=1, extent=(0, n, n, 0), interpolation="nearest")
+        selector_name = selector or model.config.global_selector
+        axis.set_title(f"{selector_name}: window {2 * half}, {int(chosen.sum())} global tokens, {n} tokens")
+        axis.set_xlabel("key position")
+        axis.set_ylabel("query position")
     return listing
+
+
+def attention_map_of_saved_model(model_dir, text, path, selector=None):
+    """`attention_map` of the sparse-map Longformer saved in `model_dir` (with its tokenizer), written to `path`."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return attention_map(model, tokenizer, text, path, selector=selector)

@@ -63,10 +63,8 @@ classifier = pipeline("text-classification", model="{repo_id}", trust_remote_cod
 """
 
 
-def _architecture(config):
-    keys = ("hidden_size", "rank", "num_hidden_layers", "num_attention_heads", "vocab_size", "default_context",
-            "attention_window", "global_selector", "num_global_tokens", "max_position_embeddings", "num_labels",
-            "problem_type")
+def _architecture(config, family):
+    keys = family.card_settings + ("num_labels", "problem_type")
     rows = [f"| `{key}` | `{getattr(config, key)}` |" for key in keys if getattr(config, key, None) is not None]
     rows.append(f"| labels | {', '.join(config.id2label[i] for i in range(config.num_labels))} |")
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
@@ -104,21 +102,16 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         datasets=[dataset_name] if _is_hub_id(dataset_name) else None,
         model_name=repo_id.split("/")[-1],
     )
-    limits = (
-        "The model has no maximum length, but the saved tokenizer truncates at "
-        "`model_max_length` when called with `truncation=True`."
-        if family.name == "contextualizer" else ""
-    )
     text = CARD_TEMPLATE.format(
         card_data=card_data.to_yaml(),
         title=repo_id.split("/")[-1],
         summary=family.summary,
         family=family.name,
         paper_title=family.paper_title,
-        architecture=_architecture(config),
+        architecture=_architecture(config, family),
         training_data=training_data or (f"`{dataset_name}`" if dataset_name else "Not recorded."),
         evaluation=_evaluation(metrics),
-        limits=limits,
+        limits=family.card_limits,
         repo_id=repo_id,
         citation=family.paper_citation,
     )

@@ -1,15 +1,19 @@
-"""Datasets: the built-in long-document task, loading of real data, and tokenizer fitting."""
+"""Datasets: the built-in long-document task, loading of real data, tasks and tokenizing, and tokenizer fitting."""
 
 from .inversion import invert_sentences
 from .loading import DatasetError, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
+from .tasks import BUILTIN_TASK, load_task, tokenize
 from .tokenizer import fit_wordpiece_tokenizer
 
 __all__ = [
+    "BUILTIN_TASK",
     "DatasetError",
     "EVIDENCE_WINDOWS",
     "fit_wordpiece_tokenizer",
     "invert_sentences",
+    "load_task",
     "load_text_classification_dataset",
     "make_long_document_task",
+    "tokenize",
 ]

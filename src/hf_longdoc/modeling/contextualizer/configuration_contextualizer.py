@@ -54,6 +54,9 @@ class ContextualizerConfig(PretrainedConfig):
     """
 
     model_type = "contextualizer"
+    # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
+    # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
+    default_auto_map = None
 
     def __init__(
         self,
@@ -102,7 +105,8 @@ class ContextualizerConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.random_context_seed = random_context_seed
-        kwargs.setdefault("auto_map", _auto_map())
+        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
     @classmethod
@@ -114,15 +118,14 @@ class ContextualizerConfig(PretrainedConfig):
         settings.update(kwargs)
         return cls(**settings)
 
-
-def _auto_map():
-    """Every Auto class that can load a saved Contextualizer, so the saved folder works without hf_longdoc."""
-    modeling = "modeling_contextualizer."
-    return {
-        "AutoConfig": "configuration_contextualizer.ContextualizerConfig",
-        "AutoModel": modeling + "ContextualizerModel",
-        "AutoModelForSequenceClassification": modeling + "ContextualizerForSequenceClassification",
-    }
+    @classmethod
+    def from_size(cls, hidden_size, num_layers, num_heads, max_length, **kwargs):
+        """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): width m = `hidden_size`,
+        K = `num_layers` steps and rank u = 2m (Table 2's 0.5M model: u = 260 at m = 128); no heads and no length limit,
+        so `num_heads` and `max_length` do not apply. Any keyword overrides."""
+        settings = {"hidden_size": hidden_size, "rank": 2 * hidden_size, "num_hidden_layers": num_layers}
+        settings.update(kwargs)
+        return cls(**settings)
 
 
 __all__ = ["ContextualizerConfig"]

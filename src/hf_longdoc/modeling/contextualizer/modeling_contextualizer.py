@@ -64,6 +64,46 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     return mask
 
 
+def check_vocabulary_range(input_ids, vocab_size):
+    """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
+    if out_of_range.any():
+        bad = input_ids[out_of_range][0].item()
+        raise ValueError(
+            f"`input_ids` holds id {bad}, outside the vocabulary [0, {vocab_size}); "
+            "use the tokenizer saved with this model or raise `config.vocab_size`."
+        )
+
+
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
 def positional_encoding(mask, s):
     """Eq. 1 as a masked softmax over the real positions, in fp32. Returns n·p of shape (b, n, m) (see module doc).
 
@@ -235,13 +275,7 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
         """
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
         if input_ids is not None:
-            out_of_range = (input_ids < 0) | (input_ids >= self.config.vocab_size)
-            if out_of_range.any():
-                bad = input_ids[out_of_range][0].item()
-                raise ValueError(
-                    f"`input_ids` holds id {bad}, outside the vocabulary [0, {self.config.vocab_size}); "
-                    "use the tokenizer saved with this model or raise `config.vocab_size`."
-                )
+            check_vocabulary_range(input_ids, self.config.vocab_size)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
 
@@ -260,35 +294,6 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
             pooler_output=c.to(dtype),  # c(K)
             hidden_states=tuple(h.to(dtype) for h in hidden_states) if output_hidden_states else None,
         )
-
-
-def check_labels(labels, logits, config):
-    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
-    b, num_labels = logits.shape
-    problem_type = config.problem_type
-    if problem_type is None:  # the rule Transformers' loss uses to infer it
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
-            raise ValueError(
-                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
-                f"{tuple(labels.shape)}."
-            )
-        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
-    elif problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (b, num_labels):
-            raise ValueError(
-                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
-                f"{tuple(labels.shape)}."
-            )
-    elif labels.numel() != b * num_labels:
-        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
 class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
@@ -330,10 +335,6 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
 
-
-ContextualizerConfig.register_for_auto_class("AutoConfig")
-ContextualizerModel.register_for_auto_class("AutoModel")
-ContextualizerForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = [
     "ContextualizerModel",

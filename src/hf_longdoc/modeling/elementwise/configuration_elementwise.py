@@ -24,6 +24,18 @@ def input_embedding_size(backbone_config):
     return getattr(backbone_config, "embedding_size", None) or backbone_config.hidden_size
 
 
+def backbone_config_from(value):
+    """The backbone's config from a `PretrainedConfig` or a dict naming its `model_type` (the other keys its sizes)."""
+    if isinstance(value, dict):
+        settings = dict(value)
+        if "model_type" not in settings:
+            raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
+        value = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    if not isinstance(value, PretrainedConfig):
+        raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(value)}.")
+    return value
+
+
 class ElementwiseConfig(PretrainedConfig):
     r"""
     Configuration of an [`ElementwiseModel`]: an element embedding table of 260 × c replaces the backbone's token
@@ -66,6 +78,9 @@ class ElementwiseConfig(PretrainedConfig):
     """
 
     model_type = "elementwise"
+    # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
+    # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
+    default_auto_map = None
     sub_configs = {"backbone_config": AutoConfig}
 
     def __init__(
@@ -89,13 +104,7 @@ class ElementwiseConfig(PretrainedConfig):
         if backbone_config is None:
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 8, "intermediate_size": 1024, "max_position_embeddings": 512}
-        if isinstance(backbone_config, dict):
-            settings = dict(backbone_config)
-            if "model_type" not in settings:
-                raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
-            backbone_config = AutoConfig.for_model(settings.pop("model_type"), **settings)
-        if not isinstance(backbone_config, PretrainedConfig):
-            raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(backbone_config)}.")
+        backbone_config = backbone_config_from(backbone_config)
         v = elements_per_material
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"`elements_per_material` must be a positive integer, got {v!r}.")
@@ -155,7 +164,8 @@ class ElementwiseConfig(PretrainedConfig):
         self.pooling = pooling
         self.vocab_size = ELEMENT_VOCAB_SIZE
         kwargs.pop("vocab_size", None)
-        kwargs.setdefault("auto_map", _auto_map())
+        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(pad_token_id=pad_token_id, **kwargs)
 
     # The backbone's sizes, under the standard names, so generic tooling reads (and sets) them here.
@@ -193,18 +203,27 @@ class ElementwiseConfig(PretrainedConfig):
         settings.update(kwargs)
         return cls(**settings)
 
+    @classmethod
+    def from_size(cls, hidden_size, num_layers, num_heads, max_length, attention_dropout=None, **kwargs):
+        """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): a BERT backbone of that
+        width and depth (intermediate 4·h) reading up to `max_length` materials, one per word as a subword model reads
+        `max_length` tokens. Section 4.1 aligns the n-th element with the n-th head (h = v), so the heads fix v:
+        v = max(`num_heads`, 8), at least the 8 bytes that hold a typical English word (whitespace mode cuts longer
+        words). `elements_per_material` sets v (and the heads) directly; `attention_dropout` overrides the
+        backbone's attention-probability dropout; any other keyword overrides."""
+        v = kwargs.pop("elements_per_material", max(num_heads, 8))
+        backbone = {"model_type": "bert", "hidden_size": hidden_size, "num_hidden_layers": num_layers,
+                    "num_attention_heads": v, "intermediate_size": 4 * hidden_size,
+                    "max_position_embeddings": max_length}
+        if attention_dropout is not None:
+            backbone["attention_probs_dropout_prob"] = attention_dropout
+        settings = {"backbone_config": backbone, "elements_per_material": v, "max_materials": max_length}
+        settings.update(kwargs)
+        return cls(**settings)
+
 
 def _width_name(backbone_config):
     return "embedding_size" if getattr(backbone_config, "embedding_size", None) else "hidden_size"
-
-
-def _auto_map():
-    modeling = "modeling_elementwise."
-    return {
-        "AutoConfig": "configuration_elementwise.ElementwiseConfig",
-        "AutoModel": modeling + "ElementwiseModel",
-        "AutoModelForSequenceClassification": modeling + "ElementwiseForSequenceClassification",
-    }
 
 
 __all__ = ["ElementwiseConfig"]

@@ -70,6 +70,36 @@ def pad_for_downsampling(materials, material_mask, backbone_config):
     return materials, material_mask
 
 
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
 class ElementwiseEmbeddings(nn.Module):
     """Element table, optional v-gram pooling and focus embeddings, and the (b, L, c) -> (b, u, w) reshape."""
 
@@ -218,31 +248,6 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         )
 
 
-def check_labels(labels, logits, config):
-    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
-    b, num_labels = logits.shape
-    problem_type = config.problem_type
-    if problem_type is None:  # the rule Transformers' loss uses to infer it
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
-            raise ValueError(f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} "
-                             f"of shape {tuple(labels.shape)}.")
-        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
-    elif problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (b, num_labels):
-            raise ValueError(f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), "
-                             f"got {tuple(labels.shape)}.")
-    elif labels.numel() != b * num_labels:
-        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
-
-
 class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
     """A linear head on the backbone's pooled output or its first material (`config.pooling`): single-label,
     multi-label (BCE, the paper's patent setting) or regression, by `problem_type`."""
@@ -280,9 +285,5 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                                         attentions=outputs.attentions)
 
-
-ElementwiseConfig.register_for_auto_class("AutoConfig")
-ElementwiseModel.register_for_auto_class("AutoModel")
-ElementwiseForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = ["ElementwiseModel", "ElementwiseForSequenceClassification", "ElementwisePreTrainedModel"]

@@ -13,6 +13,19 @@ ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
 GRADIENT_MODES = ("paper", "full", "none")
 
 
+# Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from
+def backbone_config_from(value):
+    """The backbone's config from a `PretrainedConfig` or a dict naming its `model_type` (the other keys its sizes)."""
+    if isinstance(value, dict):
+        settings = dict(value)
+        if "model_type" not in settings:
+            raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
+        value = AutoConfig.for_model(settings.pop("model_type"), **settings)
+    if not isinstance(value, PretrainedConfig):
+        raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(value)}.")
+    return value
+
+
 class SegmentLMConfig(PretrainedConfig):
     r"""
     Configuration of a segment LM. The defaults build a small BERT backbone that trains on CPU.
@@ -59,6 +72,9 @@ class SegmentLMConfig(PretrainedConfig):
     """
 
     model_type = "segment_lm"
+    # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
+    # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
+    default_auto_map = None
     sub_configs = {"backbone_config": AutoConfig}
 
     def __init__(
@@ -81,13 +97,7 @@ class SegmentLMConfig(PretrainedConfig):
         if backbone_config is None:
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512}
-        if isinstance(backbone_config, dict):
-            settings = dict(backbone_config)
-            if "model_type" not in settings:
-                raise ValueError("`backbone_config` as a dict needs a `model_type` (for example 'bert').")
-            backbone_config = AutoConfig.for_model(settings.pop("model_type"), **settings)
-        if not isinstance(backbone_config, PretrainedConfig):
-            raise TypeError(f"`backbone_config` must be a dict or a PretrainedConfig, got {type(backbone_config)}.")
+        backbone_config = backbone_config_from(backbone_config)
         for name, value, choices in (("variant", variant, VARIANTS),
                                      ("attention_activation", attention_activation, ATTENTION_ACTIVATIONS),
                                      ("gradient_mode", gradient_mode, GRADIENT_MODES)):
@@ -130,13 +140,18 @@ class SegmentLMConfig(PretrainedConfig):
         self.sep_token_id = _first_set(sep_token_id, getattr(backbone_config, "sep_token_id", None),
                                        getattr(backbone_config, "eos_token_id", None), 102)
         kwargs.setdefault("pad_token_id", getattr(backbone_config, "pad_token_id", None) or 0)
-        kwargs.setdefault("auto_map", _auto_map())
+        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
 
     # the backbone's sizes, under the standard names generic tooling reads (and resize_token_embeddings writes)
     @property
     def hidden_size(self):
         return self.backbone_config.hidden_size
+
+    @hidden_size.setter
+    def hidden_size(self, value):
+        self.backbone_config.hidden_size = value
 
     @property
     def vocab_size(self):
@@ -160,14 +175,24 @@ class SegmentLMConfig(PretrainedConfig):
         return {"base": d, "cat": m * d, "rnn": d + 2 * q, "att": 2 * d + 3 * q + m, "att_ablated": q + m + d}[
             self.variant]
 
+    @classmethod
+    def from_size(cls, hidden_size, num_layers, num_heads, max_length, segment_length=128, attention_dropout=None,
+                  gradient_mode="paper", **kwargs):
+        """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): a BERT backbone of that
+        width, depth and heads (intermediate 4·h) over segments of `segment_length` tokens, with as many segments m as
+        it takes to read `max_length` tokens (each segment holds L - 2 of them). `attention_dropout` overrides the
+        backbone's attention-probability dropout; any other keyword overrides."""
+        backbone = {"model_type": "bert", "hidden_size": hidden_size, "num_hidden_layers": num_layers,
+                    "num_attention_heads": num_heads, "intermediate_size": 4 * hidden_size,
+                    "max_position_embeddings": segment_length}
+        if attention_dropout is not None:
+            backbone["attention_probs_dropout_prob"] = attention_dropout
+        num_segments = max(1, -(-(max_length - 2) // max(segment_length - 2, 1)))  # ⌈(n - 2) / (L - 2)⌉
+        settings = {"backbone_config": backbone, "segment_length": segment_length, "num_segments": num_segments,
+                    "gradient_mode": gradient_mode}
+        settings.update(kwargs)
+        return cls(**settings)
 
-def _auto_map():
-    """Every Auto class that can load a saved segment LM, so the saved folder works without hf_longdoc."""
-    return {
-        "AutoConfig": "configuration_segment.SegmentLMConfig",
-        "AutoModel": "modeling_segment.SegmentLMModel",
-        "AutoModelForSequenceClassification": "modeling_segment.SegmentLMForSequenceClassification",
-    }
 
 
 def _first_set(*values):

@@ -15,6 +15,9 @@ Segments that hold no token (a short document) are masked everywhere: the biLSTM
 only (packed), h_m is the last present segment's state, α is 0 for absent segments (and excluded from the softmax
 option), M(α) is chosen among present segments, and Cat's absent z are zeros. A document of one segment has h_2 = 0.
 
+Shapes: b batch · n tokens · m segments · L segment length · d hidden (the backbone's) · q biLSTM size · k segments
+in one backbone call.
+
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
@@ -32,68 +35,34 @@ from transformers.utils import ModelOutput
 from .configuration_segment import SegmentLMConfig
 
 
-class SegmentHead(nn.Module):
-    """The classifier of Eq. 1-5 and 7 over the segment vectors z (b, m, d) and the mask of present segments."""
-
-    def __init__(self, config: SegmentLMConfig):
-        super().__init__()
-        self.config = config
-        d, q = config.hidden_size, config.lstm_hidden_size
-        if config.variant in ("rnn", "att", "att_ablated"):
-            self.lstm = nn.LSTM(d, q // 2, batch_first=True, bidirectional=True)
-        if config.variant in ("att", "att_ablated"):
-            self.attention = nn.Linear(q, q)  # W_s, b_s of Eq. 4
-            self.context = nn.Parameter(torch.zeros(q))  # u_s
-        self.dropout = nn.Dropout(config.classifier_dropout or 0.0)
-        self.classifier = nn.Linear(config.classifier_input_size(), config.num_labels)
-
-    def segment_states(self, z, present):
-        """h_1..h_m of Eq. 3: the biLSTM over each document's present segments (zeros for absent ones)."""
-        lengths = present.sum(dim=1).cpu()
-        packed = pack_padded_sequence(z.float(), lengths, batch_first=True, enforce_sorted=False)
-        weights = dict(self.lstm.named_parameters())
-        if any(w.dtype != torch.float32 for w in weights.values()):  # nn.LSTM has no half-precision CPU kernel
-            weights = {name: w.float() for name, w in weights.items()}
-        with torch.autocast(z.device.type, enabled=False):
-            states, _ = torch.func.functional_call(self.lstm, weights, (packed,))
-        states, _ = pad_packed_sequence(states, batch_first=True, total_length=z.shape[1])
-        return states.to(z.dtype)
-
-    def attention_weights(self, h, present):
-        """α of Eq. 4 (0 for absent segments)."""
-        scores = torch.tanh(self.attention(h)) @ self.context  # u_iᵀ u_s, (b, m)
-        if self.config.attention_activation == "softmax":
-            return torch.softmax(scores.masked_fill(~present, float("-inf")), dim=1)
-        return torch.sigmoid(scores) * present
-
-    def forward(self, z, present, encode_selected=None):
-        """Logits, α and M(α) (None for base/cat/rnn), and the biLSTM states h (None for base/cat).
-        `encode_selected(M)` returns z_M with the LM's gradient ((b, d)); without it z_M is read from z."""
-        variant = self.config.variant
-        b, m, _ = z.shape
-        rows = torch.arange(b, device=z.device)
-        last = present.sum(dim=1) - 1
-        alpha = selected = h = None
-        if variant == "base":
-            features = [z[:, 0]]
-        elif variant == "cat":
-            features = [(z * present[..., None]).flatten(1)]
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
         else:
-            h = self.segment_states(z, present)
-            second = h[:, 1] if m > 1 else torch.zeros_like(h[:, 0])
-            features = [z[:, 0], second, h[rows, last]]
-            if variant in ("att", "att_ablated"):
-                alpha = self.attention_weights(h, present)
-                a = (alpha[..., None] * h).sum(dim=1)
-                selected = alpha.masked_fill(~present, -1.0).argmax(dim=1)  # M(α) among present segments
-                z_selected = encode_selected(selected) if encode_selected is not None else z[rows, selected]
-                tail = [a, alpha.to(a.dtype), z_selected.to(a.dtype)]
-                features = features + tail if variant == "att" else tail
-        features = torch.cat([f.to(features[0].dtype) for f in features], dim=-1)
-        return self.classifier(self.dropout(features)), alpha, selected, h
-
-
-# --- the LM over segments -------------------------------------------------------------------------------------------
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
 def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id):
@@ -114,15 +83,15 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     keep = content & (slot < num_segments * width)
     grid = torch.full((b, num_segments * width), pad_id, dtype=input_ids.dtype, device=input_ids.device)
     grid_mask = torch.zeros((b, num_segments * width), dtype=torch.bool, device=input_ids.device)
-    grid[rows[:, None].expand(b, n)[keep], slot[keep]] = input_ids[keep]
+    grid[rows[:, None].expand(b, n)[keep], slot[keep]] = input_ids[keep]  # scattered into (b, m·(L - 2))
     grid_mask[rows[:, None].expand(b, n)[keep], slot[keep]] = True
-    grid, grid_mask = grid.view(b, num_segments, width), grid_mask.view(b, num_segments, width)
-    counts = grid_mask.sum(dim=2)  # tokens per segment
+    grid, grid_mask = grid.view(b, num_segments, width), grid_mask.view(b, num_segments, width)  # (b, m, L - 2)
+    counts = grid_mask.sum(dim=2)  # tokens per segment, (b, m)
     segments = torch.full((b, num_segments, segment_length), pad_id, dtype=input_ids.dtype, device=input_ids.device)
     segments[..., 0] = cls_id
     segments[..., 1:-1] = grid
     segments.scatter_(2, (counts + 1)[..., None], sep_id)  # [SEP] right after the segment's last token
-    mask = torch.arange(segment_length, device=input_ids.device) < (counts + 2)[..., None]
+    mask = torch.arange(segment_length, device=input_ids.device) < (counts + 2)[..., None]  # (b, m, L)
     present = counts > 0
     segments = segments.masked_fill(~present[..., None], pad_id)
     return segments, mask & present[..., None], present
@@ -135,6 +104,91 @@ def backbone_without_pooler(backbone_config):
         return AutoModel.from_config(backbone_config, add_pooling_layer=False)
     except TypeError:  # decoders and encoders without a pooler do not take the argument
         return AutoModel.from_config(backbone_config)
+
+
+@dataclass
+class SegmentLMModelOutput(ModelOutput):
+    """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m; 1/0 like an attention mask)."""
+
+    last_hidden_state: torch.Tensor | None = None
+    hidden_states: tuple | None = None
+    segment_mask: torch.Tensor | None = None
+
+
+@dataclass
+class SegmentLMClassifierOutput(ModelOutput):
+    """Logits, loss, and what the head looked at: α of Eq. 4 (att variants), M(α), and the present segments."""
+
+    loss: torch.Tensor | None = None
+    logits: torch.Tensor | None = None
+    hidden_states: tuple | None = None
+    alpha: torch.Tensor | None = None
+    selected_segment: torch.Tensor | None = None
+    segment_mask: torch.Tensor | None = None
+
+
+class SegmentHead(nn.Module):
+    """The classifier of Eq. 1-5 and 7 over the segment vectors z (b, m, d) and the mask of present segments."""
+
+    def __init__(self, config: SegmentLMConfig):
+        super().__init__()
+        self.config = config
+        d, q = config.hidden_size, config.lstm_hidden_size
+        if config.variant in ("rnn", "att", "att_ablated"):
+            self.lstm = nn.LSTM(d, q // 2, batch_first=True, bidirectional=True)
+        if config.variant in ("att", "att_ablated"):
+            self.attention = nn.Linear(q, q)  # W_s, b_s of Eq. 4
+            self.context = nn.Parameter(torch.zeros(q))  # u_s
+        self.dropout = nn.Dropout(config.classifier_dropout or 0.0)
+        self.classifier = nn.Linear(config.classifier_input_size(), config.num_labels)
+
+    def segment_states(self, z, present):
+        """h_1..h_m of Eq. 3: the biLSTM over each document's present segments (zeros for absent ones)."""
+        lengths = present.sum(dim=1).cpu()
+        packed = pack_padded_sequence(z.float(), lengths, batch_first=True, enforce_sorted=False)  # present z only
+        weights = dict(self.lstm.named_parameters())
+        if any(w.dtype != torch.float32 for w in weights.values()):  # nn.LSTM has no half-precision CPU kernel
+            weights = {name: w.float() for name, w in weights.items()}
+        with torch.autocast(z.device.type, enabled=False):
+            states, _ = torch.func.functional_call(self.lstm, weights, (packed,))
+        states, _ = pad_packed_sequence(states, batch_first=True, total_length=z.shape[1])  # (b, m, q)
+        return states.to(z.dtype)
+
+    def attention_weights(self, h, present):
+        """α of Eq. 4 (0 for absent segments)."""
+        scores = torch.tanh(self.attention(h)) @ self.context  # u_iᵀ u_s, (b, m)
+        if self.config.attention_activation == "softmax":
+            return torch.softmax(scores.masked_fill(~present, float("-inf")), dim=1)
+        return torch.sigmoid(scores) * present
+
+    def forward(self, z, present, encode_selected=None):
+        """Logits, α and M(α) (None for base/cat/rnn), and the biLSTM states h (None for base/cat).
+        `encode_selected(M)` returns z_M with the LM's gradient ((b, d)); without it z_M is read from z."""
+        variant = self.config.variant
+        b, m, _ = z.shape
+        rows = torch.arange(b, device=z.device)
+        last = present.sum(dim=1) - 1
+        alpha = selected = h = None
+        if variant == "base":
+            features = [z[:, 0]]  # z_1, (b, d)
+        elif variant == "cat":
+            features = [(z * present[..., None]).flatten(1)]  # (b, m·d)
+        else:
+            h = self.segment_states(z, present)
+            second = h[:, 1] if m > 1 else torch.zeros_like(h[:, 0])  # h_2, (b, q)
+            features = [z[:, 0], second, h[rows, last]]  # z_1 (b, d), h_2 and h_m (b, q)
+            if variant in ("att", "att_ablated"):
+                alpha = self.attention_weights(h, present)
+                a = (alpha[..., None] * h).sum(dim=1)  # (b, q)
+                selected = alpha.masked_fill(~present, -1.0).argmax(dim=1)  # M(α) among present segments
+                z_selected = encode_selected(selected) if encode_selected is not None else z[rows, selected]  # (b, d)
+                tail = [a, alpha.to(a.dtype), z_selected.to(a.dtype)]
+                features = features + tail if variant == "att" else tail
+        features = torch.cat([f.to(features[0].dtype) for f in features], dim=-1)  # (b, classifier_input_size())
+        return self.classifier(self.dropout(features)), alpha, selected, h
+
+
+# --- the LM over segments -------------------------------------------------------------------------------------------
 
 
 class SegmentLMPreTrainedModel(PreTrainedModel):
@@ -166,13 +220,13 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
 
     def encode(self, segments, mask):
         """(k, L) segments -> (k, d) segment vectors, pooled by `config.segment_pooling`."""
-        states = self.backbone(input_ids=segments, attention_mask=mask.long()).last_hidden_state
+        states = self.backbone(input_ids=segments, attention_mask=mask.long()).last_hidden_state  # (k, L, d)
         pooling = self.config.segment_pooling
         if pooling == "cls":
-            return states[:, 0]
+            return states[:, 0]  # (k, d)
         if pooling == "last":
-            return states[torch.arange(len(states), device=states.device), mask.sum(dim=1) - 1]
-        weights = mask[..., None].to(states.dtype)
+            return states[torch.arange(len(states), device=states.device), mask.sum(dim=1) - 1]  # (k, d)
+        weights = mask[..., None].to(states.dtype)  # (k, L, 1)
         return (states * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1)
 
     def encode_in_passes(self, segments, mask, checkpointed=False):
@@ -184,7 +238,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             piece, piece_mask = segments[start:start + size], mask[start:start + size]
             vectors.append(checkpoint(self.encode, piece, piece_mask, use_reentrant=False) if checkpointed
                            else self.encode(piece, piece_mask))
-        return torch.cat(vectors)
+        return torch.cat(vectors)  # (k, d)
 
     @contextmanager
     def stopped_segment_mode(self):
@@ -231,7 +285,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             attention_mask = torch.ones_like(input_ids)
         if input_ids.dim() == 3:
             mask = attention_mask.bool()
-            return input_ids, mask, mask.any(dim=2)
+            return input_ids, mask, mask.any(dim=2)  # (b, m, L), (b, m, L), (b, m)
         return cut_into_segments(input_ids, attention_mask, config.num_segments, config.segment_length,
                                  config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
@@ -263,6 +317,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         mode = gradient_mode or self.config.gradient_mode
         if not torch.is_grad_enabled():
             mode = "none"
+        # (b·m, L), (b·m, L), (b·m,)
         flat, flat_mask, flat_present = segments.view(b * m, length), mask.view(b * m, length), present.view(-1)
         d = self.config.hidden_size
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
@@ -274,78 +329,28 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         z = None
         if without_grad.any():
             with torch.no_grad(), self.stopped_segment_mode():
-                encoded = self.encode_in_passes(flat[without_grad], flat_mask[without_grad])
-            z = encoded.new_zeros(b * m, d).index_put((without_grad.nonzero().flatten(),), encoded)
+                encoded = self.encode_in_passes(flat[without_grad], flat_mask[without_grad])  # (k, d)
+            z = encoded.new_zeros(b * m, d).index_put((without_grad.nonzero().flatten(),), encoded)  # (b·m, d)
         if with_grad.any():
             if mode == "full":
                 encoded = self.encode_in_passes(flat[with_grad], flat_mask[with_grad], checkpointed=True)
             else:
                 encoded = self.encode(flat[with_grad], flat_mask[with_grad])
             base = z if z is not None else encoded.new_zeros(b * m, d)
-            z = base.to(encoded.dtype).index_put((with_grad.nonzero().flatten(),), encoded)
-        z = z.view(b, m, d)
+            z = base.to(encoded.dtype).index_put((with_grad.nonzero().flatten(),), encoded)  # (b·m, d)
+        z = z.view(b, m, d)  # (b, m, d)
 
         def encode_selected(selected):
             """z_M with gradient: segment 1's vector where M = 1, one batched forward for the others."""
             rows = torch.arange(b, device=segments.device)
-            out = z[rows, selected]
+            out = z[rows, selected]  # (b, d)
             other = selected != 0
-            if other.any():
+            if other.any():  # the selected segments (k, L) of the k documents where M ≠ 1 -> (k, d)
                 encoded = self.encode(segments[rows[other], selected[other]], mask[rows[other], selected[other]])
                 out = out.index_put((other.nonzero().flatten(),), encoded.to(out.dtype))
             return out
 
         return z, present, encode_selected if mode == "paper" else None
-
-
-def check_labels(labels, logits, config):
-    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
-    b, num_labels = logits.shape
-    problem_type = config.problem_type
-    if problem_type is None:  # the rule Transformers' loss uses to infer it
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
-            raise ValueError(
-                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
-                f"{tuple(labels.shape)}."
-            )
-        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
-    elif problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (b, num_labels):
-            raise ValueError(
-                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
-                f"{tuple(labels.shape)}."
-            )
-    elif labels.numel() != b * num_labels:
-        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
-
-
-@dataclass
-class SegmentLMModelOutput(ModelOutput):
-    """z_i = LM(x_i) per segment (b, m, d) and which segments hold tokens (b, m; 1/0 like an attention mask)."""
-
-    last_hidden_state: torch.Tensor | None = None
-    hidden_states: tuple | None = None
-    segment_mask: torch.Tensor | None = None
-
-
-@dataclass
-class SegmentLMClassifierOutput(ModelOutput):
-    """Logits, loss, and what the head looked at: α of Eq. 4 (att variants), M(α), and the present segments."""
-
-    loss: torch.Tensor | None = None
-    logits: torch.Tensor | None = None
-    hidden_states: tuple | None = None
-    alpha: torch.Tensor | None = None
-    selected_segment: torch.Tensor | None = None
-    segment_mask: torch.Tensor | None = None
 
 
 class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
@@ -414,10 +419,6 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
                                            selected_segment=selected, segment_mask=present.long())
         return output if return_dict is not False else output.to_tuple()
 
-
-SegmentLMConfig.register_for_auto_class("AutoConfig")
-SegmentLMModel.register_for_auto_class("AutoModel")
-SegmentLMForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = ["SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
            "cut_into_segments"]

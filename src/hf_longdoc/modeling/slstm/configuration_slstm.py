@@ -70,6 +70,9 @@ class SLSTMConfig(PretrainedConfig):
     """
 
     model_type = "slstm"
+    # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
+    # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
+    default_auto_map = None
     attribute_map = {"num_hidden_layers": "num_recurrent_steps"}
 
     def __init__(
@@ -135,7 +138,8 @@ class SLSTMConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.pad_token_id = pad_token_id
         self.tie_word_embeddings = tie_word_embeddings
-        kwargs.setdefault("auto_map", _auto_map())
+        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
 
     @classmethod
@@ -151,16 +155,15 @@ class SLSTMConfig(PretrainedConfig):
         settings.update(kwargs)
         return cls(**settings)
 
-
-def _auto_map():
-    """Every Auto class that can load a saved S-LSTM, so the saved folder works without hf_longdoc."""
-    modeling = "modeling_slstm."
-    return {
-        "AutoConfig": "configuration_slstm.SLSTMConfig",
-        "AutoModel": modeling + "SLSTMModel",
-        "AutoModelForMaskedLM": modeling + "SLSTMForMaskedLM",
-        "AutoModelForSequenceClassification": modeling + "SLSTMForSequenceClassification",
-    }
+    @classmethod
+    def from_size(cls, hidden_size, num_layers, num_heads, max_length, **kwargs):
+        """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): state size
+        `hidden_size`, L = `num_layers` recurrent steps, positions for `max_length` tokens; no heads. Any keyword
+        overrides."""
+        settings = {"hidden_size": hidden_size, "num_recurrent_steps": num_layers,
+                    "max_position_embeddings": max_length}
+        settings.update(kwargs)
+        return cls(**settings)
 
 
 __all__ = ["SLSTMConfig"]

@@ -49,6 +49,7 @@ from transformers.utils import can_return_tuple
 from .configuration_slstm import SLSTMConfig
 
 
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.real_token_mask
 def real_token_mask(input_ids, inputs_embeds, attention_mask):
     """Validate the inputs once and return the (b, n) bool mask of real tokens."""
     if (input_ids is None) == (inputs_embeds is None):
@@ -71,6 +72,48 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
             f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty documents from the batch."
         )
     return mask
+
+
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_vocabulary_range
+def check_vocabulary_range(input_ids, vocab_size):
+    """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
+    if out_of_range.any():
+        bad = input_ids[out_of_range][0].item()
+        raise ValueError(
+            f"`input_ids` holds id {bad}, outside the vocabulary [0, {vocab_size}); "
+            "use the tokenizer saved with this model or raise `config.vocab_size`."
+        )
+
+
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
 def at_least_fp32(t):
@@ -248,6 +291,20 @@ class SLSTMStep(GradientCheckpointingLayer):
         return (self.dropout(h_new.to(dtype)), c_new.to(dtype), self.dropout(g_new.to(dtype)), c_g_new.to(dtype))
 
 
+class SLSTMLMHead(nn.Module):
+    """Eq. 5: logits = E · LN(GELU(W h̃)) + bias, with the decoder tied to the input embeddings E."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # W of Eq. 5
+        self.activation = ACT2FN["gelu"]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)  # weight tied to E; its own bias
+
+    def forward(self, h):
+        return self.decoder(self.layer_norm(self.activation(self.dense(h))))
+
+
 class SLSTMPreTrainedModel(PreTrainedModel):
     config_class = SLSTMConfig
     base_model_prefix = "slstm"
@@ -282,10 +339,8 @@ class SLSTMModel(SLSTMPreTrainedModel):
 
     def check_input_ids(self, input_ids, token_type_ids, mask):
         config = self.config
-        if input_ids is not None and ((input_ids < 0) | (input_ids >= config.vocab_size)).any():
-            bad = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)][0].item()
-            raise ValueError(f"`input_ids` holds id {bad}, outside the vocabulary [0, {config.vocab_size}); use the "
-                             "tokenizer saved with this model or raise `config.vocab_size`.")
+        if input_ids is not None:
+            check_vocabulary_range(input_ids, config.vocab_size)
         longest = int(mask.sum(dim=1).max())
         if config.position_embedding_type == "absolute" and longest > config.max_position_embeddings:
             raise ValueError(f"A document has {longest} tokens but `max_position_embeddings` is "
@@ -331,35 +386,6 @@ class SLSTMModel(SLSTMPreTrainedModel):
         )
 
 
-def check_labels(labels, logits, config):
-    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
-    b, num_labels = logits.shape
-    problem_type = config.problem_type
-    if problem_type is None:  # the rule Transformers' loss uses to infer it
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
-            raise ValueError(
-                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
-                f"{tuple(labels.shape)}."
-            )
-        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
-    elif problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (b, num_labels):
-            raise ValueError(
-                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
-                f"{tuple(labels.shape)}."
-            )
-    elif labels.numel() != b * num_labels:
-        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
-
-
 class SLSTMForSequenceClassification(SLSTMPreTrainedModel):
     """A linear head on the final sentence node g (Section 5.3: g plays [CLS]; a sentence pair is one concatenated
     sequence): single-label, multi-label (BCE) or regression, by `problem_type`."""
@@ -394,20 +420,6 @@ class SLSTMForSequenceClassification(SLSTMPreTrainedModel):
             check_labels(labels, logits, self.config)
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
-
-
-class SLSTMLMHead(nn.Module):
-    """Eq. 5: logits = E · LN(GELU(W h̃)) + bias, with the decoder tied to the input embeddings E."""
-
-    def __init__(self, config):
-        super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # W of Eq. 5
-        self.activation = ACT2FN["gelu"]
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)  # weight tied to E; its own bias
-
-    def forward(self, h):
-        return self.decoder(self.layer_norm(self.activation(self.dense(h))))
 
 
 class SLSTMForMaskedLM(SLSTMPreTrainedModel):
@@ -450,10 +462,5 @@ class SLSTMForMaskedLM(SLSTMPreTrainedModel):
             loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
 
-
-SLSTMConfig.register_for_auto_class("AutoConfig")
-SLSTMModel.register_for_auto_class("AutoModel")
-SLSTMForMaskedLM.register_for_auto_class("AutoModelForMaskedLM")
-SLSTMForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = ["SLSTMModel", "SLSTMForMaskedLM", "SLSTMForSequenceClassification", "SLSTMPreTrainedModel"]

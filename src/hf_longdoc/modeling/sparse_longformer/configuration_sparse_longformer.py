@@ -53,6 +53,9 @@ class SparseLongformerConfig(LongformerConfig):
     """
 
     model_type = "sparse_longformer"
+    # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
+    # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
+    default_auto_map = None
 
     def __init__(
         self,
@@ -84,7 +87,8 @@ class SparseLongformerConfig(LongformerConfig):
             raise ValueError("`excluded_token_ids` must be a list of non-negative token ids.")
         for key, value in SMALL_MODEL.items():
             kwargs.setdefault(key, value)
-        kwargs.setdefault("auto_map", _auto_map())
+        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         self._check_longformer_sizes(kwargs)
         self.global_selector = global_selector
         self.num_global_tokens = num_global_tokens
@@ -125,15 +129,21 @@ class SparseLongformerConfig(LongformerConfig):
         settings.update(kwargs)
         return cls(**settings)
 
-
-def _auto_map():
-    """Every Auto class that can load a saved sparse-map Longformer, so the saved folder works without hf_longdoc."""
-    modeling = "modeling_sparse_longformer."
-    return {
-        "AutoConfig": "configuration_sparse_longformer.SparseLongformerConfig",
-        "AutoModel": modeling + "SparseLongformerModel",
-        "AutoModelForSequenceClassification": modeling + "SparseLongformerForSequenceClassification",
-    }
+    @classmethod
+    def from_size(cls, hidden_size, num_layers, num_heads, max_length,
+                  attention_window=512, attention_dropout=None, **kwargs):
+        """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): a Longformer of that
+        width, depth and heads (intermediate 4·h) with positions for `max_length` tokens (+2: RoBERTa numbering) and the
+        thesis' share of global tokens, 128 per 4,096 (1/32; the default 128 is an eighth of a 1,024-token document,
+        where it stalls learning). `attention_dropout` overrides the attention-probability dropout. Any keyword
+        overrides."""
+        settings = dict(hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=num_heads,
+                        intermediate_size=4 * hidden_size, attention_window=attention_window,
+                        max_position_embeddings=max_length + 2, num_global_tokens=max(1, max_length // 32))
+        if attention_dropout is not None:
+            settings["attention_probs_dropout_prob"] = attention_dropout
+        settings.update(kwargs)
+        return cls(**settings)
 
 
 __all__ = ["SparseLongformerConfig"]

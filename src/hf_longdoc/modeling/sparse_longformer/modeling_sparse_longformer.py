@@ -20,6 +20,10 @@ every weight unchanged. What changes:
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
   (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
 
+Shapes: b batch · n tokens (padded to a multiple of the window) · d hidden · heads attention heads of head_dim =
+d / heads · c one-sided window (window / 2) · blocks = n / c query blocks of c tokens · g query blocks in one attention
+call · G global slots (the most global tokens in a document of the batch).
+
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
@@ -39,6 +43,86 @@ from .configuration_sparse_longformer import SparseLongformerConfig
 from .selection import SENTINEL_KEY, GlobalTokenSelector
 
 
+def excluded_token_ids(tokenizer, vocab_size):
+    """Ids of the tokenizer's special tokens and of every token that decodes to punctuation or whitespace only."""
+    import string
+
+    punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
+    ids = set(tokenizer.all_special_ids)
+    for i in range(min(len(tokenizer), vocab_size)):
+        text = tokenizer.decode([i]).strip()
+        if not text or all(ch in punctuation for ch in text):
+            ids.add(i)
+    return sorted(i for i in ids if i < vocab_size)
+
+
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.real_token_mask
+def real_token_mask(input_ids, inputs_embeds, attention_mask):
+    """Validate the inputs once and return the (b, n) bool mask of real tokens."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
+    shape = tuple(input_ids.shape if input_ids is not None else inputs_embeds.shape[:2])
+    if len(shape) != 2 or (inputs_embeds is not None and inputs_embeds.dim() != 3):
+        got = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
+        raise ValueError(f"`input_ids` must have shape (batch, length) (`inputs_embeds` one more dim), got {got}.")
+    if shape[0] == 0 or shape[1] == 0:
+        raise ValueError(f"Got an empty batch of shape {shape}: pass at least one document with at least one token.")
+    if attention_mask is None:
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        return torch.ones(shape, dtype=torch.bool, device=device)
+    if tuple(attention_mask.shape) != shape:
+        raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
+    mask = attention_mask.bool()
+    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(
+            f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty documents from the batch."
+        )
+    return mask
+
+
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_vocabulary_range
+def check_vocabulary_range(input_ids, vocab_size):
+    """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
+    if out_of_range.any():
+        bad = input_ids[out_of_range][0].item()
+        raise ValueError(
+            f"`input_ids` holds id {bad}, outside the vocabulary [0, {vocab_size}); "
+            "use the tokenizer saved with this model or raise `config.vocab_size`."
+        )
+
+
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
+def check_labels(labels, logits, config):
+    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
+    b, num_labels = logits.shape
+    problem_type = config.problem_type
+    if problem_type is None:  # the rule Transformers' loss uses to infer it
+        if num_labels == 1:
+            problem_type = "regression"
+        elif labels.dtype in (torch.long, torch.int):
+            problem_type = "single_label_classification"
+        else:
+            problem_type = "multi_label_classification"
+    if problem_type == "single_label_classification":
+        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
+            raise ValueError(
+                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
+                f"{tuple(labels.shape)}."
+            )
+        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
+            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
+    elif problem_type == "multi_label_classification":
+        if tuple(labels.shape) != (b, num_labels):
+            raise ValueError(
+                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
+                f"{tuple(labels.shape)}."
+            )
+    elif labels.numel() != b * num_labels:
+        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
 class SparseLongformerSelfAttention(LongformerSelfAttention):
     """Longformer's self-attention (same parameters) with the `blocked` backend next to Transformers' own."""
 
@@ -55,69 +139,74 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
         blocks = n // c
         dropout = self.dropout if self.training else 0.0
+        # q, k and v in one matmul: (b, n, 3d) split into three (b, n, d)
         q, k, v = F.linear(hidden_states, torch.cat([self.query.weight, self.key.weight, self.value.weight]),
                            torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
-        q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))
+        q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))  # (b, n, heads, head_dim)
 
         def neighbours(x, first, last, prefix=None):
             """For query blocks first..last-1 of x (b, n, ...): [prefix, blocks i-1, i, i+1], zeros beyond the ends."""
             rows, rest, lo, hi = x.shape[0], x.shape[2:], (first - 1) * c, (last + 1) * c
-            span = x[:, max(lo, 0): min(hi, n)]
+            span = x[:, max(lo, 0): min(hi, n)]  # (rows, ≤ (g + 2)·c, ...)
             if lo < 0 or hi > n:
                 span = torch.cat([span.new_zeros(rows, max(-lo, 0), *rest), span,
-                                  span.new_zeros(rows, max(hi - n, 0), *rest)], dim=1)
-            span = span.view(rows, last - first + 2, c, *rest)
-            parts = [span[:, :-2], span[:, 1:-1], span[:, 2:]]
+                                  span.new_zeros(rows, max(hi - n, 0), *rest)], dim=1)  # (rows, (g + 2)·c, ...)
+            span = span.view(rows, last - first + 2, c, *rest)  # (rows, g + 2, c, ...)
+            parts = [span[:, :-2], span[:, 1:-1], span[:, 2:]]  # blocks i-1, i, i+1: (rows, g, c, ...) each
             if prefix is not None:
-                parts.insert(0, prefix[:, None].expand(rows, last - first, *prefix.shape[1:]))
-            return torch.cat(parts, dim=2)
+                parts.insert(0, prefix[:, None].expand(rows, last - first, *prefix.shape[1:]))  # (rows, g, G, ...)
+            return torch.cat(parts, dim=2)  # (rows, g, [G +] 3c, ...)
 
         device = hidden_states.device
-        query_pos = torch.arange(n, device=device).view(blocks, c)
+        query_pos = torch.arange(n, device=device).view(blocks, c)  # (blocks, c)
+        # the position of every key a query block sees, (blocks, 3c)
         key_pos = neighbours(torch.arange(n, device=device)[None, :] + 1, 0, blocks)[0] - 1  # -1: beyond the ends
         band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c); beyond the ends: key_ok
-        key_ok = neighbours(~(is_pad | is_global), 0, blocks)
+        key_ok = neighbours(~(is_pad | is_global), 0, blocks)  # (b, blocks, 3c)
         allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
         # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
-        allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)
+        allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)  # (b, blocks, c, 3c)
 
         prefix, slots = (None, None), 0
         if any_global:
-            count = is_global.sum(dim=1)
-            slots = int(count.max())
+            count = is_global.sum(dim=1)  # (b,)
+            slots = int(count.max())  # G
             global_pos = torch.sort((~is_global).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # (b, G)
-            slot_ok = torch.arange(slots, device=device) < count[:, None]
-            gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)
-            prefix = (k.gather(1, gather), v.gather(1, gather))
+            slot_ok = torch.arange(slots, device=device) < count[:, None]  # (b, G)
+            gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)  # (b, G, heads, head_dim)
+            prefix = (k.gather(1, gather), v.gather(1, gather))  # the global keys and values, (b, G, heads, head_dim)
+            # the global slots in front of the window: (b, blocks, c, G + 3c)
             allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
 
         # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
-        q_blocks = q.view(b, blocks, c, heads, head_dim)
+        q_blocks = q.view(b, blocks, c, heads, head_dim)  # (b, blocks, c, heads, head_dim)
         per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
         out = q.new_empty(b, n, d)  # q's dtype: the compute dtype under autocast
         for first in range(0, blocks, per_call):
             last = min(first + per_call, blocks)
             keys, values = (neighbours(x, first, last, p).flatten(0, 1).transpose(1, 2)
-                            for x, p in zip((k, v), prefix))
-            group = F.scaled_dot_product_attention(  # (b·group, heads, c, head_dim), mask broadcast over heads
-                q_blocks[:, first:last].flatten(0, 1).transpose(1, 2), keys, values,
-                attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,
+                            for x, p in zip((k, v), prefix))  # (b·g, heads, G + 3c, head_dim)
+            group = F.scaled_dot_product_attention(  # (b·g, heads, c, head_dim), mask broadcast over heads
+                q_blocks[:, first:last].flatten(0, 1).transpose(1, 2), keys, values,  # (b·g, heads, c, head_dim)
+                attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,  # (b·g, 1, c, G + 3c)
             )
-            out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)
+            out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)  # (b, g·c, d)
         out.masked_fill_(is_pad[..., None], 0.0)
         del q, k, v, q_blocks, prefix, keys, values, group, allowed  # free them before the global rows (inference)
         if not any_global:
             return out
 
         # global rows: query_global of the global tokens over key_global/value_global of every real token
-        global_hidden = hidden_states.gather(1, global_pos[..., None].expand(b, slots, d))
+        global_hidden = hidden_states.gather(1, global_pos[..., None].expand(b, slots, d))  # (b, G, d)
+        # queries (b, heads, G, head_dim) of the global tokens; keys and values (b, heads, n, head_dim) of all tokens
         q_global = self.query_global(global_hidden).view(b, slots, heads, head_dim).transpose(1, 2)
         k_global, v_global = (proj(hidden_states).view(b, n, heads, head_dim).transpose(1, 2)
                               for proj in (self.key_global, self.value_global))
         global_out = F.scaled_dot_product_attention(q_global, k_global, v_global,
                                                     attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
-        global_out = global_out.transpose(1, 2).reshape(b, slots, d)
-        rows = torch.arange(b, device=device)[:, None].expand(b, slots)
+        global_out = global_out.transpose(1, 2).reshape(b, slots, d)  # (b, G, d)
+        rows = torch.arange(b, device=device)[:, None].expand(b, slots)  # (b, G)
+        # the G global rows of each document written over its window rows in `out`, (b, n, d)
         return out.index_put_((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
 
 
@@ -149,43 +238,6 @@ class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
         return self.base_model.selector(input_ids, real, selector=selector, generator=generator)
 
 
-def excluded_token_ids(tokenizer, vocab_size):
-    """Ids of the tokenizer's special tokens and of every token that decodes to punctuation or whitespace only."""
-    import string
-
-    punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
-    ids = set(tokenizer.all_special_ids)
-    for i in range(min(len(tokenizer), vocab_size)):
-        text = tokenizer.decode([i]).strip()
-        if not text or all(ch in punctuation for ch in text):
-            ids.add(i)
-    return sorted(i for i in ids if i < vocab_size)
-
-
-def real_token_mask(input_ids, inputs_embeds, attention_mask):
-    """Validate the inputs once and return the (b, n) bool mask of real tokens."""
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of `input_ids` or `inputs_embeds`.")
-    shape = tuple(input_ids.shape if input_ids is not None else inputs_embeds.shape[:2])
-    if len(shape) != 2 or (inputs_embeds is not None and inputs_embeds.dim() != 3):
-        got = tuple((input_ids if input_ids is not None else inputs_embeds).shape)
-        raise ValueError(f"`input_ids` must have shape (batch, length) (`inputs_embeds` one more dim), got {got}.")
-    if shape[0] == 0 or shape[1] == 0:
-        raise ValueError(f"Got an empty batch of shape {shape}: pass at least one document with at least one token.")
-    if attention_mask is None:
-        device = (input_ids if input_ids is not None else inputs_embeds).device
-        return torch.ones(shape, dtype=torch.bool, device=device)
-    if tuple(attention_mask.shape) != shape:
-        raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
-    mask = attention_mask.bool()
-    empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
-    if empty:
-        raise ValueError(
-            f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty documents from the batch."
-        )
-    return mask
-
-
 class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
     """Transformers' `LongformerModel` (same modules and weights) whose `forward` picks the global tokens itself and
     whose layers attend with `config.attention_backend`."""
@@ -199,10 +251,8 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
 
     def check_inputs(self, input_ids, global_attention_mask, real):
         config = self.config
-        if input_ids is not None and ((input_ids < 0) | (input_ids >= config.vocab_size)).any():
-            bad = input_ids[(input_ids < 0) | (input_ids >= config.vocab_size)][0].item()
-            raise ValueError(f"`input_ids` holds id {bad}, outside the vocabulary [0, {config.vocab_size}); use the "
-                             "tokenizer saved with this model or raise `config.vocab_size`.")
+        if input_ids is not None:
+            check_vocabulary_range(input_ids, config.vocab_size)
         limit = config.max_position_embeddings - config.pad_token_id - 1  # RoBERTa positions start after the pad id
         if real.shape[1] > limit:
             raise ValueError(f"The input has {real.shape[1]} tokens but this Longformer's positions cover {limit}; "
@@ -246,6 +296,7 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
         merged = real.long() * (global_attention_mask.bool().long() + 1)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(merged)
+        # n padded up to a multiple of the window: every (b, n) input gains `padding_len` pad columns
         padding_len, input_ids, merged, token_type_ids, position_ids, inputs_embeds = self._pad_to_window_size(
             input_ids=input_ids, attention_mask=merged, token_type_ids=token_type_ids, position_ids=position_ids,
             inputs_embeds=inputs_embeds, pad_token_id=config.pad_token_id,
@@ -267,35 +318,6 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
             attentions=encoder_outputs.attentions,
             global_attentions=encoder_outputs.global_attentions,
         )
-
-
-def check_labels(labels, logits, config):
-    """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
-    b, num_labels = logits.shape
-    problem_type = config.problem_type
-    if problem_type is None:  # the rule Transformers' loss uses to infer it
-        if num_labels == 1:
-            problem_type = "regression"
-        elif labels.dtype in (torch.long, torch.int):
-            problem_type = "single_label_classification"
-        else:
-            problem_type = "multi_label_classification"
-    if problem_type == "single_label_classification":
-        if labels.dtype not in (torch.long, torch.int) or labels.numel() != b:
-            raise ValueError(
-                f"Single-label `labels` must be integer class ids of shape ({b},), got {labels.dtype} of shape "
-                f"{tuple(labels.shape)}."
-            )
-        if labels.numel() and (labels.min() < 0 or labels.max() >= num_labels):
-            raise ValueError(f"`labels` must lie in [0, {num_labels}) (`config.num_labels`), got {labels.tolist()}.")
-    elif problem_type == "multi_label_classification":
-        if tuple(labels.shape) != (b, num_labels):
-            raise ValueError(
-                f"Multi-label `labels` must be a float multi-hot tensor of shape ({b}, {num_labels}), got "
-                f"{tuple(labels.shape)}."
-            )
-    elif labels.numel() != b * num_labels:
-        raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
 class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel):
@@ -340,10 +362,6 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
                                                   attentions=outputs.attentions,
                                                   global_attentions=outputs.global_attentions)
 
-
-SparseLongformerConfig.register_for_auto_class("AutoConfig")
-SparseLongformerModel.register_for_auto_class("AutoModel")
-SparseLongformerForSequenceClassification.register_for_auto_class("AutoModelForSequenceClassification")
 
 __all__ = [
     "SparseLongformerModel",

@@ -14,6 +14,9 @@ as DESIGN.md decides, we score positions and take the top `num_global_tokens`, l
 Selection runs inside `forward` from `input_ids` (so shuffling cannot mismatch scores and documents, as matching by
 row index did in the thesis' code) with tensor ops only: a (batch, vocab) count table for tf, `searchsorted` in the
 sorted pair keys for PMI, and one stable sort for the top positions. Self-contained (Hub rule).
+
+Shapes: b batch · n tokens · V vocabulary (`vocab_size`) · P stored pairs (`pmi_num_pairs`) · t counted tokens of a
+batch of documents while fitting (flattened).
 """
 
 import math
@@ -22,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .configuration_sparse_longformer import SparseLongformerConfig
+from .configuration_sparse_longformer import GLOBAL_SELECTORS, SparseLongformerConfig
 
 SENTINEL_KEY = torch.iinfo(torch.long).max  # ends the sorted pair keys; above any a·vocab_size + b
 
@@ -58,7 +61,7 @@ class GlobalTokenSelector(nn.Module):
         """(b, n) bool: real tokens with an id that is not excluded, [CLS] (position 0) aside."""
         excluded = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=input_ids.device)
         excluded[self.excluded_ids()] = True
-        counted = real & ~excluded[input_ids]
+        counted = real & ~excluded[input_ids]  # (b, n)
         counted[:, 0] = False
         return counted
 
@@ -66,10 +69,10 @@ class GlobalTokenSelector(nn.Module):
         """Eq. 4.3 per position: tf of its token in the document times the token's idf."""
         self.require_fitted("tfidf")
         b = input_ids.shape[0]
-        counts = torch.zeros(b, self.config.vocab_size, device=input_ids.device)
+        counts = torch.zeros(b, self.config.vocab_size, device=input_ids.device)  # (b, V)
         counts.scatter_add_(1, input_ids, counted.float())
-        tf = counts.gather(1, input_ids) / counted.sum(dim=1, keepdim=True).clamp(min=1)
-        return tf * self.idf.float()[input_ids]
+        tf = counts.gather(1, input_ids) / counted.sum(dim=1, keepdim=True).clamp(min=1)  # (b, n)
+        return tf * self.idf.float()[input_ids]  # (b, n)
 
     def pmi_scores(self, input_ids, counted):
         """Eq. 4.4 per position: the sum of PMI(a, b) over the ordered pairs it forms within the window."""
@@ -78,10 +81,10 @@ class GlobalTokenSelector(nn.Module):
         keys, values = self.pmi_pair_keys, self.pmi_pair_values.float()
         vocab = self.config.vocab_size
         for distance in range(1, min(self.config.pmi_window, input_ids.shape[1])):
-            pair = input_ids[:, :-distance] * vocab + input_ids[:, distance:]
+            pair = input_ids[:, :-distance] * vocab + input_ids[:, distance:]  # (b, n - distance)
             index = torch.searchsorted(keys, pair)  # < len(keys): every pair key is below the sentinel
             found = (keys[index] == pair) & counted[:, :-distance] & counted[:, distance:]
-            pmi = torch.where(found, values[index], 0.0)
+            pmi = torch.where(found, values[index], 0.0)  # (b, n - distance)
             scores[:, :-distance] += pmi
             scores[:, distance:] += pmi
         return scores
@@ -95,15 +98,22 @@ class GlobalTokenSelector(nn.Module):
                 "'random')."
             )
 
+    def selector_name(self, selector):
+        """`selector`, or the config's when None; a ValueError for an unknown one."""
+        selector = selector or self.config.global_selector
+        if selector not in GLOBAL_SELECTORS:
+            raise ValueError(f"`selector` must be one of {GLOBAL_SELECTORS}, got {selector!r}.")
+        return selector
+
     def scores(self, input_ids, real, selector=None, generator=None):
         """(scores, candidates): the per-position score `selector` ranks by (higher first) and the (b, n) mask of
         positions that may be chosen."""
-        selector = selector or self.config.global_selector
+        selector = self.selector_name(selector)
         candidates = real.clone()
         candidates[:, 0] = False  # [CLS] is global anyway
         if selector in ("cls", "first_n"):
             positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-            return -positions.float().expand(input_ids.shape), candidates
+            return -positions.float().expand(input_ids.shape), candidates  # (b, n) each
         if selector == "random":
             return torch.rand(input_ids.shape, generator=generator, device=input_ids.device), candidates
         candidates = self.counted_tokens(input_ids, real)
@@ -112,7 +122,7 @@ class GlobalTokenSelector(nn.Module):
     def forward(self, input_ids, real, selector=None, generator=None):
         """(b, n) bool global-attention mask: [CLS] (position 0, when real) plus at most `num_global_tokens` positions
         by `selector` (default: the config's). Pads are never chosen."""
-        selector = selector or self.config.global_selector
+        selector = self.selector_name(selector)
         chosen = torch.zeros_like(real)
         chosen[:, 0] = real[:, 0]  # [CLS] is always global
         if selector == "cls" or self.config.num_global_tokens == 0:
@@ -151,7 +161,7 @@ class GlobalTokenSelector(nn.Module):
                 return iterable
         for batch in _batches(tqdm(documents, desc="Fitting global-token statistics", unit="doc",
                                    disable=not progress), batch_documents):
-            ids, doc = self._flatten(batch, vocab, excluded)
+            ids, doc = self._flatten(batch, vocab, excluded)  # (t,) each
             num_documents += len(batch)
             if "tfidf" in statistics:
                 doc_freq += np.bincount(np.unique(doc * vocab + ids) % vocab, minlength=vocab)
@@ -191,6 +201,7 @@ class GlobalTokenSelector(nn.Module):
     @staticmethod
     def _flatten(batch, vocab, excluded):
         """The counted ids of a batch of documents as one flat array, and the document index of each."""
+        # one flat array per document, then (t,) for the batch
         arrays = [np.asarray(d.cpu() if torch.is_tensor(d) else d, dtype=np.int64).reshape(-1) for d in batch]
         ids = np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
         doc = np.repeat(np.arange(len(arrays)), [len(a) for a in arrays])
@@ -205,16 +216,16 @@ def top_positions(scores, candidates, input_ids, n, unique):
     """(b, n) bool: the `n` candidate positions with the highest score per row (ties: the earlier position); with
     `unique`, only the best position of each distinct token id competes."""
     scores = scores.float().masked_fill(~candidates, -math.inf)
-    order = torch.sort(scores, dim=1, descending=True, stable=True).indices  # rank -> position
-    ranked_ok = candidates.gather(1, order)
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices  # rank -> position, (b, n)
+    ranked_ok = candidates.gather(1, order)  # (b, n) in rank order
     if unique:
-        ranked_ids = input_ids.gather(1, order)
+        ranked_ids = input_ids.gather(1, order)  # (b, n) in rank order
         by_id = torch.sort(ranked_ids, dim=1, stable=True)  # groups equal ids, best rank first within a group
         first = torch.ones_like(ranked_ok)
         first[:, 1:] = by_id.values[:, 1:] != by_id.values[:, :-1]
-        ranked_ok = ranked_ok & torch.zeros_like(first).scatter(1, by_id.indices, first)
+        ranked_ok = ranked_ok & torch.zeros_like(first).scatter(1, by_id.indices, first)  # first back in rank order
     taken = ranked_ok & (ranked_ok.long().cumsum(dim=1) <= n)
-    return torch.zeros_like(candidates).scatter(1, order, taken)
+    return torch.zeros_like(candidates).scatter(1, order, taken)  # back to positions, (b, n)
 
 
 def _batches(iterable, size):

@@ -1,0 +1,8 @@
+"""The `hf-longdoc` verbs, one module each: `add_parser(subparsers)` builds its parser, `run(args)` calls one library
+function and prints what it returns."""
+
+from . import attention_map, bench, compare, demo, evaluate, push, train
+
+COMMANDS = (train, evaluate, bench, compare, attention_map, push, demo)
+
+__all__ = ["COMMANDS"]

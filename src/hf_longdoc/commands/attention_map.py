@@ -1,0 +1,38 @@
+"""`hf-longdoc attention-map`: a document's sparse attention map as a PNG and its selected tokens as words."""
+
+import os
+
+from .options import Formatter, require_model_folder
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("attention-map", formatter_class=Formatter,
+                                   help="sparse-map Longformer: save a PNG of a document's attention map (window "
+                                        "band, global rows/columns) and list the selected tokens as words")
+    parser.add_argument("model_dir", help="a saved sparse_longformer model with its tokenizer")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the document")
+    source.add_argument("--text-file", help="a file holding the document")
+    parser.add_argument("--selector", default=None,
+                        help="a global-token selector of the model (cls, first_n, random, tfidf, pmi); None: the "
+                             "model's global_selector")
+    parser.add_argument("--output", default="out/attention_map.png", help="the PNG written")
+    parser.add_argument("--top", type=int, default=20, help="selected words to print")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from ..attention_map import attention_map_of_saved_model
+
+    require_model_folder(args.model_dir)
+    if args.text_file is not None:
+        if not os.path.isfile(args.text_file):
+            raise ValueError(f"`--text-file` {args.text_file!r} does not exist.")
+        with open(args.text_file, encoding="utf-8") as f:
+            text = f.read()
+    else:
+        text = args.text
+    listing = attention_map_of_saved_model(args.model_dir, text, args.output, selector=args.selector)
+    print(f"Wrote {args.output}; top selected tokens (word, score):")
+    for item in listing[: args.top]:
+        print(f"  {item['position']:>6}  {item['word']!r:<24} {item['token']!r:<16} {item['score']:.4f}")

@@ -1,0 +1,117 @@
+"""`hf-longdoc bench`: forward time and peak memory per length against a Hugging Face baseline, with each family's
+micro-benchmark; or tokenizer throughput; or the cost of fitting selection statistics."""
+
+import os
+
+from ..modeling import FAMILIES
+from .options import Formatter, integers, names
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("bench", formatter_class=Formatter,
+                                   help="forward time and peak memory per length against a HF baseline")
+    parser.add_argument("--models", default="contextualizer,bert",
+                        help="comma-separated families (family:variant) and/or baselines bert, roberta, longformer")
+    parser.add_argument("--lengths", default="512,1024,2048,4096,8192", help="comma-separated document lengths")
+    parser.add_argument("--batch-size", type=int, default=1, help="documents per pass")
+    parser.add_argument("--hidden-size", type=int, default=256, help="width of every model")
+    parser.add_argument("--num-layers", type=int, default=4, help="layers (or steps) of every model")
+    parser.add_argument("--num-heads", type=int, default=4, help="attention heads of every Transformer")
+    parser.add_argument("--repeats", type=int, default=3, help="timed passes (the median is reported)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed passes first")
+    parser.add_argument("--device", default=None, help="None: cuda if available, else cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                        help="the models' dtype")
+    parser.add_argument("--window", type=int, default=512, help="Longformer-type models: attention window")
+    parser.add_argument("--num-global", type=int, default=128,
+                        help="Longformer-type models: scattered global tokens besides [CLS]")
+    parser.add_argument("--segment-length", type=int, default=256,
+                        help="segment LMs: tokens per segment L (m = length / (L - 2) segments)")
+    parser.add_argument("--gradient-mode", default="paper", choices=["paper", "full", "none"],
+                        help="segment LMs: which segments the LM gets gradient through")
+    parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
+    parser.add_argument("--attention-dropout", type=float, default=None,
+                        help="Transformer models: attention-probability dropout (None: each config's, 0.1)")
+    parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
+    parser.add_argument("--tokenizers", default=None, metavar="TEXT_FILE",
+                        help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
+                             "--megabytes")
+    parser.add_argument("--megabytes", type=float, default=10.0, help="with --tokenizers: MB of text to encode")
+    parser.add_argument("--fit-documents", type=int, default=None, metavar="N",
+                        help="instead of models: seconds to fit the selection statistics (TF-IDF + PMI) on N "
+                             "documents of the longest --lengths tokens")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    if args.tokenizers:
+        return run_tokenizers(args)
+    lengths = integers(args.lengths, "--lengths")
+    if args.fit_documents:
+        return run_fit_cost(args, max(lengths))
+    from ..experiments.bench import run_bench
+    from ..experiments.report import format_table, write_bench_outputs
+
+    models = names(args.models)
+    rows = run_bench(models=models, lengths=lengths, batch_size=args.batch_size, hidden_size=args.hidden_size,
+                     num_layers=args.num_layers, num_heads=args.num_heads, repeats=args.repeats,
+                     warmup=args.warmup, device=args.device, dtype=args.dtype, window=args.window,
+                     num_global=args.num_global, backward=args.backward, attention_dropout=args.attention_dropout,
+                     segment_length=args.segment_length, gradient_mode=args.gradient_mode)
+    print()
+    print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
+          f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
+          f"after {args.warmup} warm-up")
+    print(f"Models with global attention: window {args.window}, [CLS] + {args.num_global} scattered global tokens; "
+          f"models over segments: segments of {args.segment_length} tokens, m = length / {args.segment_length - 2}, "
+          f"gradient mode {args.gradient_mode}")
+    print(format_table(rows))
+    csv_path, png_path = write_bench_outputs(rows, args.output)
+    print(f"Wrote {csv_path} and {png_path}")
+    run_micro_benchmarks(args, models, max(lengths))
+
+
+def run_micro_benchmarks(args, models, length):
+    """Each benchmarked family's own micro-benchmarks: its hot kernel against matmuls of the same shapes, and the cost
+    of choosing global tokens for a family that fits selection statistics."""
+    from ..experiments.profiling import kernel_efficiency, selection_cost
+    from ..modeling import resolve
+
+    families = dict.fromkeys(resolve(name)[0] for name in models if name.partition(":")[0] in FAMILIES)
+    for family in families:
+        if family.fit_statistics is not None and not args.backward:
+            cost = selection_cost(family, args.hidden_size, args.num_layers, args.num_heads, length,
+                                  args.batch_size, args.window, args.num_global, args.repeats, args.device)
+            print(f"{family.name}: global-token selection at {cost['length']} tokens ({cost['pmi_pairs']} PMI "
+                  f"pairs): tfidf {cost['tfidf_ms']:.1f} ms = {cost['tfidf_share']:.1%}, pmi {cost['pmi_ms']:.1f} ms "
+                  f"= {cost['pmi_share']:.1%} of the forward pass ({cost['forward_ms']:.1f} ms)")
+        if family.profile is not None:
+            step = kernel_efficiency(family, args.hidden_size, length=length, batch_size=args.batch_size,
+                                     repeats=args.repeats, device=args.device)
+            print(f"{family.name}: {step['kernel']} at {step['length']} tokens, hidden {step['hidden_size']}: "
+                  f"{step['kernel_ms']:.1f} ms = {step['kernel_gflops']:.1f} GFLOP/s; torch.matmul of the same "
+                  f"shapes {step['matmul_ms']:.1f} ms = {step['matmul_gflops']:.1f} GFLOP/s; efficiency "
+                  f"{step['efficiency']:.0%}")
+
+
+def run_fit_cost(args, length):
+    from ..experiments.profiling import fit_cost
+
+    for family in FAMILIES.values():
+        if family.fit_statistics is None:
+            continue
+        cost = fit_cost(family, args.fit_documents, length)
+        print(f"{family.name}: fitted TF-IDF + PMI on {cost['documents']} documents of {cost['length']} tokens "
+              f"(vocabulary {cost['vocab_size']}) in {cost['seconds']:.1f} s: {cost['pairs_counted']} pairs counted, "
+              f"{cost['distinct_pairs']} distinct, {cost['pairs_kept']} kept"
+              + (f"; {cost['warning']}" if "warning" in cost else ""))
+
+
+def run_tokenizers(args):
+    from ..experiments.profiling import read_documents, tokenizer_throughput
+
+    texts = read_documents(args.tokenizers, args.megabytes, option="--tokenizers")
+    rows = tokenizer_throughput(texts, elements_per_material=args.num_heads)
+    print(f"{rows[0]['megabytes']:.1f} MB of {os.path.basename(args.tokenizers)} ({len(texts)} documents), best of 3:")
+    for row in rows:
+        print(f"  {row['tokenizer']:>26}: {row['mb_per_s']:8.1f} MB/s  ({row['seconds']:.2f} s)")

@@ -1,0 +1,70 @@
+"""`hf-longdoc compare`: train every method and the baselines with one budget and write a report."""
+
+import os
+
+from .options import Formatter, integers, names, parse_config_overrides
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("compare", formatter_class=Formatter,
+                                   help="train every method and the baselines with one budget; report")
+    parser.add_argument("--dataset", default=None,
+                        help="Hub id or local .csv/.jsonl/.parquet file; None: the built-in task at --task-size, "
+                             "evidence anywhere")
+    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--label-column", default="label", help="the column holding the class")
+    parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
+                                            "sparse_longformer:pmi,segment_lm:att",
+                        help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>)")
+    parser.add_argument("--baselines", default="bert-512,longformer", help="bert-<N> and/or longformer; '' for none")
+    parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
+    parser.add_argument("--epochs", type=float, default=3, help="training epochs of every model")
+    parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
+    parser.add_argument("--learning-rate", type=float, default=1e-3, help="the same for every model")
+    parser.add_argument("--hidden-size", type=int, default=128, help="width of every model")
+    parser.add_argument("--num-layers", type=int, default=2, help="layers (or steps) of every model")
+    parser.add_argument("--num-heads", type=int, default=4, help="attention heads of every Transformer")
+    parser.add_argument("--max-length", type=int, default=1024, help="tokens every model reads (bert-N: N)")
+    parser.add_argument("--window", type=int, default=128, help="Longformer-type models: attention window")
+    parser.add_argument("--segment-length", type=int, default=128, help="segment LMs: tokens per segment")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
+    parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
+                        help="config overrides for one model, e.g. slstm.num_recurrent_steps=6")
+    parser.add_argument("--evidence", default="start,middle,end",
+                        help="built-in task runs with the evidence at these positions; 'none' to skip")
+    parser.add_argument("--task-size", type=int, default=1000, help="built-in task: training documents")
+    parser.add_argument("--task-words", default="300,900", help="built-in task: min,max words per document")
+    parser.add_argument("--bench-lengths", default="512,1024,2048", help="'none' to skip the time/memory plot")
+    parser.add_argument("--output-dir", default="out/compare", help="where the report, CSVs and plots go")
+    parser.set_defaults(run=run)
+
+
+def per_model_overrides(pairs):
+    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
+    per_model = {}
+    for key, value in parse_config_overrides(pairs).items():
+        model, dot, setting = key.rpartition(".")
+        if not dot or not model:
+            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs for compare, got {key!r}.")
+        per_model.setdefault(model, {})[setting] = value
+    return per_model
+
+
+def run(args):
+    from ..experiments.compare import CompareSettings, compare
+
+    settings = CompareSettings(
+        hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
+        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
+        config_overrides=per_model_overrides(args.config))
+    words = integers(args.task_words, "--task-words")
+    if len(words) != 2 or not 0 < words[0] <= words[1]:
+        raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {args.task_words!r}.")
+    compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
+            models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,
+            evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,
+            task_words=words, bench_lengths=() if args.bench_lengths == "none" else
+            integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir)
+    with open(os.path.join(args.output_dir, "report.md")) as f:
+        print(f.read())

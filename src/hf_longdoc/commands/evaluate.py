@@ -1,0 +1,24 @@
+"""`hf-longdoc evaluate`: the metrics of a saved model on a dataset split."""
+
+import json
+
+from .options import Formatter, add_data_arguments, require_model_folder
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("evaluate", formatter_class=Formatter,
+                                   help="metrics of a saved model on a dataset split")
+    parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
+    parser.add_argument("--split", default="test", help="the split to score")
+    parser.add_argument("--batch-size", type=int, default=8, help="documents per forward pass")
+    add_data_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from ..training import evaluate_model
+
+    require_model_folder(args.model_dir)
+    metrics = evaluate_model(args.model_dir, args.dataset, args.text_column, args.label_column, args.split, args.seed,
+                             args.evidence, args.threshold, args.batch_size)
+    print(json.dumps(metrics, indent=2))

@@ -1,0 +1,51 @@
+"""Parsing helpers the verbs share: the dataset options, `--config` pairs and comma-separated lists."""
+
+import argparse
+import json
+import os
+
+Formatter = argparse.ArgumentDefaultsHelpFormatter  # every flag's default shows in --help
+
+
+def add_data_arguments(parser):
+    parser.add_argument("--dataset", default=None,
+                        help="Hub id or local .csv/.jsonl/.parquet file; None: the built-in long-document task")
+    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")
+    parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
+                        help="built-in task only: where the label evidence sits")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the data split, the model and training")
+    parser.add_argument("--threshold", type=float, default=0.3, help="multi-label decision threshold on sigmoid scores")
+
+
+def parse_config_overrides(pairs):
+    """`["hidden_size=64", "default_context=random"]` -> `{"hidden_size": 64, "default_context": "random"}`."""
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ValueError(f"`--config` takes key=value pairs, got {pair!r}.")
+        key, value = pair.split("=", 1)
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value  # a bare string such as `random`
+    return overrides
+
+
+def integers(value, name):
+    """`"512,1024"` -> (512, 1024), or a ValueError naming the option."""
+    try:
+        return tuple(int(part) for part in value.split(","))
+    except ValueError:
+        raise ValueError(f"`{name}` must be comma-separated integers, got {value!r}.") from None
+
+
+def names(value):
+    """`"a, b,"` -> ["a", "b"]: the entries of a comma-separated option."""
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def require_model_folder(path):
+    """A ValueError unless `path` is a saved model folder."""
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"{path!r} is not a saved model folder (no config.json).")

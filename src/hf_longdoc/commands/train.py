@@ -1,0 +1,46 @@
+"""`hf-longdoc train`: train one family with Trainer and save it with its tokenizer, metrics and model card."""
+
+import json
+import os
+
+from ..modeling import FAMILIES
+from .options import Formatter, add_data_arguments, parse_config_overrides
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("train", formatter_class=Formatter,
+                                   help="train a model with Trainer and save it with its tokenizer and card")
+    parser.add_argument("--model", default="contextualizer", help=f"family: {', '.join(FAMILIES)}")
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
+    parser.add_argument("--output-dir", required=True, help="where the model, tokenizer, metrics and card go")
+    parser.add_argument("--tokenizer", default=None,
+                        help="a saved tokenizer; None: the family's own, else WordPiece fitted on train")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
+    parser.add_argument("--max-length", type=int, default=4096, help="tokens the model reads; longer text is cut")
+    parser.add_argument("--epochs", type=float, default=4, help="training epochs")
+    parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
+    parser.add_argument("--task-size", type=int, default=None,
+                        help="built-in task: number of training documents (None: the task's default)")
+    parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
+    parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
+                        help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
+    add_data_arguments(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from ..experiments.baselines import truncating_baseline
+    from ..training import train
+
+    metrics = train(
+        model=args.model, output_dir=args.output_dir, dataset=args.dataset, text_column=args.text_column,
+        label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
+        max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
+        task_size=args.task_size, init_from=args.init_from,
+        extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
+    )
+    print(json.dumps(metrics["test"], indent=2))
+    print(f"Saved model, tokenizer, metrics.json and model card to {os.path.abspath(args.output_dir)}")

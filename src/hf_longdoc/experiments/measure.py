@@ -1,0 +1,96 @@
+"""Timers and peak-memory meters shared by `bench` and `compare`."""
+
+import ctypes
+import os
+import statistics
+import threading
+import time
+
+import torch
+
+
+def release_freed_heap():
+    """Return the C heap's freed pages to the OS (glibc `malloc_trim`), so RSS growth measures new allocations."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the measurement is then a lower bound
+        pass
+
+
+class PeakMemory:
+    """Context manager measuring peak memory growth (bytes) of the code inside it: `torch.cuda.max_memory_allocated`
+    on GPU and, on CPU, the peak resident-set growth sampled every millisecond from /proc (an approximation that
+    catches every allocation that lives longer than 1 ms)."""
+
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.peak = 0
+
+    def _rss(self):
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    def _sample(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss() - self._start)
+            time.sleep(0.001)
+
+    def __enter__(self):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._start = torch.cuda.memory_allocated(self.device)
+        elif os.path.exists("/proc/self/statm"):
+            release_freed_heap()  # otherwise memory freed by earlier passes is reused unseen and the peak reads ~0
+            self._start = self._rss()
+            self._stop = threading.Event()
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            self.peak = torch.cuda.max_memory_allocated(self.device) - self._start
+        elif hasattr(self, "_thread"):
+            self._stop.set()
+            self._thread.join()
+        return False
+
+
+def median_seconds(function, device, repeats, warmup):
+    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each)."""
+    for _ in range(warmup):
+        function()
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        function()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=False, **inputs):
+    """Median seconds of the timed passes (forward, or with `backward` a training step: forward + backward of the
+    loss), and the peak memory of all passes (warm-up included). `inputs` go to the model too."""
+    device = input_ids.device
+    if backward:
+        labels = torch.zeros(input_ids.shape[0], dtype=torch.long, device=device)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **inputs).loss.backward()
+
+        model.train()
+        with PeakMemory(device) as memory:
+            seconds = median_seconds(step, device, repeats, warmup)
+        model.zero_grad(set_to_none=True)
+        return seconds, memory.peak
+    with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
+        seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask, **inputs), device,
+                                 repeats, warmup)
+    return seconds, memory.peak

@@ -1,0 +1,156 @@
+"""Outputs of `bench` and `compare`: CSV files, text and markdown tables, and every plot through one figure helper."""
+
+import csv
+import os
+from contextlib import contextmanager
+
+RATIO_PREFIXES = ("speedup_vs_", "time_vs_", "memory_vs_")
+
+
+def write_csv(path, table):
+    """`table` (a list of dicts) as CSV, with the union of their keys as columns in the order first seen."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(key for row in table for key in row)))
+        writer.writeheader()
+        writer.writerows(table)
+
+
+@contextmanager
+def figure(path, columns=1, size=(6, 4)):
+    """A matplotlib figure (headless) with `columns` axes, laid out and saved to `path` as a PNG when the block ends."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, columns, figsize=size)
+    try:
+        yield axes
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def plain_log_ticks(ticks, at=None):
+    """Label a log axis with plain numbers (512, 20) instead of powers: at the given values, or at 1, 2, 5 × 10^k."""
+    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, ScalarFormatter
+
+    ticks.set_major_locator(FixedLocator(at) if at is not None else LogLocator(subs=(1, 2, 5)))
+    ticks.set_major_formatter(ScalarFormatter())
+    ticks.set_minor_formatter(NullFormatter())
+
+
+def format_table(rows):
+    """Bench rows as an aligned text table, with the growth from the shortest length per model."""
+    ratio_keys = [key for key in rows[0] if key.startswith(RATIO_PREFIXES)] if rows else []
+    header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
+    header += [key.replace("_", " ") for key in ratio_keys]
+    shortest = {}
+    for row in rows:
+        shortest.setdefault(row["model"], row["seconds"])
+    lines = [header]
+    for row in rows:
+        line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
+                f"{row['seconds'] / shortest[row['model']]:.2f}"]
+        line += [f"{row[key]:.2f}x" if row.get(key) else "-" for key in ratio_keys]
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in lines)
+
+
+def write_bench_outputs(rows, prefix):
+    """Write `<prefix>.csv` and a log-log plot `<prefix>.png` of time against length; returns both paths."""
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
+    csv_path, png_path = prefix + ".csv", prefix + ".png"
+    write_csv(csv_path, rows)
+    with figure(png_path) as axis:
+        for name in dict.fromkeys(row["model"] for row in rows):
+            points = [(row["length"], row["seconds"] * 1000) for row in rows if row["model"] == name]
+            axis.plot(*zip(*points), marker="o", label=name)
+        axis.set_xscale("log", base=2)
+        axis.set_yscale("log")
+        axis.set_xlabel("document length (tokens)")
+        axis.set_ylabel("forward time (ms)")
+        axis.set_title("hf-longdoc bench")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend()
+    return csv_path, png_path
+
+
+def plot_accuracy_vs_speed(summary, path):
+    """Test accuracy (± std over seeds) against inference documents/s, one marker per model."""
+    markers = "osD^vP*Xh<>"
+    with figure(path) as axis:
+        for k, entry in enumerate(summary):
+            axis.errorbar(entry["inference_docs_per_s"], entry["accuracy"], yerr=entry.get("accuracy_std", 0.0),
+                          marker=markers[k % len(markers)], capsize=3, linestyle="none", label=entry["model"])
+        axis.set_xscale("log")
+        plain_log_ticks(axis.xaxis)
+        axis.set_xlabel("inference speed (documents/s)")
+        axis.set_ylabel("test accuracy")
+        axis.grid(True, alpha=0.3)
+        axis.legend(fontsize=7)
+    return path
+
+
+def plot_time_memory_vs_length(bench_rows, path):
+    """Forward time and peak memory against document length, side by side, one line per model."""
+    with figure(path, columns=2, size=(10, 4)) as axes:
+        for name in dict.fromkeys(row["model"] for row in bench_rows):
+            points = [row for row in bench_rows if row["model"] == name]
+            lengths = [row["length"] for row in points]
+            axes[0].plot(lengths, [row["seconds"] * 1000 for row in points], marker="o", label=name)
+            axes[1].plot(lengths, [max(row["peak_mib"], 1e-3) for row in points], marker="o", label=name)
+        for axis, label in zip(axes, ("forward time (ms)", "peak memory (MiB)")):
+            axis.set_xscale("log", base=2)
+            axis.set_yscale("log")
+            plain_log_ticks(axis.xaxis, at=sorted({row["length"] for row in bench_rows}))
+            plain_log_ticks(axis.yaxis)
+            axis.set_xlabel("document length (tokens)")
+            axis.set_ylabel(label)
+            axis.grid(True, which="both", alpha=0.3)
+        axes[0].legend(fontsize=8)
+    return path
+
+
+def _cell(entry, key, digits=3):
+    if key not in entry:
+        return "-"
+    spread = entry.get(key + "_std", 0.0)
+    return f"{entry[key]:.{digits}f}" + (f" ± {spread:.{digits}f}" if entry["seeds"] > 1 else "")
+
+
+def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir):
+    """report.md, results.csv, summary.csv and the plots of a `compare` run."""
+    for path, table in (("results.csv", rows), ("summary.csv", summary)):
+        write_csv(os.path.join(output_dir, path), table)
+    plots = [plot_accuracy_vs_speed(summary, os.path.join(output_dir, "accuracy_vs_speed.png"))]
+    if bench_rows:
+        plots.append(plot_time_memory_vs_length(bench_rows, os.path.join(output_dir, "time_memory_vs_length.png")))
+    evidence = [key for key in summary[0] if key.startswith("evidence_") and not key.endswith("_std")]
+    header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
+              "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
+    rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
+    lines = [f"# hf-longdoc compare: {dataset_name}", "",
+             f"Same budget for every model: hidden size {settings.hidden_size}, {settings.num_layers} layers, "
+             f"{settings.num_heads} heads, {settings.max_length} tokens per document (bert-N: N), {settings.epochs:g} "
+             f"epochs, batch {settings.batch_size}, {rate}, from scratch; {seed_text}. Inverted: the same model on "
+             "the test documents with their sentences in reverse order."
+             + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
+                "middle or end of each document." if evidence else ""), "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for entry in summary:
+        cells = [entry["model"], f"{entry['parameters'] / 1e6:.2f}M", _cell(entry, "accuracy"),
+                 _cell(entry, "macro_f1"), _cell(entry, "micro_f1"), _cell(entry, "train_seconds", 0),
+                 _cell(entry, "inference_docs_per_s", 1), _cell(entry, "train_peak_mib", 0),
+                 _cell(entry, "inference_peak_mib", 0), _cell(entry, "inverted_accuracy"),
+                 f"{entry['inverted_drop']:+.3f}" if "inverted_drop" in entry else "-"]
+        cells += [_cell(entry, key) for key in evidence]
+        lines.append("| " + " | ".join(cells) + " |")
+    if bench_rows:
+        lines += ["", "Forward time and peak memory per document length (`hf-longdoc bench`, same sizes):", "", "```",
+                  format_table(bench_rows), "```"]
+    lines += [""] + [f"![{os.path.basename(plot)}]({os.path.basename(plot)})" for plot in plots]
+    with open(os.path.join(output_dir, "report.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")

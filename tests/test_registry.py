@@ -1,0 +1,163 @@
+"""The family registry and the layers around it: sizing, variants and tokens come from one entry per family; code
+outside `modeling/` never branches on a family's name; the CLI is thin and shows every default."""
+
+import ast
+import os
+import pathlib
+
+import pytest
+import torch
+
+import hf_longdoc
+from hf_longdoc.cli import build_parser
+from hf_longdoc.commands import COMMANDS
+from hf_longdoc.data import fit_wordpiece_tokenizer
+from hf_longdoc.modeling import FAMILIES, get_family, resolve
+
+SRC = pathlib.Path(hf_longdoc.__file__).parent
+FAMILY_NAMES = set(FAMILIES) | {family.config_class.model_type for family in FAMILIES.values()}
+SIZE = dict(hidden_size=32, num_layers=2, num_heads=4, max_length=96, attention_window=16, segment_length=34)
+
+
+def _strings(node):
+    """The string constants of a node that is a constant or a tuple/list/set of them."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for element in node.elts for s in _strings(element)]
+    return []
+
+
+def name_branches(source, names=FAMILY_NAMES):
+    """(line, text) of every place in `source` that decides on a family's name: `x == "slstm"`, `x in ("slstm", ...)`,
+    `x.startswith("slstm")`, a table keyed by family names, or a lookup with a family name as the key."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        operands = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "startswith", "endswith", "partition", "get"):
+            operands = list(node.args)
+        elif isinstance(node, ast.Dict):
+            operands = [key for key in node.keys if key is not None]
+        elif isinstance(node, ast.Subscript):
+            operands = [node.slice]
+        hits = [s for operand in operands for s in _strings(operand) if s.split(":")[0] in names]
+        if hits:
+            found.append((node.lineno, ", ".join(hits)))
+    return found
+
+
+def test_no_code_outside_modeling_branches_on_a_family_name():
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if "modeling" in path.relative_to(SRC).parts:
+            continue
+        offenders += [f"{path.relative_to(SRC)}:{line}: {hit}" for line, hit in name_branches(path.read_text())]
+    assert not offenders, "per-family behaviour belongs in the registry:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("snippet", [
+    'if family.name == "slstm": pass',
+    'ok = name in ("sparse_longformer", "longformer")',
+    'ok = name.startswith("segment_lm")',
+    'TABLE = {"contextualizer": 1}',
+    'value = VARIANTS["sparse_longformer"]',
+])
+def test_the_name_check_catches_each_kind_of_branch(snippet):
+    assert name_branches(snippet)
+
+
+@pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda family: family.name)
+def test_from_size_builds_the_budget_under_each_familys_own_names(family):
+    config = family.build_config(SIZE, num_labels=3, vocab_size=120)
+    assert config.hidden_size == SIZE["hidden_size"] and config.num_hidden_layers == SIZE["num_layers"]
+    model = family.classification_class(config).eval()
+    width = family.ids_per_position(config)
+    input_ids = torch.randint(5, 100, (2, SIZE["max_length"] * width))
+    if family.fit_statistics is not None:  # e.g. TF-IDF and PMI for the default selector
+        family.fit_statistics(model, input_ids.tolist(), None)
+    with torch.no_grad():
+        logits = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
+    assert logits.shape == (2, 3)
+
+
+def test_from_size_takes_only_the_knobs_a_family_has_and_overrides_win():
+    slstm = get_family("slstm").build_config(SIZE)  # attention_window and segment_length do not apply
+    assert slstm.num_recurrent_steps == 2 and not hasattr(slstm, "attention_window")
+    segment = get_family("segment_lm").build_config(SIZE)
+    assert segment.segment_length == 34 and segment.num_segments == 3  # ⌈(96 - 2) / 32⌉
+    sparse = get_family("sparse_longformer").build_config({**SIZE, "max_length": 4096}, attention_window=64)
+    assert sparse.attention_window == 64 and sparse.num_global_tokens == 128  # the thesis' 128 per 4,096
+    with pytest.raises(ValueError, match="max_length"):
+        get_family("slstm").build_config({"hidden_size": 8, "num_layers": 1, "num_heads": 1})
+
+
+def test_variants_resolve_to_their_config_setting_or_name_the_choices():
+    assert resolve("sparse_longformer:pmi")[1] == {"global_selector": "pmi"}
+    assert resolve("sparse_longformer:longformer")[1] == {"attention_backend": "longformer"}
+    assert resolve("segment_lm:rnn")[1] == {"variant": "rnn"}
+    assert resolve("slstm") == (get_family("slstm"), {})
+    with pytest.raises(ValueError, match="segment_lm:att_ablated"):
+        resolve("segment_lm:lstm")
+    with pytest.raises(ValueError, match="no variants"):
+        resolve("contextualizer:fast")
+
+
+def test_special_tokens_come_from_the_tokenizer():
+    tokenizer = fit_wordpiece_tokenizer(["a small corpus of words"] * 4, vocab_size=40)
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    assert get_family("segment_lm").token_settings(tokenizer) == {"cls_token_id": cls, "sep_token_id": sep}
+    assert get_family("sparse_longformer").token_settings(tokenizer) == {
+        "bos_token_id": cls, "eos_token_id": sep, "sep_token_id": sep}
+    assert get_family("slstm").token_settings(tokenizer) == {}
+
+
+def test_cli_only_wires_the_commands():
+    assert len((SRC / "cli.py").read_text().splitlines()) < 80
+    verbs = {command.__name__.rsplit(".", 1)[-1] for command in COMMANDS}
+    assert verbs == {"train", "evaluate", "demo", "bench", "compare", "push", "attention_map"}
+    for command in COMMANDS:
+        assert callable(command.add_parser) and callable(command.run)
+
+
+def _subparsers(parser):
+    import argparse
+
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_flag_shows_its_default_in_help():
+    missing = []
+    for verb, parser in _subparsers(build_parser()).items():
+        text = "".join(parser.format_help().split())  # argparse wraps long defaults, even inside a word
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, False) or action.dest == "help":
+                continue
+            if "".join(f"(default: {action.default})".split()) not in text:
+                missing.append(f"{verb} {action.option_strings[0]}")
+    assert not missing, missing
+
+
+def test_every_module_opens_with_a_docstring():
+    for path in SRC.rglob("*.py"):
+        docstring = ast.get_docstring(ast.parse(path.read_text()))
+        assert docstring, f"{path.relative_to(SRC)} has no module docstring"
+
+
+def test_nothing_imports_upward():
+    """cli -> commands -> experiments -> training -> hub / registry -> modeling, data, tokenization, metrics."""
+    layers = {"commands": 1, "experiments": 2, "training": 3, "hub": 4, "data": 5, "modeling": 5,
+              "tokenization": 5, "metrics": 5}
+    for path in SRC.rglob("*.py"):
+        part = path.relative_to(SRC).parts[0].removesuffix(".py")
+        if part not in layers:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level and node.module:
+                target = node.module.split(".")[0] if node.level > 1 or part != os.path.splitext(path.name)[0] else ""
+                if node.level == 1 and path.parent != SRC:
+                    continue  # a sibling inside the same package
+                assert layers.get(target, 99) >= layers[part], f"{path.relative_to(SRC)} imports {node.module}"
