@@ -99,3 +99,26 @@ def test_compare_defaults_to_the_builtin_task_at_the_task_size(tmp_path):
                    task_words=(40, 80), bench_lengths=(), output_dir=str(tmp_path), progress=lambda message: None)
     assert len(rows) == 1 and "built-in long-document task (16 training documents)" in (
         tmp_path / "report.md").read_text()
+
+
+def test_config_overrides_apply_family_wide_or_per_model_and_unknown_targets_fail_before_training(tmp_path):
+    from hf_longdoc.experiments.compare import check_specs, overrides_of
+
+    specs = parse_models(["sparse_longformer:pmi", "sparse_longformer:tfidf", "slstm"], ["bert-64"])
+    settings = CompareSettings(config_overrides={"sparse_longformer": {"num_global_tokens": 8},
+                                                 "sparse_longformer:pmi": {"num_global_tokens": 4}})
+    assert [overrides_of(spec, settings) for spec in specs] == [{"num_global_tokens": 4}, {"num_global_tokens": 8},
+                                                                {}, {}]
+    check_specs(specs, settings)
+    with pytest.raises(ValueError, match="contxtualizer"):
+        check_specs(specs, CompareSettings(config_overrides={"contxtualizer": {"hidden_size": 8}}))
+    with pytest.raises(ValueError, match="hidden_sise"):
+        check_specs(specs, CompareSettings(config_overrides={"slstm": {"hidden_sise": 8}}))
+    with pytest.raises(ValueError, match="num_global_tokens"):  # an invalid value fails before any training
+        compare(models=["contextualizer", "sparse_longformer:pmi"], baselines=[], settings=CompareSettings(
+            config_overrides={"sparse_longformer": {"num_global_tokens": -1}}), evidence=(), task_size=16,
+                task_words=(40, 80), bench_lengths=(), output_dir=str(tmp_path), progress=lambda message: None)
+    assert not (tmp_path / "results.csv").exists()
+    with pytest.raises(ValueError, match="lengths"):
+        compare(models=["contextualizer"], baselines=[], settings=TINY, evidence=(), task_size=16,
+                task_words=(40, 80), bench_lengths=(4,), output_dir=str(tmp_path), progress=lambda message: None)

@@ -161,3 +161,21 @@ def test_nothing_imports_upward():
                 if node.level == 1 and path.parent != SRC:
                     continue  # a sibling inside the same package
                 assert layers.get(target, 99) >= layers[part], f"{path.relative_to(SRC)} imports {node.module}"
+
+
+def test_train_defaults_never_overrule_a_users_setting():
+    """The S-LSTM's train default once used the standard name `num_hidden_layers`, which silently overruled a user's
+    (and compare's) `num_recurrent_steps`: compare's S-LSTM ran 4 steps whatever `--num-layers` said."""
+    slstm = get_family("slstm")
+    assert slstm.build_config(num_recurrent_steps=6).num_recurrent_steps == 6
+    assert slstm.build_config(num_hidden_layers=6).num_recurrent_steps == 6
+    assert slstm.build_config(SIZE).num_recurrent_steps == SIZE["num_layers"]
+    assert slstm.build_config(SIZE, num_hidden_layers=5).num_recurrent_steps == 5
+    assert slstm.build_config(SIZE, num_recurrent_steps=5).num_recurrent_steps == 5
+
+
+def test_a_misspelled_setting_is_an_error_not_a_silent_no_op():
+    with pytest.raises(ValueError, match="hidden_sise"):
+        get_family("contextualizer").build_config(hidden_sise=64)
+    with pytest.raises(ValueError, match="num_global_tokenz"):
+        get_family("sparse_longformer").build_config(SIZE, num_global_tokenz=8)

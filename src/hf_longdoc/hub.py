@@ -1,8 +1,8 @@
 """Model cards and Hub upload.
 
-A saved hf_longdoc model already carries its `auto_map` and the family's source files (the configs and
-`register_for_auto_class` see to that), so the folder loads with `trust_remote_code=True` where hf_longdoc is not
-installed. This module writes the model card and uploads the folder with `huggingface_hub`.
+A saved hf_longdoc model already carries its `auto_map` and the family's source files (the family registry sees to
+that: `register_for_auto_class` and the config's default `auto_map`), so the folder loads with `trust_remote_code=True`
+where hf_longdoc is not installed. This module writes the model card and uploads the folder with `huggingface_hub`.
 """
 
 import json

@@ -102,7 +102,8 @@ def train(
     recorded under that name (`hf-longdoc train --baseline` adds the truncating TF-IDF baseline this way). `init_from`
     starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given).
     """
-    family = get_family(model)  # an unknown family fails before any data is made
+    family = get_family(model)  # an unknown family or setting fails before any data is made
+    family.check_settings(config_overrides or {})
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
@@ -156,7 +157,8 @@ def train(
         "dataset": dataset_name,
         "max_length": max_length,
         "test": {key[len("test_"):]: value for key, value in test.items() if key.startswith("test_")},
-        "validation": {key[len("validation_"):]: value for key, value in validation.items()},
+        "validation": {key[len("validation_"):]: value for key, value in validation.items()
+                       if key.startswith("validation_")},
     }
     metrics.update(scores)
     save(trainer, tokenizer, output_dir, metrics, dataset_name)
@@ -201,5 +203,5 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
                                            threshold),
     )
     result = trainer.evaluate(encoded[split], metric_key_prefix=split)
-    return {key[len(split) + 1:]: value for key, value in result.items()}
+    return {key[len(split) + 1:]: value for key, value in result.items() if key.startswith(split + "_")}
 

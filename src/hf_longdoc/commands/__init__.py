@@ -1,5 +1,7 @@
-"""The `hf-longdoc` verbs, one module each: `add_parser(subparsers)` builds its parser, `run(args)` calls one library
-function and prints what it returns."""
+"""The `hf-longdoc` verbs, one module each.
+
+`add_parser(subparsers)` builds a verb's parser; `run(args)` calls one library function and prints what it returns.
+"""
 
 from . import attention_map, bench, compare, demo, evaluate, push, train
 

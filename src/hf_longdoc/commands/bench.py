@@ -1,5 +1,8 @@
-"""`hf-longdoc bench`: forward time and peak memory per length against a Hugging Face baseline, with each family's
-micro-benchmark; or tokenizer throughput; or the cost of fitting selection statistics."""
+"""`hf-longdoc bench`: time and peak memory per length against a Hugging Face baseline, and micro-benchmarks.
+
+With models: each family's own micro-benchmarks follow the table; `--tokenizers` measures tokenizer throughput
+instead, `--fit-documents` the cost of fitting selection statistics.
+"""
 
 import os
 
@@ -74,10 +77,11 @@ def run(args):
 def run_micro_benchmarks(args, models, length):
     """Each benchmarked family's own micro-benchmarks: its hot kernel against matmuls of the same shapes, and the cost
     of choosing global tokens for a family that fits selection statistics."""
+    from ..experiments.baselines import parse_baseline
     from ..experiments.profiling import kernel_efficiency, selection_cost
     from ..modeling import resolve
 
-    families = dict.fromkeys(resolve(name)[0] for name in models if name.partition(":")[0] in FAMILIES)
+    families = dict.fromkeys(resolve(name)[0] for name in models if parse_baseline(name) is None)
     for family in families:
         if family.fit_statistics is not None and not args.backward:
             cost = selection_cost(family, args.hidden_size, args.num_layers, args.num_heads, length,

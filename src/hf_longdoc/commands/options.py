@@ -4,7 +4,13 @@ import argparse
 import json
 import os
 
-Formatter = argparse.ArgumentDefaultsHelpFormatter  # every flag's default shows in --help
+
+
+class Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every optional flag's default shows in --help (a required one has none to show)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.required else super()._get_help_string(action)
 
 
 def add_data_arguments(parser):

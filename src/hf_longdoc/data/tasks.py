@@ -1,5 +1,4 @@
-"""Tasks: a labelled dataset (or the built-in task) as train/validation/test splits, and tokenizing them with a count of
-what truncation cut."""
+"""Tasks: a labelled dataset (or the built-in task) as splits, tokenized with a count of what truncation cut."""
 
 import logging
 

@@ -1,5 +1,8 @@
-"""The Hugging Face baselines every method is measured against: Transformers' BERT, RoBERTa and Longformer built at a
-given size, and a TF-IDF + logistic-regression reader of the first 512 words or of the whole text."""
+"""The baselines every method is measured against: Transformers' BERT, RoBERTa, Longformer, and TF-IDF + LR.
+
+The Transformers models are built at a given size; the TF-IDF + logistic-regression reader reads the first 512 words
+or the whole text.
+"""
 
 import re
 from dataclasses import dataclass

@@ -20,9 +20,10 @@ from .measure import time_forward
 
 
 def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-                      attention_dropout=None, segment_length=256, gradient_mode="paper"):
+                      attention_dropout=None, segment_length=256, gradient_mode="paper", **overrides):
     """A randomly initialised classification model `name` (a family, `family:variant`, or a baseline) of the given
-    width and depth. `attention_dropout` (Transformer models only) overrides their attention-probability dropout."""
+    width and depth. `attention_dropout` (Transformer models only) overrides their attention-probability dropout;
+    `overrides` are config settings of a family model."""
     baseline = parse_baseline(name)
     if baseline is not None:
         kind, tokens = baseline
@@ -32,7 +33,7 @@ def build_bench_model(name, hidden_size, num_layers, num_heads, max_length, voca
     family, variant = resolve(name)
     size = family_size(hidden_size, num_layers, num_heads, max_length, window, segment_length, attention_dropout,
                        gradient_mode)
-    config = family.build_config(size, vocab_size=vocab_size, num_labels=2, pad_token_id=0, **variant)
+    config = family.build_config(size, vocab_size=vocab_size, num_labels=2, pad_token_id=0, **variant, **overrides)
     return family.classification_class(config)
 
 
@@ -66,18 +67,27 @@ def references(models):
     return found
 
 
-def check_models(models, lengths, **build_arguments):
+def check_models(models, lengths, config_overrides=None, **build_arguments):
     """Every name and size checked before any timing: unknown models and invalid configs fail here."""
-    if any(length < 8 for length in lengths):
+    if not models:
+        raise ValueError("Give at least one model to `models` (`--models`).")
+    if not lengths or any(length < 8 for length in lengths):
         raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
+    window = build_arguments.get("window")
+    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0 or window % 2):
+        raise ValueError(f"`window` (--window) must be a positive even integer, got {window!r}.")
     for name in models:
-        if parse_baseline(name) is None:
+        baseline = parse_baseline(name)
+        if baseline is not None and baseline[1] is not None:
+            raise ValueError(f"Bench times every model at every length; use `bert`, not {name!r}.")
+        if baseline is None:
             family_name = name.partition(":")[0]
             if family_name.lower().replace("-", "_") not in FAMILIES:
                 known = ", ".join(sorted(FAMILIES) + list(BASELINES))
                 raise ValueError(f"Unknown model {name!r} for bench; choose from {known}.")
             family, variant = resolve(name)
-            family.build_config(family_size(max_length=min(lengths), **build_arguments), num_labels=2, **variant)
+            family.build_config(family_size(max_length=min(lengths), **build_arguments), num_labels=2, **variant,
+                                **(config_overrides or {}).get(name, {}))
 
 
 def family_size(hidden_size, num_layers, num_heads, max_length, window=None, segment_length=None,
@@ -91,12 +101,16 @@ def family_size(hidden_size, num_layers, num_heads, max_length, window=None, seg
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
               seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
-              segment_length=256, gradient_mode="paper"):
-    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields)."""
+              segment_length=256, gradient_mode="paper", config_overrides=None):
+    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields).
+    `config_overrides` maps a model name to config settings of that family model."""
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, window=window,
                  attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
-    check_models(models, lengths, **sizes)
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    config_overrides = config_overrides or {}
+    check_models(models, lengths, config_overrides, **sizes)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
+    device = bench_device(device)
     torch_dtype = getattr(torch, dtype)
     torch.manual_seed(seed)
     rows = []
@@ -104,7 +118,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     packing = {}  # input ids per encoder position of each model
     for name in models:
         for length in lengths:  # one model per length: positions (and a segment LM's m) follow the length
-            model = build_bench_model(name, max_length=length, **sizes).to(device, torch_dtype).eval()
+            model = build_bench_model(name, max_length=length, **sizes, **config_overrides.get(name, {}))
+            model = model.to(device, torch_dtype).eval()
             packing[name] = ids_per_position(name, model.config)
             low = 4 if packing[name] > 1 else 5  # element ids are bytes + 4
             input_ids = torch.randint(low, min(model.config.vocab_size, 8000), (batch_size, length), device=device)
@@ -143,6 +158,17 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 row["time_vs_" + baseline + "_at_length_over_v"] = (
                     row["seconds"] / same_positions["seconds"] if same_positions else None)
     return rows
+
+
+def bench_device(device):
+    """`device` as a torch.device (default: cuda if available, else cpu), or a ValueError naming the fix."""
+    try:
+        device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except RuntimeError:
+        raise ValueError(f"`device` (--device) {device!r} is not a torch device; use cpu, cuda or cuda:N.") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"`device` (--device) is {device} but this torch sees no CUDA GPU; use cpu.")
+    return device
 
 
 def ids_per_position(name, config):

@@ -27,7 +27,7 @@ from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
 from ..training import build_model, fit_statistics, training_arguments
 from .baselines import build_baseline, parse_baseline
-from .bench import run_bench
+from .bench import check_models, run_bench
 from .measure import PeakMemory
 from .report import write_compare_report, write_csv
 
@@ -93,6 +93,25 @@ def parse_models(models, baselines):
     return specs
 
 
+def overrides_of(spec, settings):
+    """The `config_overrides` that apply to `spec`: those given for its family, then those for its exact name."""
+    family_wide = settings.config_overrides.get(spec.family.name, {}) if spec.family is not None else {}
+    return {**family_wide, **settings.config_overrides.get(spec.name, {})} if spec.family is not None else {}
+
+
+def check_specs(specs, settings):
+    """Every model's config built once before any training, so a bad size or override fails in seconds, not after
+    hours; an override for a model that is not in the run (or a baseline) is an error too."""
+    targets = {spec.name for spec in specs if spec.family is not None}
+    targets |= {spec.family.name for spec in specs if spec.family is not None}
+    if unknown := sorted(set(settings.config_overrides) - targets):
+        raise ValueError(f"`--config` names {', '.join(unknown)}, which is not a model of this run (models: "
+                         f"{', '.join(sorted(targets)) or 'none'}; baselines take no overrides).")
+    for spec in specs:
+        if spec.family is not None:
+            spec.family.build_config(settings.size(), **spec.setting, **overrides_of(spec, settings))
+
+
 @dataclass
 class Task:
     """One labelled dataset of the comparison, its WordPiece tokenizer, and its tokenized splits per length (most
@@ -137,7 +156,7 @@ def build_compared_model(spec, settings, task):
                                id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)}, **ids)
         return model, tokenizer, max_length, settings.learning_rate or 1e-4
     family, size = spec.family, settings.size()
-    overrides = {**spec.setting, **settings.config_overrides.get(spec.name, {})}
+    overrides = {**spec.setting, **overrides_of(spec, settings)}
     if family.own_tokenizer is not None:  # e.g. bytes: the family's tokenizer for the sized config
         tokenizer = family.tokenizer_for(family.build_config(size, **overrides), None)
         max_length = tokenizer.model_max_length
@@ -194,6 +213,13 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
+    check_specs(specs, settings)
+    bench_models = list(dict.fromkeys(spec.bench_name() for spec in specs))
+    bench_sizes = dict(hidden_size=settings.hidden_size, num_layers=settings.num_layers, num_heads=settings.num_heads,
+                       window=settings.window, segment_length=settings.segment_length)
+    bench_overrides = {spec.bench_name(): overrides_of(spec, settings) for spec in specs}
+    if bench_lengths:
+        check_models(bench_models, tuple(bench_lengths), bench_overrides, **bench_sizes)
     os.makedirs(output_dir, exist_ok=True)
     rows = []
     for seed in range(FIRST_SEED, FIRST_SEED + seeds):
@@ -222,11 +248,9 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     summary = summarize(rows)
     bench_rows = []
     if bench_lengths:
-        bench_rows = run_bench(models=list(dict.fromkeys(spec.bench_name() for spec in specs)),
-                               lengths=tuple(bench_lengths), hidden_size=settings.hidden_size,
-                               num_layers=settings.num_layers, num_heads=settings.num_heads, repeats=3,
-                               window=settings.window, num_global=max(1, settings.max_length // 32),
-                               segment_length=settings.segment_length, progress=progress)
+        bench_rows = run_bench(models=bench_models, lengths=tuple(bench_lengths), repeats=3,
+                               num_global=max(1, settings.max_length // 32), progress=progress,
+                               config_overrides=bench_overrides, **bench_sizes)
     seed_text = (f"seed {FIRST_SEED}" if seeds == 1
                  else f"mean ± std over seeds {FIRST_SEED}-{FIRST_SEED + seeds - 1}")
     write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir)

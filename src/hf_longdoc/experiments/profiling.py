@@ -1,5 +1,8 @@
-"""Micro-benchmarks, each through the family registry: a family's hot kernel against plain matmuls of its shapes
-(roofline), the cost of choosing and of fitting the statistics of families that fit them, and tokenizer throughput."""
+"""Micro-benchmarks, each through the family registry.
+
+A family's hot kernel against plain matmuls of its shapes (roofline), the cost of choosing and of fitting the statistics
+of families that fit them, and tokenizer throughput.
+"""
 
 import time
 

@@ -46,13 +46,14 @@ def format_table(rows):
     ratio_keys = [key for key in rows[0] if key.startswith(RATIO_PREFIXES)] if rows else []
     header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
     header += [key.replace("_", " ") for key in ratio_keys]
-    shortest = {}
+    shortest = {}  # model -> its row at its shortest length
     for row in rows:
-        shortest.setdefault(row["model"], row["seconds"])
+        if row["model"] not in shortest or row["length"] < shortest[row["model"]]["length"]:
+            shortest[row["model"]] = row
     lines = [header]
     for row in rows:
         line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
-                f"{row['seconds'] / shortest[row['model']]:.2f}"]
+                f"{row['seconds'] / shortest[row['model']]['seconds']:.2f}"]
         line += [f"{row[key]:.2f}x" if row.get(key) else "-" for key in ratio_keys]
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]

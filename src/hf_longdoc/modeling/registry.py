@@ -115,9 +115,20 @@ class Family:
     def build_config(self, size=None, **settings):
         """The family's config: sized by `size` (`from_size` arguments, see `size_arguments`) or, without one, from its
         `hf-longdoc train` defaults; `settings` override either."""
+        self.check_settings(settings)
         if size is None:
             return self.config_class(**{**self.defaults, **settings})
         return self.config_class.from_size(**{**self.size_arguments(size), **settings})
+
+    def check_settings(self, settings):
+        """A ValueError naming any key the family's config does not have: a config stores unknown keys silently, so a
+        misspelled `--config hidden_sise=64` would otherwise change nothing without a word."""
+        default = self.config_class()
+        unknown = sorted(key for key in settings if not hasattr(default, key))
+        if unknown:
+            names = ", ".join(f"`{key}`" for key in unknown)
+            raise ValueError(f"{self.config_class.__name__} has no setting {names}; check the spelling against its "
+                             "docstring.")
 
     def tokenizer_for(self, config, train_texts, vocab_size=8000, max_length=None):
         """The tokenizer `train` and `compare` use when none is given: the family's own (cut to `max_length` ids), or
@@ -231,7 +242,8 @@ FAMILIES = {
             "node; L synchronous LSTM-style updates with shared parameters exchange information locally and through "
             "the sentence node, in time linear in the length. The final sentence node is the document vector."
         ),
-        defaults={"hidden_size": 128, "num_hidden_layers": 4},
+        # the family's own name: the standard `num_hidden_layers` here would overrule a user's `num_recurrent_steps`
+        defaults={"hidden_size": 128, "num_recurrent_steps": 4},
         learning_rate=1e-3,
         profile=_slstm_step_profile,
         card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings"),

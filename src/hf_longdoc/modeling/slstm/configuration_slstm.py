@@ -160,8 +160,8 @@ class SLSTMConfig(PretrainedConfig):
         """A model of a given budget (what `hf-longdoc compare` and `bench` give every family): state size
         `hidden_size`, L = `num_layers` recurrent steps, positions for `max_length` tokens; no heads. Any keyword
         overrides."""
-        settings = {"hidden_size": hidden_size, "num_recurrent_steps": num_layers,
-                    "max_position_embeddings": max_length}
+        steps = kwargs.pop("num_hidden_layers", kwargs.pop("num_recurrent_steps", num_layers))  # either name
+        settings = {"hidden_size": hidden_size, "num_recurrent_steps": steps, "max_position_embeddings": max_length}
         settings.update(kwargs)
         return cls(**settings)
 
