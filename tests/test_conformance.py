@@ -1,5 +1,6 @@
 """The conformance suite: every family behaves like a Transformers model (parametrised over tests/families.py)."""
 
+import ast
 import copy
 import os
 
@@ -53,7 +54,11 @@ def test_saved_folder_carries_auto_map_and_sources(family, tmp_path):
         source = tmp_path / f"{module}.py"
         assert source.is_file(), f"{source.name} missing from the saved folder"
         text = source.read_text()
-        assert "import hf_longdoc" not in text and "from hf_longdoc" not in text and "from .." not in text
+        imported = [node.module or "" for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ImportFrom)]
+        imported += [alias.name for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Import)
+                     for alias in node.names]
+        assert not [name for name in imported if name.startswith("hf_longdoc")], imported  # Hub rule
+        assert "from .." not in text
 
 
 LOAD_AND_PREDICT = """

@@ -117,7 +117,8 @@ class FamilyModelTester:
 
 def _make_test_case(case):
     class FamilyModelTest(ModelTesterMixin, unittest.TestCase):
-        all_model_classes = (case.base_class, *case.registered.heads.values())  # the registry's one list
+        heads = tuple(case.registered.heads.values())  # the registry's one list
+        all_model_classes = (case.base_class, *heads)
         has_attentions = False
         test_torch_exportable = False
         test_resize_embeddings = True

@@ -65,7 +65,8 @@ def run(args):
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
           f"after {args.warmup} warm-up")
-    print(f"Models with global attention: window {args.window}, [CLS] + {args.num_global} scattered global tokens; "
+    print(f"Models with global attention: window {args.window}, [CLS] + {args.num_global} scattered global tokens "
+          f"(all tokens up to length {args.num_global + 1}); "
           f"models over segments: segments of {args.segment_length} tokens, m = length / {args.segment_length - 2}, "
           f"gradient mode {args.gradient_mode}")
     print(format_table(rows))
@@ -77,11 +78,10 @@ def run(args):
 def run_micro_benchmarks(args, models, length):
     """Each benchmarked family's own micro-benchmarks: its hot kernel against matmuls of the same shapes, and the cost
     of choosing global tokens for a family that fits selection statistics."""
-    from ..experiments.baselines import parse_baseline
+    from ..experiments.bench import BenchModel
     from ..experiments.profiling import kernel_efficiency, selection_cost
-    from ..modeling import resolve
 
-    families = dict.fromkeys(resolve(name)[0] for name in models if parse_baseline(name) is None)
+    families = dict.fromkeys(entry.family for entry in map(BenchModel.parse, models) if entry.family is not None)
     for family in families:
         if family.fit_statistics is not None and not args.backward:
             cost = selection_cost(family, args.hidden_size, args.num_layers, args.num_heads, length,

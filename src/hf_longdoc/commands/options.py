@@ -5,7 +5,6 @@ import json
 import os
 
 
-
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every optional flag's default shows in --help (a required one has none to show)."""
 
