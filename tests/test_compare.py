@@ -122,3 +122,12 @@ def test_config_overrides_apply_family_wide_or_per_model_and_unknown_targets_fai
     with pytest.raises(ValueError, match="lengths"):
         compare(models=["contextualizer"], baselines=[], settings=TINY, evidence=(), task_size=16,
                 task_words=(40, 80), bench_lengths=(4,), output_dir=str(tmp_path), progress=lambda message: None)
+
+
+def test_bench_table_grows_from_the_shortest_length_whatever_the_order():
+    from hf_longdoc.experiments.report import format_table
+
+    rows = [{"model": "m", "length": 128, "seconds": 0.2, "peak_mib": 1.0},
+            {"model": "m", "length": 64, "seconds": 0.1, "peak_mib": 1.0}]
+    first, second = format_table(rows).splitlines()[1:]
+    assert first.split()[-1] == "2.00" and second.split()[-1] == "1.00"
