@@ -268,3 +268,45 @@ def test_two_process_ddp_trainer_run(family, tmp_path):
     assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
+
+
+CORPUS = [f"document {i} about reactors, valves and {'pumps ' * (i % 5)}with a closing remark." for i in range(24)]
+
+
+def _tokenizer_and_model(family, max_length):
+    """The family's tokenizer as `hf-longdoc train` makes it, returning `token_type_ids` as BERT's tokenizers do (the
+    elementwise tokenizer has none), and a tiny classifier for it."""
+    registered = family.registered
+    config = family.config()
+    tokenizer = registered.tokenizer_for(config, CORPUS, vocab_size=80, max_length=max_length)
+    if registered.own_tokenizer is None:
+        tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+        config = family.config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+                               **registered.token_settings(tokenizer))
+    torch.manual_seed(0)
+    return tokenizer, family.classification_class(config).eval()
+
+
+def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
+    """`model(**tokenizer(...))`, Trainer with DataCollatorWithPadding and `pipeline` on a saved folder, with the
+    tokenizer's own outputs (token_type_ids included) and a document far longer than the model reads."""
+    from transformers import DataCollatorWithPadding, pipeline
+
+    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
+    encoded = tokenizer(CORPUS[:3], padding=True, truncation=True, return_tensors="pt")
+    assert family.registered.own_tokenizer is not None or "token_type_ids" in encoded
+    with torch.no_grad():
+        assert model(**encoded).logits.shape == (3, 3)
+
+    rows = [dict(tokenizer(text, truncation=True), label=i % 3) for i, text in enumerate(CORPUS[:8])]
+    args = TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4,
+                             use_cpu=True, report_to="none", save_strategy="no")
+    Trainer(model=model.train(), args=args, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer)).train()
+
+    model.eval().save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    classify = pipeline("text-classification", model=str(tmp_path / "model"), device="cpu")
+    long_document = " ".join(CORPUS) * 20  # far past what the model reads
+    for text in (CORPUS[0], long_document):
+        (prediction,) = classify(text, truncation=True)
+        assert prediction["label"] in model.config.id2label.values() and 0 <= prediction["score"] <= 1

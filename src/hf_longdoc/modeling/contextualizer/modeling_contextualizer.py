@@ -75,6 +75,13 @@ def check_vocabulary_range(input_ids, vocab_size):
         )
 
 
+def check_token_type_ids(token_type_ids, input_shape):
+    """`token_type_ids` (a BERT-style tokenizer returns them) must match the input's (batch, length) shape."""
+    if token_type_ids is not None and tuple(token_type_ids.shape) != tuple(input_shape):
+        raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected {tuple(input_shape)} "
+                         "like `input_ids`.")
+
+
 def check_labels(labels, logits, config):
     """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
     b, num_labels = logits.shape
@@ -263,17 +270,22 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         output_token_states: bool = True,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         r"""
+        token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
+            Accepted so that `model(**tokenizer(...))` works with BERT-style tokenizers; the Contextualizer has no
+            segment embeddings (the paper reads one text), so they are checked for shape and otherwise ignored.
         output_token_states (`bool`, defaults to `True`):
             Whether to compute `last_hidden_state` = α(K) ⊙ x. Heads that read only c(K) pass `False`, which lets the
             last step skip materialising α (it is then `None`).
         """
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
+        check_token_type_ids(token_type_ids, mask.shape)
         if input_ids is not None:
             check_vocabulary_range(input_ids, self.config.vocab_size)
         if output_hidden_states is None:
@@ -315,6 +327,7 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
@@ -323,6 +336,7 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
         outputs = self.contextualizer(
             input_ids,
             attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
             inputs_embeds=inputs_embeds,
             output_hidden_states=output_hidden_states,
             output_token_states=False,

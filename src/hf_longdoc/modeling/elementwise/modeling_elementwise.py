@@ -70,6 +70,14 @@ def pad_for_downsampling(materials, material_mask, backbone_config):
     return materials, material_mask
 
 
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_token_type_ids
+def check_token_type_ids(token_type_ids, input_shape):
+    """`token_type_ids` (a BERT-style tokenizer returns them) must match the input's (batch, length) shape."""
+    if token_type_ids is not None and tuple(token_type_ids.shape) != tuple(input_shape):
+        raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected {tuple(input_shape)} "
+                         "like `input_ids`.")
+
+
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
 def check_labels(labels, logits, config):
     """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
@@ -219,11 +227,14 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         element_mask = self.element_mask(input_ids, attention_mask)  # (b, L)
+        # one per element id when given: every material reads as one text, so the backbone gets type 0 throughout
+        check_token_type_ids(token_type_ids, element_mask.shape)
         if output_hidden_states is None:  # the backbone reads its own config, so resolve ours here
             output_hidden_states = self.config.output_hidden_states
         if output_attentions is None:
@@ -269,12 +280,14 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> SequenceClassifierOutput:
-        outputs = self.elementwise(input_ids, attention_mask=attention_mask, output_hidden_states=output_hidden_states,
+        outputs = self.elementwise(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                   output_hidden_states=output_hidden_states,
                                    output_attentions=output_attentions, return_dict=True)
         pooled = outputs.pooler_output if self.config.pooling == "pooler" else outputs.last_hidden_state[:, 0]
         logits = self.classifier(self.dropout(pooled))  # (b, num_labels)

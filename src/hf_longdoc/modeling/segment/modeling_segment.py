@@ -35,6 +35,14 @@ from transformers.utils import ModelOutput
 from .configuration_segment import SegmentLMConfig
 
 
+# Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_token_type_ids
+def check_token_type_ids(token_type_ids, input_shape):
+    """`token_type_ids` (a BERT-style tokenizer returns them) must match the input's (batch, length) shape."""
+    if token_type_ids is not None and tuple(token_type_ids.shape) != tuple(input_shape):
+        raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected {tuple(input_shape)} "
+                         "like `input_ids`.")
+
+
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_labels
 def check_labels(labels, logits, config):
     """Raise a clear error when `labels` do not fit the head, before the loss turns it into a shape error."""
@@ -293,12 +301,14 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> "SegmentLMModelOutput":
         """The segment vectors z (b, m, d) as `last_hidden_state` (zeros for absent segments) and the present-segment
         mask, computed with `config.gradient_mode`. `hidden_states` (on request) is (z,)."""
         z, present, _ = self.encode_document(input_ids, attention_mask)
+        check_token_type_ids(token_type_ids, input_ids.shape)  # each segment is one sequence: type 0 throughout
         wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         output = SegmentLMModelOutput(last_hidden_state=z, hidden_states=(z,) if wanted else None,
                                       segment_mask=present.long())
@@ -402,12 +412,14 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         self,
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> SegmentLMClassifierOutput:
         r"""hidden_states (on request): the segment vectors z (b, m, d) and, for rnn/att, the biLSTM states h."""
         z, present, encode_selected = self.segment_lm.encode_document(input_ids, attention_mask)
+        check_token_type_ids(token_type_ids, input_ids.shape)  # each segment is one sequence: type 0 throughout
         logits, alpha, selected, h = self.head(z, present, encode_selected)
         wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         loss = None
