@@ -19,6 +19,9 @@ every weight unchanged. What changes:
   memory are linear in the length: a (b·n/c, c, G + 3c) boolean mask, never a dense (b, n, n) one.
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
   (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
+- `SparseLongformerForSequenceClassification.from_bert_like_pretrained` builds a long model from a short BERT or
+  RoBERTa checkpoint the way Beltagy et al. (2020, "Longformer: The Long-Document Transformer", Sec. 5) did: encoder
+  weights copied, `*_global` projections initialised from the local ones, learned positions copied repeatedly.
 
 Shapes: b batch · n tokens (padded to a multiple of the window) · d hidden · heads attention heads of head_dim =
 d / heads · c one-sided window (window / 2) · blocks = n / c query blocks of c tokens · g query blocks in one attention
@@ -27,8 +30,13 @@ call · G global slots (the most global tokens in a document of the batch).
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+import logging
+import os
+import re
+
 import torch
 from torch.nn import functional as F
+from transformers import AutoConfig, AutoModel
 from transformers.models.longformer.modeling_longformer import (
     LongformerBaseModelOutputWithPooling,
     LongformerClassificationHead,
@@ -41,6 +49,15 @@ from transformers.utils import can_return_tuple
 
 from .configuration_sparse_longformer import SparseLongformerConfig
 from .selection import SENTINEL_KEY, GlobalTokenSelector
+
+logger = logging.getLogger(__name__)
+
+# model_type of a BERT-like checkpoint -> the row of its position table that holds a document's first token: BERT
+# numbers positions from 0, RoBERTa (like Longformer) from pad_token_id + 1, its rows 0..pad_token_id reserved
+BERT_LIKE_FIRST_POSITION = {"bert": lambda config: 0, "roberta": lambda config: config.pad_token_id + 1}
+# settings of a converted model that the source checkpoint fixes (its weights have these sizes)
+BERT_LIKE_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                          "hidden_act", "type_vocab_size", "layer_norm_eps", "pad_token_id")
 
 
 def excluded_token_ids(tokenizer, vocab_size):
@@ -121,6 +138,37 @@ def check_labels(labels, logits, config):
             )
     elif labels.numel() != b * num_labels:
         raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
+
+
+def repeat_positions(positions, max_length):
+    """Longformer paper, Sec. 5: the (L, d) learned position rows copied repeatedly to fill (max_length, d); row i is
+    row i mod L (the last copy cut short)."""
+    return positions[torch.arange(max_length, device=positions.device) % positions.shape[0]]  # (max_length, d)
+
+
+def bert_like_config(pretrained_model_name_or_path):
+    """The config of a BERT or RoBERTa checkpoint, or a ValueError that says what to pass instead."""
+    what = ("Pass a folder saved with `save_pretrained` from a BERT or RoBERTa model (its config.json has model_type "
+            f"{' or '.join(map(repr, BERT_LIKE_FIRST_POSITION))}); a Longformer checkpoint loads with "
+            "`from_pretrained`.")
+    path = pretrained_model_name_or_path
+    if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) has no config.json. {what}")
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (OSError, ValueError) as error:  # missing folder offline, unknown model_type
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) could not be read as a checkpoint ({error}). "
+                         f"{what}") from error
+    if config.model_type not in BERT_LIKE_FIRST_POSITION:
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) holds a {config.model_type!r} checkpoint, not a "
+                         f"BERT-like one. {what}")
+    if getattr(config, "position_embedding_type", None) not in (None, "absolute"):
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) uses position_embedding_type="
+                         f"{config.position_embedding_type!r}; only learned absolute positions can be repeated.")
+    if config.pad_token_id is None:
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) has no pad_token_id in its config.json; add the "
+                         "tokenizer's pad id there (it numbers the positions).")
+    return config
 
 
 class SparseLongformerSelfAttention(LongformerSelfAttention):
@@ -332,6 +380,101 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         self.longformer = SparseLongformerModel(config, add_pooling_layer=False)
         self.classifier = LongformerClassificationHead(config)
         self.post_init()
+
+    @classmethod
+    def from_bert_like_pretrained(cls, pretrained_model_name_or_path, max_length=4096, attention_window=512,
+                                  **config_kwargs):
+        """A long model from a short BERT or RoBERTa checkpoint, as Beltagy et al. (2020, Sec. 5) built
+        longformer-base-4096 from roberta-base.
+
+        `pretrained_model_name_or_path` is a checkpoint with model_type `bert` or `roberta` (any head: `BertModel`,
+        `BertForSequenceClassification`, `RobertaModel`, ...; only its encoder is read). What the model gets:
+
+        - the encoder unchanged: word, token-type (the source's `type_vocab_size` rows) and LayerNorm embeddings, and
+          every layer's query/key/value, attention output, intermediate and output weights, under Longformer's names;
+        - `query_global`, `key_global`, `value_global` of every layer initialised from `query`, `key`, `value`;
+        - positions for `max_length` tokens: the source's learned rows copied repeatedly (token i of a document gets
+          the source's position i mod L, L the source's length);
+        - vocabulary size and pad / bos (cls) / eos (sep) ids from the source config (BERT configs hold only the pad
+          id; pass `tokenizer=` to `fit_global_selector` to exclude its special tokens from TF-IDF / PMI);
+        - a new, randomly initialised classification head; `config_kwargs` (`num_labels`, `global_selector`,
+          `num_global_tokens`, `attention_backend`, dropouts, ...) go to `SparseLongformerConfig`. The sizes in
+          `BERT_LIKE_ARCHITECTURE` come from the source and cannot be overridden.
+
+        Position numbering. Longformer's embeddings number a document's tokens from `pad_token_id + 1` (tokens equal
+        to the pad id get `pad_token_id`), so its table has `max_length + pad_token_id + 1` rows and rows
+        0..pad_token_id are reserved. A RoBERTa source numbers the same way: its reserved rows are kept and its L =
+        `max_position_embeddings - pad_token_id - 1` rows after them repeated. A BERT source numbers from 0 and has no
+        reserved rows; the converted model keeps BERT's pad id (the tokenizer's, usually 0, so that
+        `attention_mask`-free inputs, the pad positions and `_pad_to_window_size` stay consistent) with the RoBERTa
+        numbering: row `pad_token_id + 1 + i` holds BERT's row i mod L (L = BERT's `max_position_embeddings`), and
+        the reserved rows 0..pad_token_id, read only by pad tokens, are zero. So on right-padded input (BERT
+        tokenizers pad on the right) token i gets BERT's position embedding i exactly. Positions count real tokens,
+        so left-padded input does not match BERT, which numbers the pads too; explicit `position_ids` must use this
+        numbering (`pad_token_id + 1 + i`).
+
+        Equality with the source: with `max_length` equal to L, [CLS] global (`global_selector="cls"`) and
+        `attention_window` ≥ 2·(n - 1) for documents of n tokens (each side of a token sees `attention_window / 2`
+        neighbours, so this window covers the document), every real token's hidden state equals the source
+        encoder's, on either attention backend. With a smaller window it is a Longformer, no longer the source's
+        function: fine-tune it, as the paper did.
+
+        Returns the model in eval mode, like `from_pretrained`.
+        """
+        source_config = bert_like_config(pretrained_model_name_or_path)
+        fixed = sorted(set(config_kwargs) & {*BERT_LIKE_ARCHITECTURE, "max_position_embeddings"})
+        if fixed:
+            raise ValueError(f"{fixed} come from the checkpoint and cannot be set when converting it; pass "
+                             "`max_length` for the length and leave the sizes to the checkpoint.")
+        if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"`max_length` must be a positive integer (tokens per document), got {max_length!r}.")
+        pad = source_config.pad_token_id
+        first = BERT_LIKE_FIRST_POSITION[source_config.model_type](source_config)
+        bos = getattr(source_config, "bos_token_id", None)
+        eos = getattr(source_config, "eos_token_id", None)
+        settings = {name: getattr(source_config, name) for name in BERT_LIKE_ARCHITECTURE}
+        settings.update(
+            max_position_embeddings=max_length + pad + 1,  # rows 0..pad reserved (see the docstring)
+            attention_window=attention_window,
+            bos_token_id=bos if bos is not None else getattr(source_config, "cls_token_id", None),
+            eos_token_id=eos,
+            sep_token_id=getattr(source_config, "sep_token_id", None) if eos is None else eos,
+            hidden_dropout_prob=source_config.hidden_dropout_prob,
+            attention_probs_dropout_prob=source_config.attention_probs_dropout_prob,
+            initializer_range=source_config.initializer_range,
+        )
+        settings.update(config_kwargs)
+        model = cls(SparseLongformerConfig(**settings))
+
+        source = AutoModel.from_pretrained(pretrained_model_name_or_path).state_dict()
+        target = model.longformer.state_dict()
+        copied, unused = [], set(source) - {"embeddings.position_embeddings.weight"}
+        with torch.no_grad():
+            for name, tensor in target.items():
+                if name.startswith("selector."):  # TF-IDF / PMI statistics: fitted later
+                    continue
+                if name == "embeddings.position_embeddings.weight":
+                    table = source[name]  # (first + L, d)
+                    # RoBERTa's reserved rows 0..pad kept; BERT has none: zeros (only pad tokens read them)
+                    reserved = table[:first] if first else table.new_zeros(pad + 1, table.shape[1])  # (pad + 1, d)
+                    tensor.copy_(torch.cat([reserved, repeat_positions(table[first:], max_length)]))
+                    continue
+                source_name = re.sub(r"\.(query|key|value)_global\.", r".\1.", name)  # Sec. 5: global from local
+                if source_name not in source or source[source_name].shape != tensor.shape:
+                    found = tuple(source[source_name].shape) if source_name in source else "nothing"
+                    raise ValueError(f"`pretrained_model_name_or_path` ({pretrained_model_name_or_path!r}): "
+                                     f"{source_name} should be {tuple(tensor.shape)} for {name}, found {found}.")
+                tensor.copy_(source[source_name])
+                copied.append(name)
+                unused.discard(source_name)
+        length = source_config.max_position_embeddings - first
+        logger.info(
+            "Converted the %s checkpoint %s: %d tensors copied (%d layers, *_global q/k/v from the local ones), "
+            "%d learned positions repeated to %d (%.2f copies), a new %d-label classifier; not used: %s.",
+            source_config.model_type, pretrained_model_name_or_path, len(copied), source_config.num_hidden_layers,
+            length, max_length, max_length / length, model.config.num_labels, sorted(unused) or "nothing",
+        )
+        return model.eval()
 
     @can_return_tuple
     def forward(
