@@ -301,7 +301,8 @@ def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
     rows = [dict(tokenizer(text, truncation=True), label=i % 3) for i, text in enumerate(CORPUS[:8])]
     args = TrainingArguments(output_dir=str(tmp_path / "run"), max_steps=1, per_device_train_batch_size=4,
                              use_cpu=True, report_to="none", save_strategy="no")
-    Trainer(model=model.train(), args=args, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer)).train()
+    collator = DataCollatorWithPadding(tokenizer)
+    Trainer(model=model.train(), args=args, train_dataset=rows, data_collator=collator).train()
 
     model.eval().save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")

@@ -20,7 +20,7 @@ from transformers import (
 from .data import load_task, tokenize
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
-from .modeling import Family, get_family
+from .modeling import FAMILIES, Family, get_family
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +36,13 @@ def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, s
     return TrainingArguments(**settings)
 
 
-def build_model(family, tokenizer, label_names, multi_label, config_overrides=None, init_from=None, size=None):
+def build_model(family, tokenizer, label_names, multi_label, config_overrides=None, init_from=None, size=None,
+                backbone=None, max_length=4096):
     """A classification model of `family` (a `Family` or its name) for the tokenizer and the labels: fresh, sized by
-    `size` (the family's `from_size` arguments) or by the family's `hf-longdoc train` defaults, or with the encoder
-    weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a new classification head."""
+    `size` (the family's `from_size` arguments) or by the family's `hf-longdoc train` defaults; with the encoder
+    weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a new classification head; or
+    around the pretrained `backbone` (a folder or Hub id; the family's registry `from_backbone`), reading up to
+    `max_length` tokens."""
     family = family if isinstance(family, Family) else get_family(family)
     labels = dict(
         num_labels=len(label_names),
@@ -47,6 +50,9 @@ def build_model(family, tokenizer, label_names, multi_label, config_overrides=No
         label2id={name: i for i, name in enumerate(label_names)},
         problem_type="multi_label_classification" if multi_label else "single_label_classification",
     )
+    if backbone is not None:
+        settings = {**labels, **family.token_settings(tokenizer), **(config_overrides or {})}
+        return family.from_backbone(backbone, tokenizer, max_length, **settings)
     if init_from is not None:
         saved = AutoConfig.from_pretrained(init_from)
         if saved.model_type != family.config_class.model_type:
@@ -60,6 +66,19 @@ def build_model(family, tokenizer, label_names, multi_label, config_overrides=No
     settings.update(family.token_settings(tokenizer))
     settings.update(config_overrides or {})
     return family.classification_class(family.build_config(size, **settings))
+
+
+def check_backbone(family, backbone):
+    """A ValueError, before any data is made, when `family` cannot start from a pretrained model or `backbone` is a
+    local path that holds no model."""
+    if family.from_backbone is None:
+        able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
+        raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
+                         f"{able}.")
+    looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
+    if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
+        raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
+                         "`save_pretrained` (model and tokenizer) or a Hub id.")
 
 
 def fit_statistics(family, model, train_input_ids, tokenizer):
@@ -94,20 +113,28 @@ def train(
     extra_scores=None,
     report_to="none",
     init_from=None,
+    backbone=None,
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
     Writes the model (safetensors + config + source files), the tokenizer, `metrics.json` and a model card; returns the
     metrics dict. `extra_scores` maps a name to a function (data, multi_label) -> scores computed on the same task and
     recorded under that name (`hf-longdoc train --baseline` adds the truncating TF-IDF baseline this way). `init_from`
-    starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given).
+    starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given);
+    `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
+    Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
+    LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
     """
     family = get_family(model)  # an unknown family or setting fails before any data is made
     family.check_settings(config_overrides or {})
+    if backbone is not None:
+        check_backbone(family, backbone)
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)
+    if tokenizer is None and backbone is not None:
+        tokenizer = backbone  # the pretrained model's own tokenizer: no WordPiece is fitted
     if tokenizer is None and init_from is not None:
         if not os.path.isdir(init_from):
             raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
@@ -132,8 +159,14 @@ def train(
                            init_from, limit, limit, max_length)
             max_length = tokenizer.model_max_length = limit
     scores = {name: score(data, multi_label) for name, score in (extra_scores or {}).items()}
+    classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from,
+                             backbone=backbone, max_length=max_length)
+    reads = family.reads(classifier.config)
+    if reads is not None and reads < max_length:
+        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, and "
+                       "the saved tokenizer truncates there.", family.name, reads, max_length, reads)
+        max_length = tokenizer.model_max_length = reads
     encoded = tokenize(data, tokenizer, max_length)
-    classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from)
     fit_statistics(family, classifier, encoded["train"]["input_ids"], tokenizer)
     args = training_arguments(
         output_dir, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,

@@ -24,6 +24,9 @@ def add_parser(subparsers):
     parser.add_argument("--task-size", type=int, default=None,
                         help="built-in task: number of training documents (None: the task's default)")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
+    parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
+                        help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
+                             "(segment_lm; sparse_longformer: a Longformer as it is, a BERT/RoBERTa converted)")
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
                         help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     add_data_arguments(parser)
@@ -39,7 +42,7 @@ def run(args):
         label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
         max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
-        task_size=args.task_size, init_from=args.init_from,
+        task_size=args.task_size, init_from=args.init_from, backbone=args.backbone,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

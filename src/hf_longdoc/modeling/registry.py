@@ -55,6 +55,10 @@ class Family:
     fit_statistics: Callable | None = None
     # (model, batch_size, length) -> the family's hot kernel and plain matmuls of its shapes (see `profiling`)
     profile: Callable | None = None
+    # config -> the most input ids the model reads (None: no limit); a tokenizer saved with it truncates there
+    reading_length: Callable | None = None
+    # (pretrained folder or id, its tokenizer, max_length, config settings) -> a model around the pretrained weights
+    from_backbone: Callable | None = None
     position_width: str | None = None  # config key: input ids one encoder position reads (elementwise: v), else 1
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")  # config keys the model card lists
     card_limits: str = ""  # a sentence for the model card's "limits" section
@@ -82,6 +86,10 @@ class Family:
                 AUTO_CLASSES[auto].register(self.config_class, cls, exist_ok=True)
             cls.register_for_auto_class(auto)
         self.config_class.default_auto_map = self.auto_map
+
+    def reads(self, config):
+        """The most input ids a model with `config` reads, or None when it has no limit."""
+        return self.reading_length(config) if self.reading_length is not None else None
 
     def ids_per_position(self, config):
         """How many input ids one position of the encoder covers (v bytes per material for elementwise models)."""
@@ -159,6 +167,24 @@ def _fit_selector_statistics(model, input_ids, tokenizer):
     return model.fit_global_selector(input_ids, tokenizer=tokenizer)
 
 
+def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
+    """The segment LM around a pretrained encoder or decoder: segments of L = `segment_length` tokens (default: the
+    config's 256, at most the backbone's positions) and as many as `max_length` tokens need."""
+    backbone = AutoConfig.from_pretrained(path)
+    positions = getattr(backbone, "max_position_embeddings", None) or getattr(backbone, "n_positions", None) or 512
+    length = settings.pop("segment_length", min(SegmentLMConfig().segment_length, positions))
+    settings.setdefault("num_segments", max(1, -(-(max_length - 2) // max(length - 2, 1))))
+    return SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
+                                                                       segment_length=length, **settings)
+
+
+def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
+    """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens."""
+    if AutoConfig.from_pretrained(path).model_type in ("longformer", "sparse_longformer"):
+        return SparseLongformerForSequenceClassification.from_pretrained(path, **settings)
+    return SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length, **settings)
+
+
 def _slstm_step_profile(model, batch_size, length):
     """One S-LSTM recurrent step on random states, and `torch.matmul`s of the shapes its FLOPs are counted as: ξ
     (b·n, 3H) @ (3H, 7H) for the token gates and h (b·n, H) @ (H, H) for the sentence node's token forget gate, i.e.
@@ -222,6 +248,7 @@ FAMILIES = {
         learning_rate=1e-4,  # a Transformer trained from scratch: higher rates collapse to the label prior
         own_tokenizer=_elementwise_tokenizer,
         position_width="elements_per_material",
+        reading_length=lambda config: config.max_materials * config.elements_per_material,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"),
     ),
     "slstm": Family(
@@ -246,6 +273,7 @@ FAMILIES = {
         defaults={"hidden_size": 128, "num_recurrent_steps": 4},
         learning_rate=1e-3,
         profile=_slstm_step_profile,
+        reading_length=lambda config: config.max_position_embeddings,
         card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings"),
     ),
     "sparse_longformer": Family(
@@ -271,6 +299,9 @@ FAMILIES = {
         variants={"global_selector": GLOBAL_SELECTORS, "attention_backend": ATTENTION_BACKENDS},
         bench_reference=("longformer", "speedup"),  # our model on Transformers' own attention
         fit_statistics=_fit_selector_statistics,
+        # RoBERTa-style positions start after the pad id
+        reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
+        from_backbone=_sparse_longformer_from_backbone,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                        "global_selector", "num_global_tokens", "max_position_embeddings"),
     ),
@@ -295,6 +326,9 @@ FAMILIES = {
         special_tokens={"cls_token_id": "start", "sep_token_id": "end"},  # every segment is wrapped as [CLS] .. [SEP]
         variants={"variant": SEGMENT_VARIANTS},
         bench_reference=("base", "time"),  # the paper's Table 3 reports time as a multiple of Base
+        # m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)
+        reading_length=lambda config: config.num_segments * (config.segment_length - 2) + 2,
+        from_backbone=_segment_lm_from_backbone,
     ),
 }
 
