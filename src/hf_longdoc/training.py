@@ -189,13 +189,17 @@ def train(
         "model": model,
         "dataset": dataset_name,
         "max_length": max_length,
-        "test": {key[len("test_"):]: value for key, value in test.items() if key.startswith("test_")},
-        "validation": {key[len("validation_"):]: value for key, value in validation.items()
-                       if key.startswith("validation_")},
+        "test": without_prefix(test, "test"),
+        "validation": without_prefix(validation, "validation"),
     }
     metrics.update(scores)
     save(trainer, tokenizer, output_dir, metrics, dataset_name)
     return metrics
+
+
+def without_prefix(metrics, split):
+    """Trainer's `{split}_accuracy`-style metrics as `accuracy` (its unprefixed `epoch` is dropped)."""
+    return {key[len(split) + 1:]: value for key, value in metrics.items() if key.startswith(split + "_")}
 
 
 def save(trainer, tokenizer, output_dir, metrics, dataset_name):
@@ -236,5 +240,5 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
                                            threshold),
     )
     result = trainer.evaluate(encoded[split], metric_key_prefix=split)
-    return {key[len(split) + 1:]: value for key, value in result.items() if key.startswith(split + "_")}
+    return without_prefix(result, split)
 

@@ -79,12 +79,6 @@ class BenchModel:
         return 1 if self.family is None else self.family.ids_per_position(config)
 
 
-def build_bench_model(name, *args, **kwargs):
-    """A randomly initialised classification model `name` (a family, `family:variant`, or a baseline); the sizes as
-    `BenchModel.build` takes them."""
-    return BenchModel.parse(name).build(*args, **kwargs)
-
-
 def takes_global_attention_mask(model):
     return "global_attention_mask" in inspect.signature(model.forward).parameters
 
@@ -170,9 +164,9 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             rows.append(row)
         del model
     for entry in entries:
-        if entry.reference() is None:
+        if (reference_kind := entry.reference()) is None:
             continue
-        kind, memory = entry.reference()
+        kind, memory = reference_kind
         reference = {row["length"]: row for row in rows if row["model"] == entry.name}
         for row in rows:
             base = reference.get(row["length"])

@@ -95,15 +95,16 @@ def parse_models(models, baselines):
 
 def overrides_of(spec, settings):
     """The `config_overrides` that apply to `spec`: those given for its family, then those for its exact name."""
-    family_wide = settings.config_overrides.get(spec.family.name, {}) if spec.family is not None else {}
-    return {**family_wide, **settings.config_overrides.get(spec.name, {})} if spec.family is not None else {}
+    if spec.family is None:
+        return {}
+    overrides = settings.config_overrides
+    return {**overrides.get(spec.family.name, {}), **overrides.get(spec.name, {})}
 
 
 def check_specs(specs, settings):
     """Every model's config built once before any training, so a bad size or override fails in seconds, not after
     hours; an override for a model that is not in the run (or a baseline) is an error too."""
-    targets = {spec.name for spec in specs if spec.family is not None}
-    targets |= {spec.family.name for spec in specs if spec.family is not None}
+    targets = {name for spec in specs if spec.family is not None for name in (spec.name, spec.family.name)}
     if unknown := sorted(set(settings.config_overrides) - targets):
         raise ValueError(f"`--config` names {', '.join(unknown)}, which is not a model of this run (models: "
                          f"{', '.join(sorted(targets)) or 'none'}; baselines take no overrides).")

@@ -6,6 +6,7 @@ tokens it takes from a tokenizer, its own tokenizer if it has one, the statistic
 benchmark hooks. A new family or backbone is one folder plus one entry here.
 """
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Callable
@@ -18,6 +19,7 @@ from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClass
 from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
 from .segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .segment.configuration_segment import VARIANTS as SEGMENT_VARIANTS
+from .segment.configuration_segment import segments_to_read
 from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .slstm.modeling_slstm import chunk_sizes
 from .sparse_longformer import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
@@ -30,7 +32,6 @@ AUTO_CLASSES = {
     "AutoModelForMaskedLM": AutoModelForMaskedLM,
 }
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
-TOKEN_ROLES = ("start", "end")  # a tokenizer's [CLS] (or bos) and [SEP] (or eos) ids
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -131,7 +132,7 @@ class Family:
     def check_settings(self, settings):
         """A ValueError naming any key the family's config does not have: a config stores unknown keys silently, so a
         misspelled `--config hidden_sise=64` would otherwise change nothing without a word."""
-        default = self.config_class()
+        default = _default_config(self.config_class)
         unknown = sorted(key for key in settings if not hasattr(default, key))
         if unknown:
             names = ", ".join(f"`{key}`" for key in unknown)
@@ -146,6 +147,12 @@ class Family:
         from ..data import fit_wordpiece_tokenizer
 
         return fit_wordpiece_tokenizer(train_texts, vocab_size=vocab_size, model_max_length=max_length or 4096)
+
+
+@functools.cache
+def _default_config(config_class):
+    """A family's default config, built once: what `check_settings` reads its setting names from (never changed)."""
+    return config_class()
 
 
 def _elementwise_tokenizer(config, max_length=None):
@@ -173,7 +180,7 @@ def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
     backbone = AutoConfig.from_pretrained(path)
     positions = getattr(backbone, "max_position_embeddings", None) or getattr(backbone, "n_positions", None) or 512
     length = settings.pop("segment_length", min(SegmentLMConfig().segment_length, positions))
-    settings.setdefault("num_segments", max(1, -(-(max_length - 2) // max(length - 2, 1))))
+    settings.setdefault("num_segments", segments_to_read(max_length, length))
     return SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
                                                                        segment_length=length, **settings)
 

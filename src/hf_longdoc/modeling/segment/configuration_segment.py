@@ -187,8 +187,8 @@ class SegmentLMConfig(PretrainedConfig):
                     "max_position_embeddings": segment_length}
         if attention_dropout is not None:
             backbone["attention_probs_dropout_prob"] = attention_dropout
-        num_segments = max(1, -(-(max_length - 2) // max(segment_length - 2, 1)))  # ⌈(n - 2) / (L - 2)⌉
-        settings = {"backbone_config": backbone, "segment_length": segment_length, "num_segments": num_segments,
+        settings = {"backbone_config": backbone, "segment_length": segment_length,
+                    "num_segments": segments_to_read(max_length, segment_length),
                     "gradient_mode": gradient_mode}
         settings.update(kwargs)
         return cls(**settings)
@@ -197,6 +197,12 @@ class SegmentLMConfig(PretrainedConfig):
 
 def _first_set(*values):
     return next(value for value in values if value is not None)
+
+
+def segments_to_read(max_length, segment_length):
+    """m, the segments of L = `segment_length` tokens it takes to read `max_length` tokens: ⌈(n - 2) / (L - 2)⌉ (a
+    tokenizer's [CLS] and [SEP] are dropped; each segment holds L - 2 document tokens), at least 1."""
+    return max(1, -(-(max_length - 2) // max(segment_length - 2, 1)))
 
 
 def is_decoder(backbone_config):
