@@ -369,3 +369,19 @@ def test_backbone_gradient_checkpointing_keeps_the_gradients(mode):
     assert grads[0].keys() == grads[1].keys()
     for name in grads[0]:
         torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-7, msg=name)
+
+
+@pytest.mark.parametrize("variant", ["base", "cat", "rnn", "att", "att_ablated"])
+def test_an_empty_text_reads_as_one_segment_of_cls_and_sep(variant):
+    """`tokenizer("")` gives [CLS] [SEP]: no content token, yet one present segment (it used to crash with an
+    AttributeError deep in the encoder); a padded batch gives the same logits as the empty text alone."""
+    model = _classifier(variant, "paper").eval()
+    input_ids, attention_mask = _documents()
+    empty = torch.tensor([[1, 2]])
+    with torch.no_grad():
+        alone = model(empty)
+        assert alone.segment_mask.tolist() == [[1, 0, 0]]
+        padded = torch.zeros((1, 20), dtype=torch.long)
+        padded[0, :2] = empty
+        batch = model(torch.cat([input_ids, padded]), attention_mask=torch.cat([attention_mask, (padded != 0).long()]))
+    torch.testing.assert_close(batch.logits[3], alone.logits[0], rtol=1e-5, atol=1e-5)

@@ -101,6 +101,9 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     segments.scatter_(2, (counts + 1)[..., None], sep_id)  # [SEP] right after the segment's last token
     mask = torch.arange(segment_length, device=input_ids.device) < (counts + 2)[..., None]  # (b, m, L)
     present = counts > 0
+    # an empty text ([CLS] [SEP] from a tokenizer) still reads as one segment [CLS] [SEP], as BERT reads "" (every row
+    # has a real token: all-padding rows are refused before cutting)
+    present[:, 0] |= real.any(dim=1)
     segments = segments.masked_fill(~present[..., None], pad_id)
     return segments, mask & present[..., None], present
 
