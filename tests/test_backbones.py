@@ -8,9 +8,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
+from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
-from hf_longdoc.training import build_model
+from hf_longdoc.training import build_from_backbone
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def pretrained(tmp_path_factory):
                                              ("sparse_longformer", "longformer")])
 def test_the_backbone_weights_are_used(pretrained, family, encoder):
     tokenizer = AutoTokenizer.from_pretrained(pretrained)
-    model = build_model(family, tokenizer, ["a", "b"], False, backbone=pretrained, max_length=128)
+    model, _ = build_from_backbone(family, pretrained, ["a", "b"], False, max_length=128, tokenizer=tokenizer)
     source = BertModel.from_pretrained(pretrained).state_dict()
     built = dict(model.named_parameters())
     query = source["encoder.layer.0.attention.self.query.weight"]
@@ -58,3 +59,45 @@ def test_bad_backbones_fail_before_any_data_is_made(pretrained, tmp_path, capsys
     assert "--backbone" in capsys.readouterr().err
     assert main(["train", "--model", "segment_lm", "--backbone", str(tmp_path), "--output-dir", str(tmp_path)]) == 2
     assert "config.json" in capsys.readouterr().err
+
+
+def test_elementwise_embeddings_go_in_front_of_the_pretrained_body(pretrained):
+    model, tokenizer = build_from_backbone("elementwise", pretrained, ["a", "b"], False, max_length=4 * 32)
+    source = BertModel.from_pretrained(pretrained).state_dict()
+    body = model.elementwise.backbone.state_dict()
+    assert "embeddings.word_embeddings.weight" not in body  # the byte elements replace the subword table
+    for name in ("encoder.layer.0.attention.self.query.weight", "embeddings.position_embeddings.weight",
+                 "embeddings.LayerNorm.weight"):
+        assert torch.equal(body[name], source[name])
+    assert model.config.elements_per_material == 4  # v = the backbone's heads (h = v, Section 4.1)
+    assert tokenizer.model_max_length == 4 * 32 and model.config.max_materials == 32
+    logits = model(**tokenizer(["one short text", "another one, a bit longer"], padding=True,
+                               return_tensors="pt")).logits
+    assert logits.shape == (2, 2) and torch.isfinite(logits).all()
+
+
+def test_elementwise_backbone_errors_name_the_class(tmp_path):
+    from transformers import DistilBertConfig, DistilBertModel, GPT2Config, GPT2Model
+
+    GPT2Model(GPT2Config(n_embd=32, n_head=4, n_layer=1, n_positions=64)).save_pretrained(tmp_path / "gpt2")
+    with pytest.raises(ValueError, match="GPT2Model"):
+        ElementwiseForSequenceClassification.from_backbone_pretrained(tmp_path / "gpt2", num_labels=2)
+    DistilBertModel(DistilBertConfig(dim=32, n_heads=4, n_layers=1, hidden_dim=37,
+                                     max_position_embeddings=64)).save_pretrained(tmp_path / "distilbert")
+    with pytest.raises(ValueError, match="DistilBertModel has no pooler.*first_material"):
+        ElementwiseForSequenceClassification.from_backbone_pretrained(tmp_path / "distilbert", num_labels=2,
+                                                                      pooling="pooler")
+    model = ElementwiseForSequenceClassification.from_backbone_pretrained(tmp_path / "distilbert", num_labels=2)
+    assert model.config.pooling == "first_material"  # DistilBERT has no pooler: the head reads the first material
+    tokenizer = ElementwiseTokenizer(elements_per_material=4, max_materials=64)
+    assert model(**tokenizer(["a document"], return_tensors="pt")).logits.shape == (1, 2)
+
+
+def test_train_elementwise_from_a_backbone_uses_bytes(pretrained, tmp_path):
+    out = tmp_path / "elementwise"
+    assert main(["train", "--model", "elementwise", "--backbone", pretrained, "--task-size", "16", "--epochs", "1",
+                 "--max-length", "128", "--output-dir", str(out)]) == 0
+    saved = AutoTokenizer.from_pretrained(out)
+    assert isinstance(saved, ElementwiseTokenizer) and saved.model_max_length == 128
+    card = (out / "README.md").read_text()
+    assert "reads the first 128 input ids" in card and pretrained in card

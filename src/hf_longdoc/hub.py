@@ -40,8 +40,8 @@ This is a **{family}** model from [hf_longdoc](https://pypi.org/project/hf-longd
 ## Intended use and limits
 
 Classifying documents of the same kind and language as the training data, including documents far longer than BERT's
-512 tokens. {limits} It predicts one of the labels it was trained with and says nothing reliable about text unlike its
-training data; evaluate it on your own data before relying on it.
+512 tokens. {reading}{limits} It predicts one of the labels it was trained with and says nothing reliable about text
+unlike its training data; evaluate it on your own data before relying on it.
 
 ## How to load
 
@@ -79,6 +79,21 @@ def _evaluation(metrics):
     return "Test split:\n\n| metric | value |\n|---|---|\n" + "\n".join(rows)
 
 
+def _reading(output_dir, config, family):
+    """A sentence on how much of a document the model reads: the saved tokenizer's `model_max_length`, or the
+    family's reading length (a segment LM reads m·(L − 2) tokens, whatever the text's length)."""
+    limits = [family.reads(config)]
+    tokenizer_config = os.path.join(output_dir, "tokenizer_config.json")
+    if os.path.isfile(tokenizer_config):
+        with open(tokenizer_config) as f:
+            limits.append(json.load(f).get("model_max_length"))
+    limits = [int(limit) for limit in limits if isinstance(limit, (int, float)) and 0 < limit < 10**9]
+    if not limits:
+        return ""
+    return (f"It reads the first {min(limits)} input ids of a document (the saved tokenizer truncates there, and "
+            "`hf-longdoc train` logs how many documents it cut): text past them is not seen. ")
+
+
 def _is_hub_id(name):
     """`user/name` of the Hub, as opposed to a local file (which has an extension or exists)."""
     return bool(name) and name.count("/") == 1 and not os.path.splitext(name)[1] and not os.path.exists(name)
@@ -94,6 +109,9 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
             recorded = json.load(f)
         metrics = recorded.get("test", {}) if metrics is None else metrics
         dataset_name = dataset_name or recorded.get("dataset")
+        if recorded.get("backbone") and training_data is None:
+            training_data = (f"Fine-tuned from the pretrained `{recorded['backbone']}` on `{dataset_name}`."
+                             if dataset_name else f"Fine-tuned from the pretrained `{recorded['backbone']}`.")
     repo_id = repo_id or f"your-name/{family.name}-model"
     card_data = ModelCardData(
         library_name="transformers",
@@ -111,6 +129,7 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         architecture=_architecture(config, family),
         training_data=training_data or (f"`{dataset_name}`" if dataset_name else "Not recorded."),
         evaluation=_evaluation(metrics),
+        reading=_reading(output_dir, config, family),
         limits=family.card_limits,
         repo_id=repo_id,
         citation=family.paper_citation,

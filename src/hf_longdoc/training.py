@@ -36,23 +36,22 @@ def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, s
     return TrainingArguments(**settings)
 
 
-def build_model(family, tokenizer, label_names, multi_label, config_overrides=None, init_from=None, size=None,
-                backbone=None, max_length=4096):
-    """A classification model of `family` (a `Family` or its name) for the tokenizer and the labels: fresh, sized by
-    `size` (the family's `from_size` arguments) or by the family's `hf-longdoc train` defaults; with the encoder
-    weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a new classification head; or
-    around the pretrained `backbone` (a folder or Hub id; the family's registry `from_backbone`), reading up to
-    `max_length` tokens."""
-    family = family if isinstance(family, Family) else get_family(family)
-    labels = dict(
+def label_settings(label_names, multi_label):
+    """The config's label settings: `num_labels`, `id2label`, `label2id` and `problem_type`."""
+    return dict(
         num_labels=len(label_names),
         id2label=dict(enumerate(label_names)),
         label2id={name: i for i, name in enumerate(label_names)},
         problem_type="multi_label_classification" if multi_label else "single_label_classification",
     )
-    if backbone is not None:
-        settings = {**labels, **family.token_settings(tokenizer), **(config_overrides or {})}
-        return family.from_backbone(backbone, tokenizer, max_length, **settings)
+
+
+def build_model(family, tokenizer, label_names, multi_label, config_overrides=None, init_from=None, size=None):
+    """A classification model of `family` (a `Family` or its name) for the tokenizer and the labels: fresh, sized by
+    `size` (the family's `from_size` arguments) or by the family's `hf-longdoc train` defaults; or with the encoder
+    weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a new classification head."""
+    family = family if isinstance(family, Family) else get_family(family)
+    labels = label_settings(label_names, multi_label)
     if init_from is not None:
         saved = AutoConfig.from_pretrained(init_from)
         if saved.model_type != family.config_class.model_type:
@@ -66,6 +65,26 @@ def build_model(family, tokenizer, label_names, multi_label, config_overrides=No
     settings.update(family.token_settings(tokenizer))
     settings.update(config_overrides or {})
     return family.classification_class(family.build_config(size, **settings))
+
+
+def build_from_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096,
+                        tokenizer=None):
+    """(model, tokenizer): `family` around the pretrained `backbone` (a folder or Hub id; the family's registry
+    `from_backbone`), reading up to `max_length` input ids, with a new classification head for the labels. The
+    tokenizer is `tokenizer` when given, else the backbone's own (or the family's, for the elementwise bytes), with
+    `model_max_length` set to what the model really reads."""
+    family = family if isinstance(family, Family) else get_family(family)
+    check_backbone(family, backbone)
+    if isinstance(tokenizer, str):
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+    settings = {**label_settings(label_names, multi_label), **(config_overrides or {})}
+    model, tokenizer = family.from_backbone(backbone, tokenizer, max_length, **settings)
+    if tokenizer.pad_token is None:
+        raise ValueError(f"The tokenizer of `backbone` {backbone!r} has no pad token; set one and save it there, or "
+                         "pass a tokenizer with one.")
+    reads = family.reads(model.config)
+    tokenizer.model_max_length = max_length if reads is None else min(reads, max_length)
+    return model, tokenizer
 
 
 def check_backbone(family, backbone):
@@ -133,8 +152,10 @@ def train(
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                              task_size)
-    if tokenizer is None and backbone is not None:
-        tokenizer = backbone  # the pretrained model's own tokenizer: no WordPiece is fitted
+    classifier = None
+    if backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
+        classifier, tokenizer = build_from_backbone(family, backbone, label_names, multi_label, config_overrides,
+                                                    max_length, tokenizer)
     if tokenizer is None and init_from is not None:
         if not os.path.isdir(init_from):
             raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
@@ -147,7 +168,7 @@ def train(
         config = family.build_config(**(config_overrides or {}))  # an invalid override fails before any fitting
         tokenizer = family.tokenizer_for(config, data["train"]["text"], vocab_size, max_length)
         max_length = tokenizer.model_max_length
-    else:
+    elif isinstance(tokenizer, str):
         tokenizer = AutoTokenizer.from_pretrained(tokenizer)
         tokenizer.model_max_length = max_length
         if tokenizer.pad_token is None:
@@ -159,8 +180,8 @@ def train(
                            init_from, limit, limit, max_length)
             max_length = tokenizer.model_max_length = limit
     scores = {name: score(data, multi_label) for name, score in (extra_scores or {}).items()}
-    classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from,
-                             backbone=backbone, max_length=max_length)
+    if classifier is None:
+        classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from)
     reads = family.reads(classifier.config)
     if reads is not None and reads < max_length:
         logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, and "
@@ -189,6 +210,7 @@ def train(
         "model": model,
         "dataset": dataset_name,
         "max_length": max_length,
+        "backbone": backbone,
         "test": without_prefix(test, "test"),
         "validation": without_prefix(validation, "validation"),
     }

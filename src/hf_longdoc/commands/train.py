@@ -26,7 +26,8 @@ def add_parser(subparsers):
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
                         help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
-                             "(segment_lm; sparse_longformer: a Longformer as it is, a BERT/RoBERTa converted)")
+                             "(segment_lm; sparse_longformer: a Longformer as it is, a BERT/RoBERTa converted; "
+                             "elementwise: the encoder body behind new byte embeddings, --max-length in bytes)")
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
                         help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     add_data_arguments(parser)

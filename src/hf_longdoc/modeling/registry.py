@@ -32,6 +32,7 @@ AUTO_CLASSES = {
     "AutoModelForMaskedLM": AutoModelForMaskedLM,
 }
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
+SPARSE_LONGFORMER_TOKENS = {"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"}  # Longformer's names
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -58,7 +59,8 @@ class Family:
     profile: Callable | None = None
     # config -> the most input ids the model reads (None: no limit); a tokenizer saved with it truncates there
     reading_length: Callable | None = None
-    # (pretrained folder or id, its tokenizer, max_length, config settings) -> a model around the pretrained weights
+    # (pretrained folder or id, tokenizer or None, max_length, config settings) -> (a model around the pretrained
+    # weights, the tokenizer it reads: the one given, else the backbone's own or the family's); see `training`
     from_backbone: Callable | None = None
     position_width: str | None = None  # config key: input ids one encoder position reads (elementwise: v), else 1
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")  # config keys the model card lists
@@ -107,10 +109,7 @@ class Family:
 
     def token_settings(self, tokenizer):
         """The config's special-token ids taken from `tokenizer` ([CLS] as start, [SEP] as end; bos/eos otherwise)."""
-        start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-        end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-        ids = {"start": start, "end": end}
-        return {key: ids[role] for key, role in self.special_tokens.items()}
+        return special_token_ids(tokenizer, self.special_tokens)
 
     def size_arguments(self, size):
         """The `from_size` arguments in `size`: the four every family takes, plus the optional knobs (attention
@@ -149,6 +148,17 @@ class Family:
         return fit_wordpiece_tokenizer(train_texts, vocab_size=vocab_size, model_max_length=max_length or 4096)
 
 
+def special_token_ids(tokenizer, roles):
+    """`{config key: id}` for `roles` (config key -> "start" | "end"): [CLS] as start and [SEP] as end, else the
+    tokenizer's bos and eos."""
+    if not roles:
+        return {}
+    start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    ids = {"start": start, "end": end}
+    return {key: ids[role] for key, role in roles.items()}
+
+
 @functools.cache
 def _default_config(config_class):
     """A family's default config, built once: what `check_settings` reads its setting names from (never changed)."""
@@ -175,21 +185,40 @@ def _fit_selector_statistics(model, input_ids, tokenizer):
 
 
 def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
-    """The segment LM around a pretrained encoder or decoder: segments of L = `segment_length` tokens (default: the
-    config's 256, at most the backbone's positions) and as many as `max_length` tokens need."""
+    """The segment LM around a pretrained encoder or decoder and its tokenizer: segments of L = `segment_length`
+    tokens (default: the config's 256, at most the backbone's positions) and as many as `max_length` tokens need."""
     backbone = AutoConfig.from_pretrained(path)
     positions = getattr(backbone, "max_position_embeddings", None) or getattr(backbone, "n_positions", None) or 512
     length = settings.pop("segment_length", min(SegmentLMConfig().segment_length, positions))
     settings.setdefault("num_segments", segments_to_read(max_length, length))
-    return SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
-                                                                       segment_length=length, **settings)
+    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+    model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
+                                                                        segment_length=length, **settings)
+    return model, tokenizer  # a decoder's tokenizer has gained a classification token
 
 
 def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
-    """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens."""
+    """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens; the special
+    token ids come from its tokenizer (a BERT config holds none)."""
+    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+    settings = {**special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS), **settings}
     if AutoConfig.from_pretrained(path).model_type in ("longformer", "sparse_longformer"):
-        return SparseLongformerForSequenceClassification.from_pretrained(path, **settings)
-    return SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length, **settings)
+        return SparseLongformerForSequenceClassification.from_pretrained(path, **settings), tokenizer
+    model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length,
+                                                                                **settings)
+    return model, tokenizer
+
+
+def _elementwise_from_backbone(path, tokenizer, max_length, **settings):
+    """Elementwise embeddings in front of a pretrained encoder body, reading `max_length` bytes (u·v ≤ max_length)
+    with its own byte tokenizer: the backbone's subword tokenizer is what the method replaces."""
+    backbone = AutoConfig.from_pretrained(path)
+    v = settings.get("elements_per_material", backbone.num_attention_heads)
+    if "max_materials" not in settings:
+        positions = getattr(backbone, "max_position_embeddings", None) or 512
+        settings["max_materials"] = max(1, min(positions, 512, max_length // v))
+    model = ElementwiseForSequenceClassification.from_backbone_pretrained(path, **settings)
+    return model, tokenizer if tokenizer is not None else _elementwise_tokenizer(model.config, max_length)
 
 
 def _slstm_step_profile(model, batch_size, length):
@@ -256,6 +285,7 @@ FAMILIES = {
         own_tokenizer=_elementwise_tokenizer,
         position_width="elements_per_material",
         reading_length=lambda config: config.max_materials * config.elements_per_material,
+        from_backbone=_elementwise_from_backbone,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"),
     ),
     "slstm": Family(
@@ -302,7 +332,7 @@ FAMILIES = {
         ),
         defaults={"num_global_tokens": 64},
         learning_rate=1e-4,
-        special_tokens={"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"},  # Longformer's names
+        special_tokens=SPARSE_LONGFORMER_TOKENS,
         variants={"global_selector": GLOBAL_SELECTORS, "attention_backend": ATTENTION_BACKENDS},
         bench_reference=("longformer", "speedup"),  # our model on Transformers' own attention
         fit_statistics=_fit_selector_statistics,

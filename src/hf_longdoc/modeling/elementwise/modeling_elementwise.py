@@ -17,16 +17,20 @@ Shapes: b batch · u materials · v elements per material · c element size · w
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+import inspect
+
 import torch
 from torch import nn
-from transformers import AutoModel, PreTrainedModel
+from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
-from transformers.utils import can_return_tuple
+from transformers.models.auto.modeling_auto import MODEL_MAPPING
+from transformers.utils import can_return_tuple, logging
 
 from .configuration_elementwise import ElementwiseConfig
 
 PAD_ID = 0
+logger = logging.get_logger(__name__)
 
 
 def remove_token_embeddings(backbone):
@@ -40,6 +44,31 @@ def remove_token_embeddings(backbone):
             setattr(parent, leaf, None)
             removed.append(name)
     return removed
+
+
+def build_backbone(config):
+    """The encoder body of `config.backbone_config` with its token embedding tables removed: any encoder whose model
+    takes `inputs_embeds` and keeps its token table in a `word_embeddings` module (BERT, RoBERTa, ALBERT, DistilBERT,
+    ...) or CANINE's hash embedders. Anything else is a ValueError naming the class, before any weights are made."""
+    backbone_config = config.backbone_config
+    model_class = MODEL_MAPPING.get(type(backbone_config), None)
+    name = model_class.__name__ if model_class is not None else type(backbone_config).__name__
+    unsupported = (model_class is None or getattr(backbone_config, "is_decoder", False)
+                   or getattr(backbone_config, "is_encoder_decoder", False)
+                   or "inputs_embeds" not in inspect.signature(model_class.forward).parameters)
+    if unsupported:
+        raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of {name}: the backbone must be "
+                         "an encoder that takes `inputs_embeds` (BERT, RoBERTa, ALBERT, DistilBERT, CANINE, ...).")
+    settings = {}
+    if "add_pooling_layer" in inspect.signature(model_class.__init__).parameters:
+        settings["add_pooling_layer"] = config.pooling == "pooler"
+    elif config.pooling == "pooler":
+        raise ValueError(f"{name} has no pooler; set `pooling='first_material'` so the head reads the first material.")
+    backbone = AutoModel.from_config(backbone_config, **settings)
+    if not remove_token_embeddings(backbone):
+        raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of {name}: it holds no "
+                         "`word_embeddings` table (BERT, RoBERTa, ALBERT, DistilBERT and CANINE do).")
+    return backbone
 
 
 def vgram_pool(e, element_mask, s, v):
@@ -179,9 +208,7 @@ class ElementwiseModel(ElementwisePreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.embeddings = ElementwiseEmbeddings(config)
-        self.backbone = AutoModel.from_config(config.backbone_config,
-                                              add_pooling_layer=config.pooling == "pooler")
-        remove_token_embeddings(self.backbone)
+        self.backbone = build_backbone(config)
         # ALBERT's shared layers do not checkpoint; say so instead of failing inside gradient_checkpointing_enable
         self.supports_gradient_checkpointing = self.backbone.supports_gradient_checkpointing
         self.post_init()
@@ -274,6 +301,46 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.supports_gradient_checkpointing = self.elementwise.supports_gradient_checkpointing
         self.post_init()
+
+    @classmethod
+    def from_backbone_pretrained(cls, path_or_id, elements_per_material=None, max_materials=None, **config_kwargs):
+        """Elementwise embeddings in front of the pretrained encoder in `path_or_id` (a folder or Hub id of a BERT,
+        RoBERTa, ALBERT, DistilBERT or CANINE checkpoint): the encoder's layers keep their weights (and its position
+        and LayerNorm embeddings), while the element table, the focus embeddings and the classification head are new.
+        The paper (Section 4.2) trains from scratch; this is the pretrained variant of the same model.
+
+        v (`elements_per_material`) defaults to the encoder's heads, so the n-th element meets the n-th head as in
+        Section 4.1 (h = v); another v is allowed and logged as the head-mismatch ablation. u (`max_materials`)
+        defaults to the encoder's positions (at most 512). A backbone without a pooler (DistilBERT) reads the first
+        material. `config_kwargs` (num_labels, mode, dropouts, ...) go to `ElementwiseConfig`."""
+        backbone_config = AutoConfig.from_pretrained(path_or_id)
+        heads = backbone_config.num_attention_heads
+        v = heads if elements_per_material is None else elements_per_material
+        if v != heads:
+            config_kwargs.setdefault("allow_head_mismatch", True)
+            logger.info("elements_per_material=%d differs from the backbone's %d heads (the h != v ablation).", v,
+                        heads)
+        if max_materials is None:
+            positions = getattr(backbone_config, "max_position_embeddings", None) or 512
+            if backbone_config.model_type == "canine":
+                positions = min(positions, backbone_config.num_hash_buckets)
+            max_materials = min(positions, 512)
+        model_class = MODEL_MAPPING.get(type(backbone_config), None)
+        has_pooler = (model_class is not None
+                      and "add_pooling_layer" in inspect.signature(model_class.__init__).parameters)
+        config_kwargs.setdefault("pooling", "pooler" if has_pooler else "first_material")
+        config = ElementwiseConfig(backbone_config=backbone_config, elements_per_material=v,
+                                   max_materials=max_materials, **config_kwargs)
+        model = cls(config)  # a backbone the embeddings cannot replace fails here, before any weights are read
+        source = AutoModel.from_pretrained(path_or_id).state_dict()
+        missing, unexpected = model.elementwise.backbone.load_state_dict(source, strict=False)
+        replaced = {name for name in unexpected if "word_embeddings" in name or "HashBucketCodepoint" in name}
+        missing = [name for name in missing if not name.startswith("pooler.")]
+        unexpected = [name for name in unexpected if name not in replaced and not name.startswith("pooler.")]
+        if missing or unexpected:
+            raise ValueError(f"The backbone in {path_or_id} does not match its config: missing {missing}, "
+                             f"unexpected {unexpected}.")
+        return model
 
     @can_return_tuple
     def forward(
