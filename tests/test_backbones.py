@@ -20,11 +20,11 @@ def pretrained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny-bert")
     texts = make_long_document_task(train_size=16, validation_size=4, test_size=8, min_words=40, max_words=80,
                                     seed=1)["train"]["text"]
-    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200, model_max_length=64)
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200, model_max_length=256)
     tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+                        intermediate_size=37, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
     BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
@@ -101,3 +101,46 @@ def test_train_elementwise_from_a_backbone_uses_bytes(pretrained, tmp_path):
     assert isinstance(saved, ElementwiseTokenizer) and saved.model_max_length == 128
     card = (out / "README.md").read_text()
     assert "reads the first 128 input ids" in card and pretrained in card
+
+
+def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_backbone(pretrained, tmp_path):
+    from hf_longdoc.experiments.compare import CompareSettings, compare
+
+    settings = CompareSettings(max_length=256, epochs=1, batch_size=4, segment_length=34, backbone=pretrained,
+                               learning_rate=None)
+    rows = compare(models=["segment_lm:att", "sparse_longformer:first_n", "elementwise"],
+                   baselines=["bert-256", "bert-256-headtail", "tfidf"], settings=settings, evidence=(), task_size=16,
+                   task_words=(150, 250), output_dir=str(tmp_path), progress=lambda line: None)
+    by_name = {row["model"]: row for row in rows}
+    assert set(by_name) == {"segment_lm:att", "sparse_longformer:first_n", "elementwise", "bert-256",
+                            "bert-256-headtail", "tfidf"}
+    assert by_name["bert-256"]["max_tokens"] == by_name["bert-256-headtail"]["max_tokens"] == 256
+    # the pretrained body's sizes, not the compare defaults: hidden size 32 as the backbone
+    assert by_name["bert-256"]["parameters"] == by_name["bert-256-headtail"]["parameters"]
+    assert all(0.0 <= row["accuracy"] <= 1.0 for row in rows)
+    assert "fine-tuned from the pretrained" in (tmp_path / "report.md").read_text()
+
+
+def test_compare_with_a_backbone_refuses_what_cannot_start_from_it(pretrained, tmp_path):
+    from hf_longdoc.experiments.compare import CompareSettings, compare
+
+    settings = CompareSettings(backbone=pretrained)
+    for models, baselines, message in ((["slstm"], [], "slstm does not start from a pretrained backbone"),
+                                       ([], ["longformer"], "sparse_longformer:cls"),
+                                       ([], ["bert-512"], "256 positions; use bert-256")):
+        with pytest.raises(ValueError, match=message):
+            compare(models=models, baselines=baselines, settings=settings, output_dir=str(tmp_path))
+
+
+def test_head_and_tail_keeps_the_first_128_and_the_last_tokens(pretrained):
+    from datasets import Dataset, DatasetDict
+
+    from hf_longdoc.data import tokenize
+
+    tokenizer = AutoTokenizer.from_pretrained(pretrained)
+    text = " ".join(f"w{i}" for i in range(400))
+    data = DatasetDict(test=Dataset.from_dict({"text": [text, "short"], "label": [0, 1]}))
+    whole = tokenizer(text)["input_ids"]
+    kept = tokenize(data, tokenizer, 256, head=128)["test"]["input_ids"]
+    assert kept[0] == whole[:129] + whole[-127:]  # [CLS] + 128 head tokens, then 126 tail tokens + [SEP]
+    assert kept[1] == tokenizer("short")["input_ids"]

@@ -16,11 +16,19 @@ def add_parser(subparsers):
     parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
                                             "sparse_longformer:pmi,segment_lm:att",
                         help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>)")
-    parser.add_argument("--baselines", default="bert-512,longformer", help="bert-<N> and/or longformer; '' for none")
+    parser.add_argument("--baselines", default="bert-512,longformer",
+                        help="bert-<N>, bert-<N>-headtail (first 128 + last N-130 tokens), longformer, tfidf (TF-IDF + "
+                             "logistic regression on the full text); '' for none")
+    parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
+                        help="fine-tune every model from this pretrained encoder (folder or Hub id) and read its "
+                             "tokenizer: families that can wrap it, and bert-N / bert-N-headtail as the backbone "
+                             "itself; the size flags then do not apply")
     parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
     parser.add_argument("--epochs", type=float, default=3, help="training epochs of every model")
     parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
-    parser.add_argument("--learning-rate", type=float, default=1e-3, help="the same for every model")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="the same for every model; None: 1e-3 from scratch, each family's own rate (1e-4) with "
+                             "--backbone")
     parser.add_argument("--hidden-size", type=int, default=128, help="width of every model")
     parser.add_argument("--num-layers", type=int, default=2, help="layers (or steps) of every model")
     parser.add_argument("--num-heads", type=int, default=4, help="attention heads of every Transformer")
@@ -55,9 +63,10 @@ def run(args):
 
     settings = CompareSettings(
         hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
-        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
         vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
-        config_overrides=per_model_overrides(args.config))
+        config_overrides=per_model_overrides(args.config), backbone=args.backbone)
     words = integers(args.task_words, "--task-words")
     if len(words) != 2 or not 0 < words[0] <= words[1]:
         raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {args.task_words!r}.")

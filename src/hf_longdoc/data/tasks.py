@@ -25,9 +25,13 @@ def load_task(dataset=None, text_column="text", label_column="label", seed=42, e
     return data, names, multi_label, dataset
 
 
-def tokenize(data, tokenizer, max_length):
-    """Tokenize every split with explicit truncation at `max_length`, and log how many documents were cut."""
+def tokenize(data, tokenizer, max_length, head=None):
+    """Tokenize every split with explicit truncation at `max_length`, and log how many documents were cut. With
+    `head`, a longer document keeps its first `head` and its last `max_length - head - specials` content tokens
+    instead of the first ones (head + tail truncation)."""
     def encode(batch):
+        if head is not None:
+            return head_and_tail(tokenizer, batch["text"], max_length, head)
         if not tokenizer.is_fast:  # count what truncation cuts with a second, untruncated pass
             encoded = tokenizer(batch["text"], truncation=True, max_length=max_length)
             lengths = tokenizer(batch["text"], truncation=False, return_length=True)["length"]
@@ -48,3 +52,23 @@ def tokenize(data, tokenizer, max_length):
             logger.warning("%s: %d of %d documents are longer than max_length=%d tokens and were truncated.",
                            split, cut, len(part), max_length)
     return data.remove_columns("truncated")
+
+
+def head_and_tail(tokenizer, texts, max_length, head):
+    """Encode `texts` whole, then cut each one longer than `max_length` ids to its leading special tokens, its first
+    `head` content tokens, and as many of its last ids (content, then the closing special tokens) as fit."""
+    encoded = tokenizer(texts, truncation=False, return_special_tokens_mask=True)
+    masks = encoded.pop("special_tokens_mask")
+    columns = {key: [] for key in encoded}
+    columns["truncated"] = []
+    for i, mask in enumerate(masks):
+        n = len(mask)
+        leading = next((j for j, special in enumerate(mask) if not special), n)
+        tail = max_length - leading - head
+        if n > max_length and tail < 1:
+            raise ValueError(f"`max_length` {max_length} leaves no room for a tail after {head} head tokens.")
+        keep = list(range(n)) if n <= max_length else [*range(leading + head), *range(n - tail, n)]
+        for key in encoded:
+            columns[key].append([encoded[key][i][j] for j in keep])
+        columns["truncated"].append(n > max_length)
+    return columns

@@ -9,8 +9,14 @@ seeds give mean ± std. Outputs: `report.md`, `results.csv` (one row per model a
 (accuracy against inference speed; time and memory against document length from `hf-longdoc bench`).
 
 Models are families (`contextualizer`, `slstm`, `elementwise`, ...) or `family:variant` (`sparse_longformer:pmi`,
-`segment_lm:rnn`: see each family's registry `variants`). Baselines: `bert-<N>`, a BERT that reads the first N tokens,
-and `longformer`, Transformers' Longformer of the same size, both on the same WordPiece tokenizer.
+`segment_lm:rnn`: see each family's registry `variants`). Baselines: `bert-<N>`, a BERT that reads the first N tokens;
+`bert-<N>-headtail`, the same BERT reading the first 128 and the last N - 130 tokens; `longformer`, Transformers'
+Longformer of the same size, all on the same WordPiece tokenizer; and `tfidf`, TF-IDF + logistic regression over the
+full text.
+
+With a pretrained `backbone` (a folder or Hub id), nothing is trained from scratch: every family that can wraps the
+backbone (its registry `from_backbone`), `bert-N` and `bert-N-headtail` fine-tune the backbone itself, and all read the
+backbone's tokenizer; the size settings then do not apply.
 """
 
 import logging
@@ -20,13 +26,28 @@ import time
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict
-from transformers import DataCollatorWithPadding, Trainer, set_seed
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    DataCollatorWithPadding,
+    Trainer,
+    set_seed,
+)
 
 from ..data import BUILTIN_TASK, fit_wordpiece_tokenizer, invert_sentences, load_task, make_long_document_task, tokenize
 from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
-from ..training import build_model, fit_statistics, training_arguments
-from .baselines import build_baseline, parse_baseline
+from ..modeling.registry import SIZE_ARGUMENTS
+from ..training import (
+    build_from_backbone,
+    build_model,
+    check_backbone,
+    fit_statistics,
+    label_settings,
+    training_arguments,
+)
+from .baselines import build_baseline, parse_baseline, tfidf_classifier
 from .bench import check_models, run_bench
 from .measure import PeakMemory
 from .report import write_compare_report, write_csv
@@ -36,6 +57,7 @@ logger = logging.getLogger(__name__)
 METRICS = ("accuracy", "macro_f1", "micro_f1")
 EVIDENCE_POSITIONS = ("start", "middle", "end")
 FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1
+TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over the full text
 
 
 @dataclass
@@ -55,6 +77,7 @@ class CompareSettings:
     window: int = 128  # Longformer-type models: attention window
     segment_length: int = 128  # segment LMs: tokens per segment
     config_overrides: dict = field(default_factory=dict)  # model name -> config kwargs
+    backbone: str | None = None  # a pretrained model every model starts from (folder or Hub id); None: from scratch
 
     def size(self, max_length=None):
         """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
@@ -62,17 +85,27 @@ class CompareSettings:
                     max_length=max_length or self.max_length, attention_window=self.window,
                     segment_length=self.segment_length)
 
+    def backbone_settings(self, family):
+        """The budget's knobs that still apply around a pretrained backbone: the optional `from_size` arguments the
+        family names that are settings of its config (attention window, segment length), not the sizes."""
+        knobs = {key: value for key, value in family.size_arguments(self.size()).items()
+                 if key not in SIZE_ARGUMENTS}
+        return {key: value for key, value in knobs.items() if hasattr(family.build_config(), key)}
+
 
 @dataclass
 class ModelSpec:
-    name: str  # as given: `slstm`, `sparse_longformer:pmi`, `bert-512`, `longformer`
+    name: str  # as given: `slstm`, `sparse_longformer:pmi`, `bert-512`, `longformer`, `tfidf`
     family: Family | None  # None for a baseline
     setting: dict  # the variant as config kwargs
-    baseline: str | None = None  # bert | longformer
+    baseline: str | None = None  # bert | longformer | tfidf
     truncation: int | None = None  # bert-N: tokens read
+    head: int | None = None  # bert-N-headtail: tokens kept from the start, the rest from the end
 
     def bench_name(self):
-        """The name `hf-longdoc bench` measures this model under."""
+        """The name `hf-longdoc bench` measures this model under (None: not a neural model)."""
+        if self.baseline == TFIDF:
+            return None
         return self.baseline if self.family is None else self.name
 
 
@@ -83,11 +116,15 @@ def parse_models(models, baselines):
         family, setting = resolve(name)  # raises for an unknown family or variant
         specs.append(ModelSpec(name, family, setting))
     for name in baselines:
+        if name == TFIDF:
+            specs.append(ModelSpec(name, None, {}, baseline=TFIDF))
+            continue
         parsed = parse_baseline(name)
-        if parsed is None or parsed[0] == "roberta" or (parsed[0] == "bert") != (parsed[1] is not None):
+        if parsed is None or parsed.kind == "roberta" or (parsed.kind == "bert") != (parsed.tokens is not None):
             raise ValueError(f"Unknown baseline {name!r}; use `bert-<N>` (a BERT reading the first N tokens, e.g. "
-                             "bert-512) or `longformer`.")
-        specs.append(ModelSpec(name, None, {}, baseline=parsed[0], truncation=parsed[1]))
+                             "bert-512), `bert-<N>-headtail` (the first 128 and the last N - 130 tokens), "
+                             "`longformer` or `tfidf`.")
+        specs.append(ModelSpec(name, None, {}, baseline=parsed.kind, truncation=parsed.tokens, head=parsed.head))
     if not specs:
         raise ValueError("Give at least one model in `--models` or `--baselines`.")
     return specs
@@ -108,9 +145,28 @@ def check_specs(specs, settings):
     if unknown := sorted(set(settings.config_overrides) - targets):
         raise ValueError(f"`--config` names {', '.join(unknown)}, which is not a model of this run (models: "
                          f"{', '.join(sorted(targets)) or 'none'}; baselines take no overrides).")
+    if settings.backbone is not None:
+        check_pretrained_specs(specs, settings)
+        return
     for spec in specs:
         if spec.family is not None:
             spec.family.build_config(settings.size(), **spec.setting, **overrides_of(spec, settings))
+
+
+def check_pretrained_specs(specs, settings):
+    """The checks of a run around a pretrained backbone: every family can wrap it, every setting exists, and every
+    `bert-N` reads no more than the backbone's positions."""
+    positions = getattr(AutoConfig.from_pretrained(settings.backbone), "max_position_embeddings", None)
+    for spec in specs:
+        if spec.family is not None:
+            check_backbone(spec.family, settings.backbone)
+            spec.family.check_settings({**spec.setting, **overrides_of(spec, settings)})
+        elif spec.baseline == "longformer":
+            raise ValueError("The `longformer` baseline is trained from scratch; with `--backbone` compare "
+                             "`sparse_longformer:cls` (the backbone converted to a Longformer) instead.")
+        elif spec.truncation is not None and positions is not None and spec.truncation > positions:
+            raise ValueError(f"{spec.name} reads {spec.truncation} tokens but the backbone has {positions} positions; "
+                             f"use bert-{positions}.")
 
 
 @dataclass
@@ -126,20 +182,30 @@ class Task:
 
     @classmethod
     def fit(cls, data, label_names, settings, inverted=True):
-        tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
-                                            model_max_length=settings.max_length)
+        """The task with the backbone's tokenizer, or a WordPiece tokenizer fitted on its train split."""
+        if settings.backbone is not None:
+            tokenizer = AutoTokenizer.from_pretrained(settings.backbone)
+        else:
+            tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
+                                                model_max_length=settings.max_length)
         return cls(data, label_names, tokenizer, inverted)
 
-    def splits(self, tokenizer, max_length):
-        """Train, test and (if `inverted`) the sentence-inverted test split, tokenized."""
-        if tokenizer is self.tokenizer and max_length in self.encoded:
-            return self.encoded[max_length]
+    def test_texts(self):
+        """The test texts and, if `inverted`, their sentence-inverted copies (None otherwise)."""
+        texts = self.data["test"]["text"]
+        return texts, [invert_sentences(text) for text in texts] if self.inverted else None
+
+    def splits(self, tokenizer, max_length, head=None):
+        """Train, test and (if `inverted`) the sentence-inverted test split, tokenized (`head`: head + tail)."""
+        key = (max_length, head)
+        if tokenizer is self.tokenizer and key in self.encoded:
+            return self.encoded[key]
         splits = DatasetDict(train=self.data["train"], test=self.data["test"])
         if self.inverted:
             splits["inverted"] = self.data["test"].map(lambda example: {"text": invert_sentences(example["text"])})
-        encoded = tokenize(splits, tokenizer, max_length)
+        encoded = tokenize(splits, tokenizer, max_length, head)
         if tokenizer is self.tokenizer:
-            self.encoded[max_length] = encoded
+            self.encoded[key] = encoded
         return encoded
 
 
@@ -148,6 +214,8 @@ def build_compared_model(spec, settings, task):
     `from_size` (on its own tokenizer if it has one), or a baseline on the task's WordPiece tokenizer."""
     tokenizer, max_length = task.tokenizer, spec.truncation or settings.max_length
     labels = task.label_names
+    if settings.backbone is not None:
+        return build_pretrained_model(spec, settings, task)
     if spec.family is None:
         ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
                    sep_token_id=tokenizer.sep_token_id) if spec.truncation is None else {}
@@ -165,12 +233,50 @@ def build_compared_model(spec, settings, task):
     return model, tokenizer, max_length, settings.learning_rate or family.learning_rate
 
 
+def build_pretrained_model(spec, settings, task):
+    """(model, tokenizer, tokens read, learning rate) of `spec` around the pretrained backbone: a family through its
+    registry `from_backbone`, or the backbone itself with a new classification head (`bert-N`)."""
+    labels, rate = task.label_names, settings.learning_rate
+    if spec.family is None:
+        model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
+                                                                   **label_settings(labels, False))
+        return model, task.tokenizer, spec.truncation, rate or 1e-4
+    family, tokenizer = spec.family, None if spec.family.own_tokenizer is not None else task.tokenizer
+    overrides = {**settings.backbone_settings(family), **spec.setting, **overrides_of(spec, settings)}
+    model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides, settings.max_length,
+                                           tokenizer)
+    return model, tokenizer, tokenizer.model_max_length, rate or family.learning_rate
+
+
+def tfidf_row(spec, task, seed):
+    """The row of the TF-IDF + logistic-regression baseline: fitted on the full train texts, scored on the test."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    start = time.perf_counter()
+    classifier = tfidf_classifier(task.data["train"]["text"], task.data["train"]["label"])
+    train_seconds = time.perf_counter() - start
+    texts, inverted = task.test_texts()
+    truth = task.data["test"]["label"]
+    start = time.perf_counter()
+    predicted = classifier.predict(texts)
+    inference_seconds = time.perf_counter() - start
+    row = {"model": spec.name, "seed": seed, "parameters": classifier[-1].coef_.size,
+           "accuracy": accuracy_score(truth, predicted), "macro_f1": f1_score(truth, predicted, average="macro"),
+           "micro_f1": f1_score(truth, predicted, average="micro"), "train_seconds": train_seconds,
+           "inference_docs_per_s": len(texts) / max(inference_seconds, 1e-9), "max_tokens": None}
+    if inverted is not None:
+        row["inverted_accuracy"] = accuracy_score(truth, classifier.predict(inverted))
+    return row
+
+
 def train_and_measure(spec, task, settings, seed, output_dir):
     """Train `spec` on the task's train split with the compare budget; returns its row of measurements on the test
     split (and its inverted copy)."""
+    if spec.baseline == TFIDF:
+        return tfidf_row(spec, task, seed)
     set_seed(seed)
     model, tokenizer, max_length, learning_rate = build_compared_model(spec, settings, task)
-    encoded = task.splits(tokenizer, max_length)
+    encoded = task.splits(tokenizer, max_length, spec.head)
     if spec.family is not None:
         fit_statistics(spec.family, model, encoded["train"]["input_ids"], tokenizer)
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
@@ -215,10 +321,14 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
-    bench_models = list(dict.fromkeys(spec.bench_name() for spec in specs))
+    if settings.backbone is not None and bench_lengths:
+        logger.info("Skipping the time/memory bench: it measures random models of the compare size, not the "
+                    "pretrained backbone.")
+        bench_lengths = ()
+    bench_models = list(dict.fromkeys(spec.bench_name() for spec in specs if spec.bench_name() is not None))
     bench_sizes = dict(hidden_size=settings.hidden_size, num_layers=settings.num_layers, num_heads=settings.num_heads,
                        window=settings.window, segment_length=settings.segment_length)
-    bench_overrides = {spec.bench_name(): overrides_of(spec, settings) for spec in specs}
+    bench_overrides = {spec.bench_name(): overrides_of(spec, settings) for spec in specs if spec.bench_name()}
     if bench_lengths:
         check_models(bench_models, tuple(bench_lengths), bench_overrides, **bench_sizes)
     os.makedirs(output_dir, exist_ok=True)

@@ -133,10 +133,13 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
+    sizes = (f"fine-tuned from the pretrained `{settings.backbone}` (its sizes and tokenizer)" if settings.backbone
+             else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads, "
+                  "from scratch")
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
-             f"Same budget for every model: hidden size {settings.hidden_size}, {settings.num_layers} layers, "
-             f"{settings.num_heads} heads, {settings.max_length} tokens per document (bert-N: N), {settings.epochs:g} "
-             f"epochs, batch {settings.batch_size}, {rate}, from scratch; {seed_text}. Inverted: the same model on "
+             f"Same budget for every model: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
+             f"{settings.epochs:g} epochs, batch {settings.batch_size}, {rate}; {seed_text}. TF-IDF: logistic "
+             "regression over the whole text. Inverted: the same model on "
              "the test documents with their sentences in reverse order."
              + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
                 "middle or end of each document." if evidence else ""), "",
