@@ -14,6 +14,8 @@ from transformers import (
     Trainer,
     TrainingArguments,
 )
+from transformers.testing_utils import CaptureLogger
+from transformers.utils import logging
 
 from ddp_train import launch  # noqa: E402  (tests/ is on sys.path: conftest.py)
 from fresh_process import run_without_hf_longdoc
@@ -311,3 +313,11 @@ def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
     for text in (CORPUS[0], long_document):
         (prediction,) = classify(text, truncation=True)
         assert prediction["label"] in model.config.id2label.values() and 0 <= prediction["score"] <= 1
+    # without truncation=True the whole text reaches the model: it reads what it can and says it cut the rest
+    module_logger = logging.get_logger(type(model).__module__)
+    type(module_logger).warning_once.cache_clear()  # Transformers warns once per message and process
+    with CaptureLogger(module_logger) as captured:
+        (untruncated,) = classify(long_document + " a unique tail")
+    assert untruncated["label"] in model.config.id2label.values()
+    if family.registered.reads(model.config) is not None:
+        assert "read" in captured.out and "ignor" in captured.out, captured.out

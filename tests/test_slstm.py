@@ -185,10 +185,12 @@ def test_paper_sizes(size, millions, steps, hidden):
     assert abs(total - millions) / millions < 0.05
 
 
-def test_positions_count_real_tokens_and_long_documents_fail_clearly():
+def test_positions_count_real_tokens_and_long_documents_are_read_up_to_the_positions():
     model = SLSTMForSequenceClassification(tiny(num_labels=2)).eval()
-    with pytest.raises(ValueError, match="max_position_embeddings"):
-        model(torch.ones(1, 17, dtype=torch.long))
+    ids = torch.randint(4, 30, (1, 17))
+    cut = model(ids[:, :16]).logits
+    torch.testing.assert_close(model(ids).logits, cut)  # the 17th token is ignored, with a warning
+    torch.testing.assert_close(model(ids, attention_mask=torch.ones(1, 17)).logits, cut)
     model(torch.ones(1, 20, dtype=torch.long), attention_mask=torch.tensor([[0] * 4 + [1] * 16]))  # 16 real: fine
     unbounded = SLSTMForSequenceClassification(tiny(num_labels=2, position_embedding_type="none")).eval()
     assert unbounded(torch.ones(1, 40, dtype=torch.long)).logits.shape == (1, 2)

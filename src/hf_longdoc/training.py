@@ -129,6 +129,7 @@ def train(
     threshold=0.3,
     evidence="end",
     task_size=None,
+    task_words=None,
     extra_scores=None,
     report_to="none",
     init_from=None,
@@ -151,7 +152,7 @@ def train(
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
-                                                             task_size)
+                                                             task_size, task_words)
     classifier = None
     if backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
         classifier, tokenizer = build_from_backbone(family, backbone, label_names, multi_label, config_overrides,

@@ -2,7 +2,7 @@
 
 import os
 
-from .options import Formatter, integers, names, parse_config_overrides
+from .options import Formatter, integers, names, parse_config_overrides, word_range
 
 
 def add_parser(subparsers):
@@ -67,9 +67,7 @@ def run(args):
         learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
         vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
         config_overrides=per_model_overrides(args.config), backbone=args.backbone)
-    words = integers(args.task_words, "--task-words")
-    if len(words) != 2 or not 0 < words[0] <= words[1]:
-        raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {args.task_words!r}.")
+    words = word_range(args.task_words)
     compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
             models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,
             evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,

@@ -23,6 +23,14 @@ def add_data_arguments(parser):
     parser.add_argument("--threshold", type=float, default=0.3, help="multi-label decision threshold on sigmoid scores")
 
 
+def word_range(value):
+    """`"300,900"` -> (300, 900), the built-in task's min,max words per document; a ValueError naming the flag."""
+    words = integers(value, "--task-words")
+    if len(words) != 2 or not 0 < words[0] <= words[1]:
+        raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {value!r}.")
+    return tuple(words)
+
+
 def parse_config_overrides(pairs):
     """`["hidden_size=64", "default_context=random"]` -> `{"hidden_size": 64, "default_context": "random"}`."""
     overrides = {}

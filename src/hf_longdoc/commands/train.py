@@ -4,7 +4,7 @@ import json
 import os
 
 from ..modeling import FAMILIES
-from .options import Formatter, add_data_arguments, parse_config_overrides
+from .options import Formatter, add_data_arguments, parse_config_overrides, word_range
 
 
 def add_parser(subparsers):
@@ -23,6 +23,8 @@ def add_parser(subparsers):
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
     parser.add_argument("--task-size", type=int, default=None,
                         help="built-in task: number of training documents (None: the task's default)")
+    parser.add_argument("--task-words", default=None,
+                        help="built-in task: min,max words per document (None: the task's 800,3000)")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
                         help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
@@ -43,7 +45,8 @@ def run(args):
         label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
         max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
-        task_size=args.task_size, init_from=args.init_from, backbone=args.backbone,
+        task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
+        init_from=args.init_from, backbone=args.backbone,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

@@ -99,6 +99,19 @@ def pad_for_downsampling(materials, material_mask, backbone_config):
     return materials, material_mask
 
 
+# Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.keep_what_the_model_reads
+def keep_what_the_model_reads(limit, unit, *tensors):
+    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning, when a document is longer than the model
+    reads (a `pipeline` or a call without `truncation=True` passes the whole text); None entries pass through."""
+    given = [tensor for tensor in tensors if tensor is not None]
+    if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
+        return tensors
+    length = given[0].shape[1]
+    logger.warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first {limit} and "
+                        "ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+    return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
+
+
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_token_type_ids
 def check_token_type_ids(token_type_ids, input_shape):
     """`token_type_ids` (a BERT-style tokenizer returns them) must match the input's (batch, length) shape."""
@@ -225,15 +238,12 @@ class ElementwiseModel(ElementwisePreTrainedModel):
             shape = None if input_ids is None else tuple(input_ids.shape)
             raise ValueError(f"`input_ids` must be a (batch, materials × elements) tensor, got {shape}.")
         b, L = input_ids.shape
-        v, u = self.config.elements_per_material, self.config.max_materials
+        v = self.config.elements_per_material
         if b == 0 or L == 0:
             raise ValueError(f"Got an empty batch of shape {(b, L)}: pass at least one document.")
         if L % v:
             raise ValueError(f"`input_ids` has {L} elements per row, not a multiple of `elements_per_material` ({v}); "
                              "encode with the ElementwiseTokenizer, which pads and truncates in whole materials.")
-        if L > u * v:
-            raise ValueError(f"`input_ids` holds {L // v} materials but `max_materials` is {u}; truncate with the "
-                             f"tokenizer (max_length={u * v}) or raise `max_materials`.")
         if (input_ids < 0).any() or (input_ids >= self.config.vocab_size).any():
             raise ValueError(f"`input_ids` holds ids outside the element vocabulary [0, {self.config.vocab_size}); "
                              "encode with the ElementwiseTokenizer.")
@@ -259,6 +269,9 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
+        limit = self.config.max_materials * self.config.elements_per_material
+        input_ids, attention_mask, token_type_ids = keep_what_the_model_reads(
+            limit, "elements", input_ids, attention_mask, token_type_ids)
         element_mask = self.element_mask(input_ids, attention_mask)  # (b, L)
         # one per element id when given: every material reads as one text, so the backbone gets type 0 throughout
         check_token_type_ids(token_type_ids, element_mask.shape)

@@ -30,9 +30,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.checkpoint import checkpoint
 from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
-from transformers.utils import ModelOutput
+from transformers.utils import ModelOutput, logging
 
 from .configuration_segment import SegmentLMConfig
+
+logger = logging.get_logger(__name__)
 
 
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_token_type_ids
@@ -89,6 +91,10 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     # the k-th content token of a row goes to slot k of the flattened (m, L - 2) grid
     slot = content.long().cumsum(dim=1) - 1
     keep = content & (slot < num_segments * width)
+    if (content & ~keep).any():
+        logger.warning_once(f"A document has more than the m·(L - 2) = {num_segments * width} content tokens the model "
+                            "reads; the rest is ignored. Truncate with the tokenizer (truncation=True; its "
+                            "model_max_length is what the model reads) to silence this.")
     grid = torch.full((b, num_segments * width), pad_id, dtype=input_ids.dtype, device=input_ids.device)
     grid_mask = torch.zeros((b, num_segments * width), dtype=torch.bool, device=input_ids.device)
     grid[rows[:, None].expand(b, n)[keep], slot[keep]] = input_ids[keep]  # scattered into (b, m·(L - 2))

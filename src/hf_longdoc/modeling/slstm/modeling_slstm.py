@@ -44,9 +44,11 @@ from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutputWithPooling, MaskedLMOutput, SequenceClassifierOutput
-from transformers.utils import can_return_tuple
+from transformers.utils import can_return_tuple, logging
 
 from .configuration_slstm import SLSTMConfig
+
+logger = logging.get_logger(__name__)
 
 
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.real_token_mask
@@ -337,14 +339,22 @@ class SLSTMModel(SLSTMPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    def real_tokens_read(self, mask):
+        """The mask of the real tokens the model reads: positions count real tokens, so with absolute positions a
+        document longer than `max_position_embeddings` keeps its first ones (the rest is treated as padding, with a
+        warning: a `pipeline` or a call without `truncation=True` passes the whole text)."""
+        limit = self.config.max_position_embeddings
+        longest = int(mask.sum(dim=1).max())
+        if self.config.position_embedding_type != "absolute" or longest <= limit:
+            return mask
+        logger.warning_once(f"A document has {longest} tokens but the model reads {limit}; reading the first {limit} "
+                            "and ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+        return mask & (mask.long().cumsum(dim=1) <= limit)
+
     def check_input_ids(self, input_ids, token_type_ids, mask):
         config = self.config
         if input_ids is not None:
             check_vocabulary_range(input_ids, config.vocab_size)
-        longest = int(mask.sum(dim=1).max())
-        if config.position_embedding_type == "absolute" and longest > config.max_position_embeddings:
-            raise ValueError(f"A document has {longest} tokens but `max_position_embeddings` is "
-                             f"{config.max_position_embeddings}; truncate (tokenizer max_length) or raise it.")
         if token_type_ids is not None:
             if tuple(token_type_ids.shape) != tuple(mask.shape):
                 raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected "
@@ -364,6 +374,7 @@ class SLSTMModel(SLSTMPreTrainedModel):
     ) -> BaseModelOutputWithPooling:
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
         self.check_input_ids(input_ids, token_type_ids, mask)
+        mask = self.real_tokens_read(mask)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
 

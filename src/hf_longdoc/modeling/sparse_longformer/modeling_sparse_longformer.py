@@ -30,7 +30,6 @@ call · G global slots (the most global tokens in a document of the batch).
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
-import logging
 import os
 import re
 
@@ -45,12 +44,12 @@ from transformers.models.longformer.modeling_longformer import (
     LongformerSelfAttention,
     LongformerSequenceClassifierOutput,
 )
-from transformers.utils import can_return_tuple
+from transformers.utils import can_return_tuple, logging
 
 from .configuration_sparse_longformer import SparseLongformerConfig
 from .selection import SENTINEL_KEY, GlobalTokenSelector
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 # model_type of a BERT-like checkpoint -> the row of its position table that holds a document's first token: BERT
 # numbers positions from 0, RoBERTa (like Longformer) from pad_token_id + 1, its rows 0..pad_token_id reserved
@@ -71,6 +70,18 @@ def excluded_token_ids(tokenizer, vocab_size):
         if not text or all(ch in punctuation for ch in text):
             ids.add(i)
     return sorted(i for i in ids if i < vocab_size)
+
+
+def keep_what_the_model_reads(limit, unit, *tensors):
+    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning, when a document is longer than the model
+    reads (a `pipeline` or a call without `truncation=True` passes the whole text); None entries pass through."""
+    given = [tensor for tensor in tensors if tensor is not None]
+    if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
+        return tensors
+    length = given[0].shape[1]
+    logger.warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first {limit} and "
+                        "ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+    return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
 
 
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.real_token_mask
@@ -301,10 +312,6 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
         config = self.config
         if input_ids is not None:
             check_vocabulary_range(input_ids, config.vocab_size)
-        limit = config.max_position_embeddings - config.pad_token_id - 1  # RoBERTa positions start after the pad id
-        if real.shape[1] > limit:
-            raise ValueError(f"The input has {real.shape[1]} tokens but this Longformer's positions cover {limit}; "
-                             f"truncate (tokenizer max_length={limit}) or raise `max_position_embeddings`.")
         if global_attention_mask is not None and tuple(global_attention_mask.shape) != tuple(real.shape):
             raise ValueError(f"`global_attention_mask` has shape {tuple(global_attention_mask.shape)}, expected "
                              f"{tuple(real.shape)} like the input.")
@@ -330,6 +337,10 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
         global_selector_generator (`torch.Generator`, *optional*):
             The random source of `global_selector="random"`; fix it to repeat a selection.
         """
+        limit = self.config.max_position_embeddings - self.config.pad_token_id - 1  # positions start after the pad id
+        input_ids, attention_mask, global_attention_mask, token_type_ids, position_ids, inputs_embeds = \
+            keep_what_the_model_reads(limit, "tokens", input_ids, attention_mask, global_attention_mask,
+                                      token_type_ids, position_ids, inputs_embeds)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
         self.check_inputs(input_ids, global_attention_mask, real)
         config = self.config
