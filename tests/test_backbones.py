@@ -115,6 +115,8 @@ def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_ba
     assert set(by_name) == {"segment_lm:att", "sparse_longformer:first_n", "elementwise", "bert-256",
                             "bert-256-headtail", "tfidf"}
     assert by_name["bert-256"]["max_tokens"] == by_name["bert-256-headtail"]["max_tokens"] == 256
+    # the byte model reads its full u = the body's 256 positions of v = 4 bytes, as compare's from-scratch model does
+    assert by_name["elementwise"]["max_tokens"] == 256 * 4
     # the pretrained body's sizes, not the compare defaults: hidden size 32 as the backbone
     assert by_name["bert-256"]["parameters"] == by_name["bert-256-headtail"]["parameters"]
     assert all(0.0 <= row["accuracy"] <= 1.0 for row in rows)
@@ -130,6 +132,8 @@ def test_compare_with_a_backbone_refuses_what_cannot_start_from_it(pretrained, t
                                        ([], ["bert-512"], "256 positions; use bert-256")):
         with pytest.raises(ValueError, match=message):
             compare(models=models, baselines=baselines, settings=settings, output_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="config.json"):
+        compare(baselines=["bert-256"], settings=CompareSettings(backbone=str(tmp_path)), output_dir=str(tmp_path))
 
 
 def test_head_and_tail_keeps_the_first_128_and_the_last_tokens(pretrained):

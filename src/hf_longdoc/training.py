@@ -70,7 +70,8 @@ def build_model(family, tokenizer, label_names, multi_label, config_overrides=No
 def build_from_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096,
                         tokenizer=None):
     """(model, tokenizer): `family` around the pretrained `backbone` (a folder or Hub id; the family's registry
-    `from_backbone`), reading up to `max_length` input ids, with a new classification head for the labels. The
+    `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
+    classification head for the labels. The
     tokenizer is `tokenizer` when given, else the backbone's own (or the family's, for the elementwise bytes), with
     `model_max_length` set to what the model really reads."""
     family = family if isinstance(family, Family) else get_family(family)
@@ -82,8 +83,9 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     if tokenizer.pad_token is None:
         raise ValueError(f"The tokenizer of `backbone` {backbone!r} has no pad token; set one and save it there, or "
                          "pass a tokenizer with one.")
-    reads = family.reads(model.config)
-    tokenizer.model_max_length = max_length if reads is None else min(reads, max_length)
+    limits = [limit for limit in (family.reads(model.config), max_length) if limit is not None]
+    if limits:
+        tokenizer.model_max_length = min(limits)
     return model, tokenizer
 
 
@@ -94,6 +96,11 @@ def check_backbone(family, backbone):
         able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
         raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
                          f"{able}.")
+    check_backbone_folder(backbone)
+
+
+def check_backbone_folder(backbone):
+    """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
     looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
     if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "

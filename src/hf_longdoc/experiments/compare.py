@@ -43,6 +43,7 @@ from ..training import (
     build_from_backbone,
     build_model,
     check_backbone,
+    check_backbone_folder,
     fit_statistics,
     label_settings,
     training_arguments,
@@ -156,6 +157,7 @@ def check_specs(specs, settings):
 def check_pretrained_specs(specs, settings):
     """The checks of a run around a pretrained backbone: every family can wrap it, every setting exists, and every
     `bert-N` reads no more than the backbone's positions."""
+    check_backbone_folder(settings.backbone)
     positions = getattr(AutoConfig.from_pretrained(settings.backbone), "max_position_embeddings", None)
     for spec in specs:
         if spec.family is not None:
@@ -241,10 +243,11 @@ def build_pretrained_model(spec, settings, task):
         model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
                                                                    **label_settings(labels, False))
         return model, task.tokenizer, spec.truncation, rate or 1e-4
-    family, tokenizer = spec.family, None if spec.family.own_tokenizer is not None else task.tokenizer
+    family = spec.family
+    own = family.own_tokenizer is not None  # (elementwise bytes) reads its config's full length, as from scratch
     overrides = {**settings.backbone_settings(family), **spec.setting, **overrides_of(spec, settings)}
-    model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides, settings.max_length,
-                                           tokenizer)
+    model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
+                                           None if own else settings.max_length, None if own else task.tokenizer)
     return model, tokenizer, tokenizer.model_max_length, rate or family.learning_rate
 
 

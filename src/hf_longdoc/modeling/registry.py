@@ -210,11 +210,12 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
 
 
 def _elementwise_from_backbone(path, tokenizer, max_length, **settings):
-    """Elementwise embeddings in front of a pretrained encoder body, reading `max_length` bytes (u·v ≤ max_length)
-    with its own byte tokenizer: the backbone's subword tokenizer is what the method replaces."""
+    """Elementwise embeddings in front of a pretrained encoder body, reading `max_length` bytes (u·v ≤ max_length;
+    None: u = the body's positions, at most 512) with its own byte tokenizer: the backbone's subword tokenizer is
+    what the method replaces."""
     backbone = AutoConfig.from_pretrained(path)
     v = settings.get("elements_per_material", backbone.num_attention_heads)
-    if "max_materials" not in settings:
+    if "max_materials" not in settings and max_length is not None:
         positions = getattr(backbone, "max_position_embeddings", None) or 512
         settings["max_materials"] = max(1, min(positions, 512, max_length // v))
     model = ElementwiseForSequenceClassification.from_backbone_pretrained(path, **settings)
