@@ -91,7 +91,7 @@ class CompareSettings:
         family names that are settings of its config (attention window, segment length), not the sizes."""
         knobs = {key: value for key, value in family.size_arguments(self.size()).items()
                  if key not in SIZE_ARGUMENTS}
-        return {key: value for key, value in knobs.items() if hasattr(family.build_config(), key)}
+        return {key: value for key, value in knobs.items() if family.has_setting(key)}
 
 
 @dataclass

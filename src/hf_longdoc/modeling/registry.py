@@ -17,6 +17,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelF
 from ..tokenization import ElementwiseTokenizer
 from .contextualizer import ContextualizerConfig, ContextualizerForSequenceClassification, ContextualizerModel
 from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
+from .elementwise.modeling_elementwise import backbone_materials
 from .segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .segment.configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .segment.configuration_segment import segments_to_read
@@ -128,11 +129,14 @@ class Family:
             return self.config_class(**{**self.defaults, **settings})
         return self.config_class.from_size(**{**self.size_arguments(size), **settings})
 
+    def has_setting(self, key):
+        """Whether the family's config has the setting `key` (a config would also store an unknown key silently)."""
+        return hasattr(_default_config(self.config_class), key)
+
     def check_settings(self, settings):
         """A ValueError naming any key the family's config does not have: a config stores unknown keys silently, so a
         misspelled `--config hidden_sise=64` would otherwise change nothing without a word."""
-        default = _default_config(self.config_class)
-        unknown = sorted(key for key in settings if not hasattr(default, key))
+        unknown = sorted(key for key in settings if not self.has_setting(key))
         if unknown:
             names = ", ".join(f"`{key}`" for key in unknown)
             raise ValueError(f"{self.config_class.__name__} has no setting {names}; check the spelling against its "
@@ -216,8 +220,7 @@ def _elementwise_from_backbone(path, tokenizer, max_length, **settings):
     backbone = AutoConfig.from_pretrained(path)
     v = settings.get("elements_per_material", backbone.num_attention_heads)
     if "max_materials" not in settings and max_length is not None:
-        positions = getattr(backbone, "max_position_embeddings", None) or 512
-        settings["max_materials"] = max(1, min(positions, 512, max_length // v))
+        settings["max_materials"] = max(1, min(backbone_materials(backbone), max_length // v))
     model = ElementwiseForSequenceClassification.from_backbone_pretrained(path, **settings)
     return model, tokenizer if tokenizer is not None else _elementwise_tokenizer(model.config, max_length)
 

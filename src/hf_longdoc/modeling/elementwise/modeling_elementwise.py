@@ -46,12 +46,32 @@ def remove_token_embeddings(backbone):
     return removed
 
 
+def backbone_model_class(backbone_config):
+    """The Transformers model class `AutoModel` builds for `backbone_config` (None when it has none)."""
+    return MODEL_MAPPING.get(type(backbone_config), None)
+
+
+def backbone_has_pooler(backbone_config):
+    """Whether the backbone's model can add a pooler (BERT, ALBERT, CANINE, ...; DistilBERT cannot)."""
+    model_class = backbone_model_class(backbone_config)
+    return model_class is not None and "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
+
+
+def backbone_materials(backbone_config):
+    """The most materials u the backbone can read: its positions (CANINE: no more than its hash buckets), at most
+    512."""
+    positions = getattr(backbone_config, "max_position_embeddings", None) or 512
+    if backbone_config.model_type == "canine":
+        positions = min(positions, backbone_config.num_hash_buckets)
+    return min(positions, 512)
+
+
 def build_backbone(config):
     """The encoder body of `config.backbone_config` with its token embedding tables removed: any encoder whose model
     takes `inputs_embeds` and keeps its token table in a `word_embeddings` module (BERT, RoBERTa, ALBERT, DistilBERT,
     ...) or CANINE's hash embedders. Anything else is a ValueError naming the class, before any weights are made."""
     backbone_config = config.backbone_config
-    model_class = MODEL_MAPPING.get(type(backbone_config), None)
+    model_class = backbone_model_class(backbone_config)
     name = model_class.__name__ if model_class is not None else type(backbone_config).__name__
     unsupported = (model_class is None or getattr(backbone_config, "is_decoder", False)
                    or getattr(backbone_config, "is_encoder_decoder", False)
@@ -60,7 +80,7 @@ def build_backbone(config):
         raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of {name}: the backbone must be "
                          "an encoder that takes `inputs_embeds` (BERT, RoBERTa, ALBERT, DistilBERT, CANINE, ...).")
     settings = {}
-    if "add_pooling_layer" in inspect.signature(model_class.__init__).parameters:
+    if backbone_has_pooler(backbone_config):
         settings["add_pooling_layer"] = config.pooling == "pooler"
     elif config.pooling == "pooler":
         raise ValueError(f"{name} has no pooler; set `pooling='first_material'` so the head reads the first material.")
@@ -334,14 +354,8 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
             logger.info("elements_per_material=%d differs from the backbone's %d heads (the h != v ablation).", v,
                         heads)
         if max_materials is None:
-            positions = getattr(backbone_config, "max_position_embeddings", None) or 512
-            if backbone_config.model_type == "canine":
-                positions = min(positions, backbone_config.num_hash_buckets)
-            max_materials = min(positions, 512)
-        model_class = MODEL_MAPPING.get(type(backbone_config), None)
-        has_pooler = (model_class is not None
-                      and "add_pooling_layer" in inspect.signature(model_class.__init__).parameters)
-        config_kwargs.setdefault("pooling", "pooler" if has_pooler else "first_material")
+            max_materials = backbone_materials(backbone_config)
+        config_kwargs.setdefault("pooling", "pooler" if backbone_has_pooler(backbone_config) else "first_material")
         config = ElementwiseConfig(backbone_config=backbone_config, elements_per_material=v,
                                    max_materials=max_materials, **config_kwargs)
         model = cls(config)  # a backbone the embeddings cannot replace fails here, before any weights are read
