@@ -228,3 +228,80 @@ def test_bench_segment_lm_variants_relative_to_base(tmp_path, capsys):
     assert all(float(row["time_vs_segment_lm:base"]) == 1.0 for row in rows[:2])
     assert main(["bench", "--models", "segment_lm:lstm", "--lengths", "60"]) == 2
     assert "segment_lm:att_ablated" in capsys.readouterr().err  # the error lists the variants
+
+
+TINY_CONTEXTUALIZER = ["--model", "contextualizer", "--task-size", "20", "--epochs", "1", "--max-length", "256",
+                       "--vocab-size", "500", "--config", "hidden_size=16", "rank=8", "num_hidden_layers=1"]
+
+
+def test_train_never_loses_files_in_the_output_folder(tmp_path, capsys):
+    """A folder that is not an hf-longdoc run is refused (its files untouched) unless --overwrite; an earlier run is
+    replaced without leaving another model's files behind; --resume needs a checkpoint."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("my notes")
+    (folder / "checkpoint-7").mkdir()
+    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert "--overwrite" in err and "--resume" in err and "notes.txt" in err and "Traceback" not in err
+    assert (folder / "notes.txt").read_text() == "my notes" and (folder / "checkpoint-7").is_dir()
+    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder), "--overwrite"]) == 0
+    assert not (folder / "notes.txt").exists() and not (folder / "checkpoint-7").exists()
+    assert (folder / "modeling_contextualizer.py").exists()
+    # the run is ours: training another family there replaces it whole
+    assert main(["train", "--model", "slstm", "--task-size", "20", "--epochs", "1", "--max-length", "256",
+                 "--vocab-size", "500", "--config", "hidden_size=16", "--output-dir", str(folder)]) == 0
+    files = os.listdir(folder)
+    assert "modeling_slstm.py" in files and not any("contextualizer" in name for name in files)
+    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder), "--resume"]) == 2
+    assert "checkpoint" in capsys.readouterr().err
+    a_file = tmp_path / "file.txt"
+    a_file.write_text("x")
+    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(a_file)]) == 2
+    assert "is a file" in capsys.readouterr().err and a_file.read_text() == "x"
+
+
+@pytest.mark.parametrize("flag,value", [("--max-length", "0"), ("--max-length", "1"), ("--max-length", "-5"),
+                                        ("--epochs", "0"), ("--batch-size", "0"), ("--learning-rate", "-1")])
+def test_impossible_run_numbers_are_refused_before_any_work(tmp_path, flag, value, capsys):
+    output = tmp_path / "out"
+    assert main(["train", "--output-dir", str(output), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err and not output.exists()
+
+
+def test_evaluate_scores_a_whole_file_and_leaves_the_model_folder_alone(trained, tmp_path, capsys):
+    """Ten held-out documents of two of the four classes: all ten are scored, labels matched by name."""
+    task = make_long_document_task(train_size=10, validation_size=1, test_size=1, seed=5)["train"]
+    names = task.features["label"].names
+    rows = [{"body": text, "topic": names[label % 2]} for text, label in zip(task["text"], task["label"])]
+    data = tmp_path / "held_out.jsonl"
+    data.write_text("\n".join(json.dumps(row) for row in rows))
+    before = sorted(os.listdir(trained))
+    capsys.readouterr()
+    assert main(["evaluate", str(trained), "--dataset", str(data), "--text-column", "body",
+                 "--label-column", "topic"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["documents"] == 10 and 0.0 <= metrics["accuracy"] <= 1.0 and "" not in metrics
+    assert sorted(os.listdir(trained)) == before  # no _eval/ folder
+    rows[3]["topic"] = "weather"
+    data.write_text("\n".join(json.dumps(row) for row in rows))
+    assert main(["evaluate", str(trained), "--dataset", str(data), "--text-column", "body",
+                 "--label-column", "topic"]) == 2
+    assert "weather" in capsys.readouterr().err
+
+
+def test_push_never_writes_into_the_model_folder_or_over_a_folder(trained, tmp_path, capsys):
+    before = sorted(os.listdir(trained))
+    assert main(["push", str(trained), "--repo-id", "someone/ctx", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert sorted(os.listdir(trained)) == before  # no _hub_upload/ copy of the weights
+    staged = out.split("would upload ")[1].split(" to someone/ctx")[0]
+    assert os.path.isfile(os.path.join(staged, "model.safetensors"))
+    occupied = tmp_path / "occupied"
+    occupied.mkdir()
+    (occupied / "keep.txt").write_text("keep")
+    assert main(["push", str(trained), "--repo-id", "someone/ctx", "--dry-run", "--dry-run-dir", str(occupied)]) == 2
+    assert "not an empty folder" in capsys.readouterr().err and (occupied / "keep.txt").read_text() == "keep"
+    assert main(["push", str(trained), "--repo-id", "a/b/c", "--dry-run"]) == 2
+    assert "repo_id" in capsys.readouterr().err

@@ -157,3 +157,47 @@ def test_empty_documents_are_dropped_with_a_warning(tmp_path, caplog):
         data, _, _ = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
     assert sum(len(split) for split in data.values()) == 64
     assert "empty or missing text" in caplog.text
+
+
+@pytest.mark.parametrize("labels,message", [
+    (["sport"] * 9 + [["sport", "tech"]], r"train, row 9 \(counting from 0\): the label is a list"),
+    ([["a"]] * 9 + ["b"], r"train, row 9 \(counting from 0\): the label is a single label"),
+    (["sport"] * 4 + [None] + ["tech"] * 5, r"train, row 4 \(counting from 0\): the label is missing"),
+    ([["a"], ["a", None]] * 5, r"train, row 1 \(counting from 0\): the label is missing"),
+])
+def test_mixed_and_missing_labels_name_the_row(tmp_path, labels, message):
+    """One list among strings must not turn the data multi-label (splitting "sport" into letters), and a null label
+    must not become a class named "None"."""
+    rows = [{"text": f"document {i}", "label": label} for i, label in enumerate(labels)]
+    with pytest.raises(DatasetError, match=message):
+        load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
+
+
+def test_integer_labels_keep_their_values_as_ids(tmp_path, caplog):
+    rows = [{"text": f"document {i} " * 3, "label": i % 12} for i in range(240)]
+    data, names, multi_label = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
+    assert names == [str(i) for i in range(12)] and not multi_label  # not "0", "1", "10", "11", "2", ...
+    for row in data["train"]:
+        assert row["label"] == int(row["text"].split()[1]) % 12
+    csv_path = tmp_path / "gap.csv"  # an integer column with a gap reads as floats: 2.0 is still class 2
+    csv_path.write_text("text,label\n" + "\n".join(f"words {i},{[0, 2][i % 2]}" for i in range(40)))
+    data, names, _ = load_text_classification_dataset(str(csv_path))
+    assert names == ["0", "1", "2"] and "never occur" in caplog.text
+    assert {row["label"] for row in data["train"]} == {0, 2}
+
+
+def test_labels_seen_only_outside_train_are_reported(caplog):
+    from datasets import Dataset
+
+    from hf_longdoc.data.loading import _report_unseen_labels
+
+    splits = {"train": Dataset.from_dict({"label": [0, 1, 0]}), "test": Dataset.from_dict({"label": [2, 0]})}
+    _report_unseen_labels(splits, ["a", "b", "c"], multi_label=False)
+    assert "test: labels ['c'] never occur in train" in caplog.text
+
+
+def test_invalid_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9", "label": "b"}\n')
+    with pytest.raises(DatasetError, match=r"latin1.jsonl, line 2: byte 0xe9 at column 14 is not UTF-8"):
+        load_text_classification_dataset(str(path))

@@ -8,8 +8,10 @@ where hf_longdoc is not installed. This module writes the model card and uploads
 import json
 import os
 import shutil
+import tempfile
 
 from huggingface_hub import HfApi, ModelCard, ModelCardData
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
 from .modeling import family_of_config
@@ -138,22 +140,40 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
 
 
 def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=False, token=None):
-    """Upload `output_dir` (card included) to `repo_id`; with `dry_run`, write exactly that folder and list it."""
+    """Upload `output_dir` (card included) to `repo_id`; with `dry_run`, write exactly that folder and list it.
+
+    The upload is staged in a temporary folder (removed afterwards), so nothing is added to `output_dir`. A dry run
+    writes to `dry_run_dir`, which must be new or empty (None: a new temporary folder, kept and named)."""
     if not os.path.isfile(os.path.join(output_dir, "config.json")):
         raise ValueError(f"{output_dir!r} is not a saved model folder (no config.json); pass the `--output-dir` of "
                          "`hf-longdoc train` or a `save_pretrained` folder.")
     if "/" not in repo_id:
         raise ValueError(f"`repo_id` must look like USER/NAME, got {repo_id!r}.")
-    staging = dry_run_dir or os.path.join(output_dir, "_hub_upload")
-    if os.path.exists(staging):
-        shutil.rmtree(staging)
-    shutil.copytree(output_dir, staging, ignore=shutil.ignore_patterns("checkpoint-*", "_hub_upload", "runs"))
-    make_model_card(staging, repo_id=repo_id).save(os.path.join(staging, "README.md"))  # names the real repo
-    files = sorted(os.path.relpath(os.path.join(root, name), staging)
-                   for root, _, names in os.walk(staging) for name in names)
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as error:
+        raise ValueError(f"`repo_id` {repo_id!r} is not a Hub repository id (USER/NAME): {error}") from None
+    if dry_run_dir is not None and os.path.exists(dry_run_dir) and (not os.path.isdir(dry_run_dir)
+                                                                   or os.listdir(dry_run_dir)):
+        raise ValueError(f"`dry_run_dir` {dry_run_dir!r} exists and is not an empty folder; pass a new or empty one "
+                         "(nothing there is overwritten).")
     if not dry_run:
-        api = HfApi(token=token)
-        api.create_repo(repo_id, private=private, exist_ok=True)
-        api.upload_folder(folder_path=staging, repo_id=repo_id, commit_message="Upload hf_longdoc model")
-        shutil.rmtree(staging)
-    return staging, files
+        with tempfile.TemporaryDirectory() as scratch:
+            staging = os.path.join(scratch, "upload")
+            files = _stage_upload(output_dir, staging, repo_id)
+            api = HfApi(token=token)
+            api.create_repo(repo_id, private=private, exist_ok=True)
+            api.upload_folder(folder_path=staging, repo_id=repo_id, commit_message="Upload hf_longdoc model")
+        return None, files
+    staging = dry_run_dir or os.path.join(tempfile.mkdtemp(prefix="hf-longdoc-upload-"), "upload")
+    return staging, _stage_upload(output_dir, staging, repo_id)
+
+
+def _stage_upload(output_dir, staging, repo_id):
+    """Copy what `push` uploads from `output_dir` into `staging` (checkpoints and TensorBoard runs left out), write
+    the card that names `repo_id`, and return the relative paths of the files."""
+    shutil.copytree(output_dir, staging, ignore=shutil.ignore_patterns("checkpoint-*", "_hub_upload", "runs"),
+                    dirs_exist_ok=True)
+    make_model_card(staging, repo_id=repo_id).save(os.path.join(staging, "README.md"))  # names the real repo
+    return sorted(os.path.relpath(os.path.join(root, name), staging)
+                  for root, _, names in os.walk(staging) for name in names)

@@ -4,6 +4,7 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 
 import torch
 from datasets import DatasetDict
@@ -17,7 +18,7 @@ from transformers import (
     set_seed,
 )
 
-from .data import load_task, tokenize
+from .data import BUILTIN_TASK, load_for_evaluation, load_task, tokenize
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
 from .modeling import FAMILIES, Family, get_family
@@ -34,6 +35,80 @@ def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, s
                     use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
     settings.update(overrides)
     return TrainingArguments(**settings)
+
+
+RUN_MARKERS = ("config.json", "metrics.json", "training_args.json")  # what every finished `train` run writes
+
+
+def is_training_run(folder):
+    """Whether `folder` holds a finished `hf-longdoc train` run (its config, metrics and training arguments)."""
+    return all(os.path.isfile(os.path.join(folder, name)) for name in RUN_MARKERS)
+
+
+def last_checkpoint(folder):
+    """The newest `checkpoint-N` folder Trainer left in `folder` (None when there is none)."""
+    steps = [int(name.split("-")[1]) for name in os.listdir(folder)
+             if name.startswith("checkpoint-") and name.split("-")[1].isdigit()]
+    return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+
+
+def check_output_dir(output_dir, overwrite=False, resume=False):
+    """Refuse an `output_dir` a run would damage, before any data is loaded; returns the checkpoint to resume from.
+
+    A missing or empty folder is fine, and so is an earlier `hf-longdoc train` run (it is replaced). Any other
+    non-empty folder needs `overwrite` (it is emptied) or, for an interrupted run, `resume` (Trainer continues from
+    its newest `checkpoint-N` and nothing is removed). Nothing is touched here: `empty_output_dir` empties the folder
+    once the data and the model are ready, so a run that fails early loses nothing."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ValueError(f"`output_dir` {output_dir!r} is a file; pass a folder (new or empty) for the run.")
+    if resume and overwrite:
+        raise ValueError("Pass either `resume` (--resume: continue the interrupted run in `output_dir`) or `overwrite` "
+                         "(--overwrite: replace what is there), not both.")
+    entries = sorted(os.listdir(output_dir)) if os.path.isdir(output_dir) else []
+    if resume:
+        checkpoint = last_checkpoint(output_dir) if entries else None
+        if checkpoint is None:
+            raise ValueError(f"`resume` needs a `checkpoint-N` folder in {output_dir!r} (an interrupted run leaves "
+                             "one per epoch) and there is none; train without --resume.")
+        return checkpoint
+    if entries and not (overwrite or is_training_run(output_dir)):
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise ValueError(f"`output_dir` {output_dir!r} is not empty ({shown}) and is not an hf-longdoc run; choose "
+                         "a new folder, pass --overwrite (overwrite=True) to empty it first, or --resume "
+                         "(resume=True) to continue an interrupted run from its last checkpoint.")
+    return None
+
+
+def empty_output_dir(output_dir):
+    """Create `output_dir`, or empty the one `check_output_dir` accepted (the removed entries are logged), so that no
+    file of an earlier model (another family's `modeling_*.py`, a stale card) stays behind for `push` to upload."""
+    entries = sorted(os.listdir(output_dir)) if os.path.isdir(output_dir) else []
+    if entries:
+        logger.warning("Emptying %s before training; removing: %s.", output_dir, ", ".join(entries))
+    for name in entries:
+        path = os.path.join(output_dir, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
+    os.makedirs(output_dir, exist_ok=True)
+
+
+def check_run_numbers(max_length, epochs, batch_size, learning_rate):
+    """A ValueError naming the argument (and its CLI flag) for a length, epoch count, batch or rate a run cannot use,
+    before anything is loaded: `max_length` 0 or 1 would silently turn truncation off, a negative one overflow."""
+    def fail(name, flag, rule, value):
+        raise ValueError(f"`{name}` (--{flag}) must be {rule}, got {value!r}.")
+
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        fail("max_length", "max-length", "an integer of at least 2 (the tokens a document is cut to)", max_length)
+    if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not epochs > 0:
+        fail("epochs", "epochs", "a positive number", epochs)
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        fail("batch_size", "batch-size", "a positive integer", batch_size)
+    if learning_rate is not None and (isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float))
+                                      or not learning_rate > 0):
+        fail("learning_rate", "learning-rate", "a positive number", learning_rate)
 
 
 def label_settings(label_names, multi_label):
@@ -141,6 +216,8 @@ def train(
     report_to="none",
     init_from=None,
     backbone=None,
+    overwrite=False,
+    resume=False,
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
@@ -149,13 +226,16 @@ def train(
     recorded under that name (`hf-longdoc train --baseline` adds the truncating TF-IDF baseline this way). `init_from`
     starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given);
     `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
+    `output_dir` must be new, empty or an earlier run (see `check_output_dir` for `overwrite` and `resume`).
     Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
     LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
     """
     family = get_family(model)  # an unknown family or setting fails before any data is made
     family.check_settings(config_overrides or {})
+    check_run_numbers(max_length, epochs, batch_size, learning_rate)
     if backbone is not None:
         check_backbone(family, backbone)
+    checkpoint = check_output_dir(output_dir, overwrite, resume)
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
     set_seed(seed)
     data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
@@ -197,6 +277,10 @@ def train(
         max_length = tokenizer.model_max_length = reads
     encoded = tokenize(data, tokenizer, max_length)
     fit_statistics(family, classifier, encoded["train"]["input_ids"], tokenizer)
+    if checkpoint is None:
+        empty_output_dir(output_dir)
+    else:
+        logger.info("Resuming the run in %s from %s.", output_dir, checkpoint)
     args = training_arguments(
         output_dir, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,
         eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
@@ -211,7 +295,7 @@ def train(
         processing_class=tokenizer,
         compute_metrics=compute_metrics_fn(multi_label, threshold),
     )
-    trainer.train()
+    trainer.train(resume_from_checkpoint=checkpoint)
     test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
     validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
     metrics = {
@@ -249,26 +333,37 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name):
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
 
 
-def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split="test", seed=42,
+def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=42,
                    evidence="end", threshold=0.3, batch_size=8, max_length=None):
-    """Metrics of the model saved in `model_dir` on `split` of `dataset` (or the built-in task)."""
+    """Metrics of the model saved in `model_dir`, with the number of `documents` scored.
+
+    A `dataset` is scored whole (every row of a local file; a Hub dataset's test split), its labels matched to the
+    model's by name, unless `split` names one: then that split as `train` made it (the same seeded carve-out of the
+    file). Without a dataset: `split` (default test) of the built-in task. Nothing is written to `model_dir`."""
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    data, label_names, multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence)
-    if split not in data:
-        raise ValueError(f"Split {split!r} not found; choose one of {', '.join(data)}.")
     known = [model.config.id2label[i] for i in range(model.config.num_labels)]
-    if list(label_names) != known:
-        raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
-                         "`--label-column` and dataset the model was trained on.")
-    encoded = tokenize(DatasetDict({split: data[split]}), tokenizer, max_length or tokenizer.model_max_length)
-    trainer = Trainer(
-        model=model,
-        args=training_arguments(os.path.join(model_dir, "_eval"), batch_size=batch_size, seed=seed),
-        data_collator=DataCollatorWithPadding(tokenizer),
-        compute_metrics=compute_metrics_fn(multi_label or model.config.problem_type == "multi_label_classification",
-                                           threshold),
-    )
-    result = trainer.evaluate(encoded[split], metric_key_prefix=split)
-    return without_prefix(result, split)
+    multi_label = model.config.problem_type == "multi_label_classification"
+    if dataset not in (None, BUILTIN_TASK) and split is None:
+        split, part = "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column)
+    else:
+        split = split or "test"
+        data, label_names, multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence)
+        if split not in data:
+            raise ValueError(f"Split {split!r} not found; choose one of {', '.join(data)}.")
+        if list(label_names) != known:
+            raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
+                             "`--label-column` and dataset the model was trained on, or leave out --split to score "
+                             "the whole file.")
+        part = data[split]
+    encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length or tokenizer.model_max_length)
+    with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
+        trainer = Trainer(
+            model=model,
+            args=training_arguments(scratch, batch_size=batch_size, seed=seed),
+            data_collator=DataCollatorWithPadding(tokenizer),
+            compute_metrics=compute_metrics_fn(multi_label, threshold),
+        )
+        result = trainer.evaluate(encoded[split], metric_key_prefix=split)
+    return {**without_prefix(result, split), "documents": len(part)}
 

@@ -1,4 +1,4 @@
-"""`hf-longdoc evaluate`: the metrics of a saved model on a dataset split."""
+"""`hf-longdoc evaluate`: the metrics of a saved model on a dataset (whole, or one split) and how many documents."""
 
 import json
 
@@ -9,7 +9,9 @@ def add_parser(subparsers):
     parser = subparsers.add_parser("evaluate", formatter_class=Formatter,
                                    help="metrics of a saved model on a dataset split")
     parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
-    parser.add_argument("--split", default="test", help="the split to score")
+    parser.add_argument("--split", default=None,
+                        help="the split to score, as `train` made it; None: all of --dataset (a Hub dataset: its test "
+                             "split), or the built-in task's test split")
     parser.add_argument("--batch-size", type=int, default=8, help="documents per forward pass")
     add_data_arguments(parser)
     parser.set_defaults(run=run)

@@ -10,7 +10,7 @@ def add_parser(subparsers):
     parser.add_argument("--repo-id", required=True, help="USER/NAME")
     parser.add_argument("--dry-run", action="store_true", help="write the folder that would be uploaded, and list it")
     parser.add_argument("--dry-run-dir", default=None,
-                        help="where --dry-run writes (None: OUTPUT_DIR/_hub_upload)")
+                        help="a new or empty folder where --dry-run writes (None: a new temporary folder)")
     parser.add_argument("--private", action="store_true", help="create the repository as private")
     parser.set_defaults(run=run)
 
@@ -23,6 +23,6 @@ def run(args):
     if args.dry_run:
         print(f"Dry run: would upload {folder} to {args.repo_id}:")
     else:
-        print(f"Uploaded to https://huggingface.co/{args.repo_id}:")
+        print(f"Uploaded {args.output_dir} to https://huggingface.co/{args.repo_id}:")
     for name in files:
         print(f"  {name}")

@@ -12,7 +12,13 @@ def add_parser(subparsers):
                                    help="train a model with Trainer and save it with its tokenizer and card")
     parser.add_argument("--model", default="contextualizer", help=f"family: {', '.join(FAMILIES)}")
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
-    parser.add_argument("--output-dir", required=True, help="where the model, tokenizer, metrics and card go")
+    parser.add_argument("--output-dir", required=True,
+                        help="where the model, tokenizer, metrics and card go: a new or empty folder, or an earlier "
+                             "run (replaced)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="empty a non-empty --output-dir that is not an hf-longdoc run before training")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the interrupted run in --output-dir from its last checkpoint")
     parser.add_argument("--tokenizer", default=None,
                         help="a saved tokenizer; None: the family's own, else WordPiece fitted on train")
     parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
@@ -46,7 +52,7 @@ def run(args):
         max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
-        init_from=args.init_from, backbone=args.backbone,
+        init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

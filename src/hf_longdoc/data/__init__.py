@@ -1,7 +1,7 @@
 """Datasets: the built-in long-document task, loading of real data, tasks and tokenizing, and tokenizer fitting."""
 
 from .inversion import invert_sentences
-from .loading import DatasetError, load_text_classification_dataset
+from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
 from .tokenizer import fit_wordpiece_tokenizer
@@ -12,6 +12,7 @@ __all__ = [
     "EVIDENCE_WINDOWS",
     "fit_wordpiece_tokenizer",
     "invert_sentences",
+    "load_for_evaluation",
     "load_task",
     "load_text_classification_dataset",
     "make_long_document_task",

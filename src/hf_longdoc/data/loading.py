@@ -19,6 +19,19 @@ class DatasetError(ValueError):
     """A dataset that cannot be used as given; the message says what to change."""
 
 
+def _check_utf8(path, source):
+    """A DatasetError naming the file, the line and the byte when a text file is not valid UTF-8 (the readers would
+    fail later, or without saying where)."""
+    with open(path, "rb") as f:
+        for number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DatasetError(f"{source}, line {number}: byte {line[error.start]:#04x} at column "
+                                   f"{error.start + 1} is not UTF-8; save the file as UTF-8 (for example "
+                                   f"`iconv -f latin1 -t utf-8`).") from None
+
+
 def _load_raw(source):
     path = os.path.expanduser(source)
     extension = os.path.splitext(path)[1].lower()
@@ -29,6 +42,8 @@ def _load_raw(source):
             raise DatasetError(
                 f"Cannot read {source!r}: the extension must be one of {', '.join(sorted(LOCAL_FORMATS))}."
             )
+        if LOCAL_FORMATS[extension] != "parquet":
+            _check_utf8(path, source)
         kwargs = {"delimiter": "\t"} if extension == ".tsv" else {}
         try:
             return datasets.load_dataset(LOCAL_FORMATS[extension], data_files={"train": path}, **kwargs)
@@ -43,12 +58,76 @@ def _load_raw(source):
         ) from error
 
 
-def _is_multilabel(column_values):
-    return any(isinstance(value, (list, tuple)) for value in column_values[:100])
+def _is_missing(value):
+    """A null label: JSON null, or the NaN a CSV reader puts in an empty cell."""
+    return value is None or (isinstance(value, float) and value != value)
 
 
-def _normalise_columns(dataset, text_column, label_column):
-    """Rename to text/label, and encode labels as ClassLabel ids or float multi-hot vectors."""
+def _as_integer(value):
+    """`value` as an int when it is an integer label (7, or the 7.0 a CSV column with a gap becomes), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _check_label_values(dataset):
+    """Whether the labels are lists (multi-label) or single values, with a DatasetError naming the first row that is
+    null or that mixes the two kinds (one list in a column of strings would otherwise make every label a list)."""
+    rows = [(split, i, value) for split, part in dataset.items() for i, value in enumerate(part["label"])]
+    for split, i, value in rows:
+        if _is_missing(value) or (isinstance(value, (list, tuple)) and any(_is_missing(item) for item in value)):
+            raise DatasetError(f"{split}, row {i} (counting from 0): the label is missing (null); give every "
+                               "document a label, or drop the row.")
+    lists = [(split, i) for split, i, value in rows if isinstance(value, (list, tuple))]
+    if lists and len(lists) < len(rows):
+        odd = lists[0] if len(lists) <= len(rows) / 2 else next(
+            (split, i) for split, i, value in rows if not isinstance(value, (list, tuple)))
+        kind = "a list" if len(lists) <= len(rows) / 2 else "a single label"
+        raise DatasetError(f"{odd[0]}, row {odd[1]} (counting from 0): the label is {kind}, unlike the other rows; "
+                           "use a list of labels in every row (multi-label) or one label per row (single-label).")
+    return bool(lists)
+
+
+def _label_names(values):
+    """Class names for the label values, so that a value's id is its position. Integer labels keep their values as
+    ids (names "0" .. str(max)); anything else is sorted as text."""
+    integers = [_as_integer(value) for value in values]
+    if values and all(value is not None for value in integers) and min(integers) >= 0:
+        names = [str(i) for i in range(max(integers) + 1)]
+        unused = sorted(set(range(max(integers) + 1)) - set(integers))
+        if unused:
+            logger.warning("Integer labels keep their values as ids; ids %s never occur (their classes stay empty).",
+                           unused)
+        return names
+    return sorted({str(value) for value in values})
+
+
+def _label_text(value):
+    """The class name of one label value (7.0 read from a CSV names class "7")."""
+    integer = _as_integer(value)
+    return str(integer) if integer is not None else str(value)
+
+
+def _report_unseen_labels(dataset, names, multi_label):
+    """Warn about labels that occur in validation or test but never in train: the model cannot learn them."""
+    def seen(part):
+        if multi_label:
+            return {names[j] for vector in part["label"] for j, on in enumerate(vector) if on}
+        return {names[i] for i in part["label"]}
+
+    trained = seen(dataset["train"])
+    for split, part in dataset.items():
+        unseen = sorted(seen(part) - trained) if split != "train" else []
+        if unseen:
+            logger.warning("%s: labels %s never occur in train; the model cannot learn them.", split, unseen)
+
+
+def _select_columns(dataset, text_column, label_column):
+    """The text and label columns, renamed to `text` and `label`, with a DatasetError naming the missing one."""
     some_split = next(iter(dataset.values()))
     for column, option in ((text_column, "--text-column"), (label_column, "--label-column")):
         if column not in some_split.column_names:
@@ -60,28 +139,80 @@ def _normalise_columns(dataset, text_column, label_column):
         dataset = dataset.rename_column(text_column, "text")
     if label_column != "label":
         dataset = dataset.rename_column(label_column, "label")
-    feature = some_split.features[label_column]
-    if isinstance(feature, ClassLabel):
-        return dataset, feature.names, False
-    values = [value for split in dataset.values() for value in split["label"]]
-    if _is_multilabel(values):
-        names = sorted({str(label) for labels in values for label in labels})
-        index = {name: i for i, name in enumerate(names)}
+    return dataset
 
+
+def _encode_labels(dataset, names, multi_label):
+    """Labels as ids into `names` (ClassLabel) or float multi-hot vectors over them; a DatasetError lists any label
+    that is not one of `names`."""
+    values = [value for part in dataset.values() for value in part["label"]]
+    given = {_label_text(label) for value in values for label in (value if multi_label else [value])}
+    unknown = sorted(given - set(names))
+    if unknown:
+        raise DatasetError(f"Labels {unknown[:10]} are not among the model's labels {names}; pass the dataset and "
+                           "--label-column the model was trained with.")
+    index = {name: i for i, name in enumerate(names)}
+    features = next(iter(dataset.values())).features.copy()
+    if multi_label:
         def multi_hot(example):
             vector = [0.0] * len(names)
             for label in example["label"]:
-                vector[index[str(label)]] = 1.0
+                vector[index[_label_text(label)]] = 1.0
             return {"label": vector}
 
-        features = dataset["train"].features.copy()
         features["label"] = Sequence(Value("float32"), length=len(names))
-        return dataset.map(multi_hot, features=features), names, True
-    names = sorted({str(value) for value in values})
-    features = dataset["train"].features.copy()
+        return dataset.map(multi_hot, remove_columns=["label"]).cast(features)
     features["label"] = ClassLabel(names=names)
-    dataset = dataset.map(lambda example: {"label": str(example["label"])})
-    return dataset.cast(features), names, False
+    return dataset.map(lambda example: {"label": index[_label_text(example["label"])]},
+                       remove_columns=["label"]).cast(features)
+
+
+def _normalise_columns(dataset, text_column, label_column):
+    """Rename to text/label, and encode labels as ClassLabel ids or float multi-hot vectors."""
+    dataset = _select_columns(dataset, text_column, label_column)
+    feature = next(iter(dataset.values())).features["label"]
+    if isinstance(feature, ClassLabel):
+        return dataset, feature.names, False
+    multi_label = _check_label_values(dataset)
+    values = [value for split in dataset.values() for value in split["label"]]
+    names = _label_names([label for labels in values for label in labels] if multi_label else values)
+    return _encode_labels(dataset, names, multi_label), names, multi_label
+
+
+def _drop_empty_texts(dataset):
+    """`dataset` without documents whose text is missing or blank (the count is logged per split)."""
+    for split, part in dataset.items():
+        kept = part.filter(lambda example: isinstance(example["text"], str) and example["text"].strip() != "")
+        if len(kept) < len(part):
+            logger.warning("%s: dropped %d documents with empty or missing text.", split, len(part) - len(kept))
+            dataset[split] = kept
+    return dataset
+
+
+def load_for_evaluation(source, label_names, multi_label, text_column="text", label_column="label"):
+    """All of `source` to score a trained model on: every row of a local file, or the `test` split of a Hub dataset,
+    with `text` and `label` encoded as the model's ids (`label_names` in id order). A label the model does not know is
+    a DatasetError; a class the file lacks is fine."""
+    raw = _load_raw(source)
+    if os.path.exists(os.path.expanduser(source)):
+        part = datasets.concatenate_datasets(list(raw.values()))
+    elif "test" in raw:
+        part = raw["test"]
+    else:
+        raise DatasetError(f"Dataset {source!r} has no `test` split (splits: {', '.join(raw)}); pass --split to "
+                           "choose one.")
+    dataset = _select_columns(DatasetDict({"evaluation": part}), text_column, label_column)
+    feature = dataset["evaluation"].features["label"]
+    if isinstance(feature, ClassLabel):  # a Hub dataset's ids: back to their names
+        dataset = dataset.map(lambda example: {"label": feature.names[example["label"]]}, remove_columns=["label"])
+    if _check_label_values(dataset) != multi_label:
+        kind = "lists of labels (multi-label)" if not multi_label else "single labels"
+        raise DatasetError(f"{source!r} holds {kind}, but the model is "
+                           f"{'multi' if multi_label else 'single'}-label; pass the matching dataset.")
+    dataset = _drop_empty_texts(dataset)
+    if len(dataset["evaluation"]) == 0:
+        raise DatasetError(f"{source!r} holds no document with text to score.")
+    return _encode_labels(dataset, list(label_names), multi_label)["evaluation"]
 
 
 def _split(dataset, name, fraction, seed, stratify):
@@ -105,11 +236,7 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     if "validation" not in raw and "dev" in raw:
         raw["validation"] = raw.pop("dev")
     dataset, names, multi_label = _normalise_columns(raw, text_column, label_column)
-    for split, part in dataset.items():
-        kept = part.filter(lambda example: isinstance(example["text"], str) and example["text"].strip() != "")
-        if len(kept) < len(part):
-            logger.warning("%s: dropped %d documents with empty or missing text.", split, len(part) - len(kept))
-            dataset[split] = kept
+    dataset = _drop_empty_texts(dataset)
     if len(dataset["train"]) == 0:
         raise DatasetError(f"Dataset {source!r} has an empty `train` split.")
     splits = {"train": dataset["train"]}
@@ -123,4 +250,5 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     else:
         fraction = validation_fraction / (1.0 - (0.0 if "test" in dataset else test_fraction))
         splits["train"], splits["validation"] = _split(splits["train"], "validation", fraction, seed, stratify)
+    _report_unseen_labels(splits, names, multi_label)
     return DatasetDict(splits), names, multi_label
