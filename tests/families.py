@@ -15,7 +15,7 @@ class FamilyCase:
     invalid: list = field(default_factory=list)  # (kwargs, fragment of the error message)
     granularity: int = 1  # input lengths come in multiples of this (elements per material)
     first_id: int = 1  # smallest id a random document uses (pad is 0)
-    left_padding: bool = True  # whether left padding gives the same logits (absolute-position backbones: no)
+    left_padding: bool = True  # whether left padding gives the same logits (else the model refuses it)
     max_length: int = 4096  # longest input the tiny config takes
     mixin_skips: dict = field(default_factory=dict)  # Transformers common tests that do not apply, with the reason
     unused_parameters: tuple = ()  # prefixes of parameters a classifier never uses (by the backbone's design)

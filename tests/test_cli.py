@@ -173,6 +173,9 @@ def test_train_elementwise_through_the_cli_then_pipeline(tmp_path):
                  "--config", f"backbone_config={backbone}", "elements_per_material=4", "max_materials=128"]) == 0
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert type(tokenizer).__name__ == "ElementwiseTokenizer" and tokenizer.model_max_length == 512
+    # the CLI keeps every byte of a long word (the paper's truncation is `--config long_word=truncate`)
+    words = "吾輩は猫である。名前はまだ無い Donaudampfschifffahrtsgesellschaft"
+    assert tokenizer.decode(tokenizer(words)["input_ids"], skip_special_tokens=True) == words
     text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=3)["test"]["text"][0]
     result = pipeline("text-classification", model=str(output))(text, truncation=True)
     assert result[0]["label"].startswith("topic_")

@@ -91,11 +91,15 @@ def test_fresh_process_without_hf_longdoc_loads_with_trust_remote_code(family, t
 
 @pytest.mark.parametrize("left_padding", [False, True])
 def test_padded_batch_equals_each_document_alone(family, left_padding):
-    if left_padding and not family.left_padding:
-        pytest.skip(f"{family.name}: the backbone's absolute positions make left padding change the logits")
+    """Padding never changes a document's logits: on either side, or (families that read from the first position)
+    left padding is refused with an error that names the fix."""
     model = _classifier(family)
     lengths = [31, 7, 18, 1]
     input_ids, attention_mask = family.batch(lengths, left_padding=left_padding)
+    if left_padding and not family.left_padding:
+        with pytest.raises(ValueError, match=r"Rows \[1, 2, 3\].*padding_side = \"right\""):
+            model(input_ids, attention_mask=attention_mask)
+        return
     with torch.no_grad():
         batched = model(input_ids, attention_mask=attention_mask).logits
         for row in range(len(lengths)):
@@ -321,3 +325,20 @@ def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
     assert untruncated["label"] in model.config.id2label.values()
     if family.registered.reads(model.config) is not None:
         assert "read" in captured.out and "ignor" in captured.out, captured.out
+
+
+@pytest.mark.parametrize("text", ["", "\u200b\u200b", "   "])
+def test_a_document_without_content_gets_a_prediction_alone_and_in_a_batch(family, text):
+    """An empty document (or one of only zero-width or blank characters) is [CLS] [SEP] after tokenizing: a valid
+    prediction alone, the same one inside a padded batch, and a finite loss with a gradient when trained on."""
+    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
+    alone = tokenizer([text], return_tensors="pt", truncation=True)
+    batch = tokenizer([text, "the cat sat on the mat today", text], return_tensors="pt", padding=True,
+                      truncation=True)
+    with torch.no_grad():
+        single, batched = model(**alone).logits, model(**batch).logits
+    assert torch.isfinite(single).all() and torch.isfinite(batched).all()
+    torch.testing.assert_close(single, batched[:1], atol=1e-5, rtol=0)
+    loss = model.train()(**batch, labels=torch.tensor([0, 1, 2])).loss
+    loss.backward()
+    assert torch.isfinite(loss)

@@ -30,6 +30,10 @@ EXPECTED_COPIES = {
         "modeling/slstm/modeling_slstm.py",
         "modeling/sparse_longformer/modeling_sparse_longformer.py",
     },
+    "hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.check_right_padded": {
+        "modeling/elementwise/modeling_elementwise.py",
+        "modeling/segment/modeling_segment.py",
+    },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from": {
         "modeling/segment/configuration_segment.py",
     },

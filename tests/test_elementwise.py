@@ -250,3 +250,32 @@ def test_first_later_relabeling_reproduces_figure_4():
         np.testing.assert_array_equal(multi_hot(relabel_first_later(list(codes)), space), vector)
     with pytest.raises(ValueError, match="non-empty"):
         relabel_first_later([])
+
+
+def test_truncated_long_words_are_counted_in_the_log(caplog):
+    """The paper's `long_word="truncate"` cuts words longer than v bytes; every cut is counted, never silent."""
+    from transformers.testing_utils import CaptureLogger
+    from transformers.utils import logging as hf_logging
+
+    from hf_longdoc.tokenization import ElementwiseTokenizer
+
+    tokenizer = ElementwiseTokenizer(elements_per_material=8, max_materials=64)
+    logger = hf_logging.get_logger("hf_longdoc.tokenization.tokenization_elementwise")
+    with CaptureLogger(logger) as captured:
+        tokenizer("Donaudampfschifffahrt und 吾輩は猫である")
+    assert tokenizer.words_cut == 2 and "2 words longer than 8 bytes cut" in captured.out
+    tokenizer("short words only")
+    assert tokenizer.words_cut == 2
+
+
+def test_tokenizer_refuses_left_padding():
+    from hf_longdoc.tokenization import ElementwiseTokenizer
+
+    with pytest.raises(ValueError, match="right only"):
+        ElementwiseTokenizer(elements_per_material=4, max_materials=16, padding_side="left")
+    tokenizer = ElementwiseTokenizer(elements_per_material=4, max_materials=16)
+    with pytest.raises(ValueError, match="right only"):
+        tokenizer(["a b", "a b c d"], padding=True, padding_side="left")
+    tokenizer.padding_side = "left"
+    with pytest.raises(ValueError, match="right only"):
+        tokenizer(["a b", "a b c d"], padding=True)

@@ -23,7 +23,9 @@ the file ships next to a saved tokenizer for `trust_remote_code`.
 
 import numpy as np
 from transformers import BatchEncoding, PreTrainedTokenizer
-from transformers.utils import PaddingStrategy
+from transformers.utils import PaddingStrategy, logging
+
+logger = logging.get_logger(__name__)
 
 PAD_ID, CLS_ID, SEP_ID, MASK_ID = 0, 1, 2, 3
 OFFSET = 4  # byte b has id b + OFFSET
@@ -71,6 +73,12 @@ def text_to_materials(text, v, mode="whitespace", long_word="truncate"):
     return gather_materials(data, starts, np.minimum(lengths, v), v)
 
 
+def count_long_words(text, v):
+    """How many whitespace-separated words of `text` are longer than v bytes (what `long_word="truncate"` cuts)."""
+    starts, ends = word_spans(utf8_bytes(text))
+    return int(np.sum(ends - starts > v))
+
+
 def special_material(token_id, v):
     row = np.zeros((1, v), dtype=np.int64)
     row[0, 0] = token_id
@@ -113,6 +121,9 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
             raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
         if long_word not in LONG_WORDS:
             raise ValueError(f"`long_word` must be one of {LONG_WORDS}, got {long_word!r}.")
+        if kwargs.get("padding_side", "right") != "right":
+            raise ValueError("ElementwiseTokenizer pads on the right only: the model reads a document from its first "
+                             "material; leave `padding_side` as 'right'.")
         self.elements_per_material = elements_per_material
         self.max_materials = max_materials
         self.mode = mode
@@ -163,6 +174,8 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"`{name}` must be a str (or a list of str for a batch), got {type(value).__name__}.")
         v = self.elements_per_material
+        if self.mode == "whitespace" and self.long_word == "truncate":
+            self.report_cut_words(sum(count_long_words(part, v) for part in (text, text_pair) if part is not None))
         first = text_to_materials(text, v, self.mode, self.long_word)
         second = None if text_pair is None else text_to_materials(text_pair, v, self.mode, self.long_word)
         if max_materials is not None:
@@ -180,6 +193,19 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
         if second is not None:
             parts += [second, special_material(SEP_ID, v)]
         return np.concatenate(parts)
+
+    def report_cut_words(self, count):
+        """Add `count` words cut to v bytes to `words_cut` and log the running total: on the first cut, then each
+        time the total doubles (a long corpus is not flooded with one line per document)."""
+        if not count:
+            return
+        before = getattr(self, "words_cut", 0)
+        self.words_cut = before + count
+        if before == 0 or self.words_cut >= 2 * getattr(self, "_words_cut_logged", 1):
+            self._words_cut_logged = self.words_cut
+            logger.warning(f"{self.words_cut} words longer than {self.elements_per_material} bytes cut to their first "
+                           f"{self.elements_per_material} bytes so far (long_word='truncate', the paper's choice); "
+                           "long_word='split' (or mode='bytes') keeps every byte.")
 
     def _materials_limit(self, max_length, truncate):
         if not truncate:
@@ -225,7 +251,11 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
         return BatchEncoding(dict(encoded), tensor_type=return_tensors, prepend_batch_axis=not batched)
 
     def pad(self, encoded_inputs, padding=True, max_length=None, pad_to_multiple_of=None, **kwargs):
-        """`PreTrainedTokenizer.pad`, always in whole materials (lengths rounded up to a multiple of v)."""
+        """`PreTrainedTokenizer.pad`, always in whole materials (lengths rounded up to a multiple of v), and always on
+        the right: the elementwise model reads a document from its first material and refuses left padding."""
+        if (kwargs.get("padding_side") or self.padding_side) == "left":
+            raise ValueError("ElementwiseTokenizer pads on the right only: the model reads a document from its first "
+                             "material; set `padding_side='right'`.")
         v = self.elements_per_material
         if max_length is not None and max_length % v:
             raise ValueError(f"`max_length` ({max_length}) must be a multiple of `elements_per_material` ({v}).")

@@ -56,6 +56,11 @@ class ElementwiseConfig(PretrainedConfig):
         mode (`str`, defaults to `"whitespace"`):
             Must match the tokenizer's: `whitespace` or `bytes` feed elements as they are; `vgram` replaces every
             element by the softmax-weighted sum of the v elements starting at it (Section 6.2).
+        long_word (`str`, defaults to `"truncate"`):
+            What the family's tokenizer (the one `hf-longdoc train` and `compare` build from this config) does in
+            `whitespace` mode with a word longer than v bytes: `"truncate"` keeps its first v bytes (Fig. 2: "longer
+            ones are truncated"), `"split"` makes every v bytes of it a material, so no byte is lost. The model is
+            the same either way. `hf-longdoc train` uses `"split"`.
         use_focus_embeddings (`bool`, *optional*):
             Add the global (per element position) and local (per position inside a material) focus embeddings of
             Section 4.2. Default: on, except in `vgram` mode where the paper leaves them out.
@@ -90,6 +95,7 @@ class ElementwiseConfig(PretrainedConfig):
         element_size=None,
         max_materials=512,
         mode="whitespace",
+        long_word="truncate",
         use_focus_embeddings=None,
         embedding_dropout=0.1,
         use_embedding_layer_norm=True,
@@ -140,6 +146,9 @@ class ElementwiseConfig(PretrainedConfig):
             )
         if mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")
+        if long_word not in ("truncate", "split"):
+            raise ValueError(f"`long_word` must be 'truncate' (the paper) or 'split' (every byte kept), got "
+                             f"{long_word!r}.")
         if pooling is None:
             pooling = "pooler"
         if pooling not in ("pooler", "first_material"):
@@ -154,6 +163,7 @@ class ElementwiseConfig(PretrainedConfig):
         self.element_size = element_size
         self.max_materials = max_materials
         self.mode = mode
+        self.long_word = long_word
         self.use_focus_embeddings = use_focus_embeddings
         self.embedding_dropout = embedding_dropout
         self.use_embedding_layer_norm = use_embedding_layer_norm

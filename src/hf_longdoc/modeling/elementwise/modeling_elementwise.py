@@ -91,6 +91,19 @@ def build_backbone(config):
     return backbone
 
 
+# Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.check_right_padded
+def check_right_padded(mask, unit="token"):
+    """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
+    document from its first position, so a left-padded batch would otherwise change the logits without a word.
+    `mask`: (rows, n) bool, True at real positions."""
+    late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
+    rows = late.any(dim=1).nonzero().flatten().tolist()
+    if rows:
+        raise ValueError(f"Rows {rows} of `attention_mask` have padding before real {unit}s (left padding?): this "
+                         f"model reads a document from its first {unit}; pad on the right "
+                         "(`tokenizer.padding_side = \"right\"`).")
+
+
 def vgram_pool(e, element_mask, s, v):
     """Section 6.2: each element becomes Σ_{j<v} α_j e_{t+j} with α = softmax_j(e_{t+j}·s) over its window.
 
@@ -277,6 +290,7 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         if empty:
             raise ValueError(f"Rows {empty} of `attention_mask` have no real element (all padding); drop empty "
                              "documents from the batch.")
+        check_right_padded(mask.view(b, L // v, v).any(dim=-1), unit="material")
         return mask
 
     @can_return_tuple

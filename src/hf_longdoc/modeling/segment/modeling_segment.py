@@ -75,6 +75,19 @@ def check_labels(labels, logits, config):
         raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
+# Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.check_right_padded
+def check_right_padded(mask, unit="token"):
+    """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
+    document from its first position, so a left-padded batch would otherwise change the logits without a word.
+    `mask`: (rows, n) bool, True at real positions."""
+    late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
+    rows = late.any(dim=1).nonzero().flatten().tolist()
+    if rows:
+        raise ValueError(f"Rows {rows} of `attention_mask` have padding before real {unit}s (left padding?): this "
+                         f"model reads a document from its first {unit}; pad on the right "
+                         "(`tokenizer.padding_side = \"right\"`).")
+
+
 def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id):
     """Flat documents (b, n) -> segments (b, m, L) with [CLS] x [SEP] each, their masks, and which are present.
 
@@ -293,6 +306,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             if empty:
                 raise ValueError(f"Rows {empty} of `attention_mask` have no real token (all padding); drop empty "
                                  "documents from the batch.")
+            check_right_padded(attention_mask.bool().flatten(0, -2))  # every document, or every given segment
 
     def segments(self, input_ids, attention_mask):
         """(segments, mask, present) from flat (b, n) documents or pre-segmented (b, m, L) input."""

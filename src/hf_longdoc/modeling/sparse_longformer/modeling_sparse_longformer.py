@@ -109,6 +109,18 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     return mask
 
 
+def check_right_padded(mask, unit="token"):
+    """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
+    document from its first position, so a left-padded batch would otherwise change the logits without a word.
+    `mask`: (rows, n) bool, True at real positions."""
+    late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
+    rows = late.any(dim=1).nonzero().flatten().tolist()
+    if rows:
+        raise ValueError(f"Rows {rows} of `attention_mask` have padding before real {unit}s (left padding?): this "
+                         f"model reads a document from its first {unit}; pad on the right "
+                         "(`tokenizer.padding_side = \"right\"`).")
+
+
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_vocabulary_range
 def check_vocabulary_range(input_ids, vocab_size):
     """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
@@ -342,6 +354,7 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
             keep_what_the_model_reads(limit, "tokens", input_ids, attention_mask, global_attention_mask,
                                       token_type_ids, position_ids, inputs_embeds)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
+        check_right_padded(real)
         self.check_inputs(input_ids, global_attention_mask, real)
         config = self.config
         output_attentions = config.output_attentions if output_attentions is None else output_attentions
