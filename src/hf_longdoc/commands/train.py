@@ -27,6 +27,9 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
+    parser.add_argument("--lr-scheduler", default=None, metavar="NAME",
+                        help="a Transformers schedule (linear, cosine, constant_with_warmup, ...); None: constant "
+                             "after the warm-up with --backbone, else linear")
     parser.add_argument("--task-size", type=int, default=None,
                         help="built-in task: number of training documents (None: the task's default)")
     parser.add_argument("--task-words", default=None,
@@ -53,6 +56,7 @@ def run(args):
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
+        lr_scheduler=args.lr_scheduler,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

@@ -108,6 +108,8 @@ class ContextualizerConfig(PretrainedConfig):
         if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(pad_token_id=pad_token_id, **kwargs)
+        if self.num_labels < 1:
+            raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 
     @classmethod
     def from_paper(cls, size="0.5M", **kwargs):

@@ -239,6 +239,12 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
+        vocab = getattr(config.backbone_config, "vocab_size", None)
+        for name in ("cls_token_id", "sep_token_id", "pad_token_id"):
+            value = getattr(config, name)
+            if vocab is not None and value is not None and not 0 <= value < vocab:
+                raise ValueError(f"`{name}` ({value}) is outside the backbone's vocabulary of {vocab} ids; set the ids "
+                                 "of the tokenizer the backbone uses (`cls_token_id=tokenizer.cls_token_id`, ...).")
         self.backbone = backbone_without_pooler(config.backbone_config)
         self.post_init()
 

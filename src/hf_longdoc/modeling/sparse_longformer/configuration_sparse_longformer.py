@@ -100,10 +100,21 @@ class SparseLongformerConfig(LongformerConfig):
         self.excluded_token_ids = list(excluded_token_ids) if excluded_token_ids is not None else None
         self.attention_backend = attention_backend
         super().__init__(**kwargs)
+        if self.num_labels < 1:
+            raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 
     @staticmethod
     def _check_longformer_sizes(kwargs):
         """The errors Longformer would raise as bare asserts deep in the model, raised here with what to change."""
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                     "max_position_embeddings", "type_vocab_size"):
+            value = kwargs.get(name, 1)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = kwargs.get(name, 0.0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ValueError(f"`{name}` must be a number in [0, 1), got {value!r}.")
         hidden, heads = kwargs["hidden_size"], kwargs["num_attention_heads"]
         if hidden % heads:
             raise ValueError(f"`hidden_size` ({hidden}) must be a multiple of `num_attention_heads` ({heads}).")
