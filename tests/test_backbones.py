@@ -52,6 +52,10 @@ def test_train_from_a_backbone_saves_its_tokenizer_cut_where_the_model_stops_rea
     assert "reads at most 66 tokens" in caplog.text
     assert json.loads((out / "metrics.json").read_text())["max_length"] == 66
     assert saved.get_vocab() == AutoTokenizer.from_pretrained(pretrained).get_vocab()  # no WordPiece fitted
+    arguments = json.loads((out / "training_args.json").read_text())
+    assert arguments["lr_scheduler_type"] == "constant_with_warmup"  # a fine-tune keeps its rate after the warm-up
+    card = (out / "README.md").read_text()
+    assert "| schedule | constant_with_warmup |" in card and f"Fine-tuned from the pretrained `{pretrained}`" in card
 
 
 def test_bad_backbones_fail_before_any_data_is_made(pretrained, tmp_path, capsys):

@@ -35,6 +35,16 @@ def test_train_writes_model_tokenizer_metrics_and_card(trained):
     card = (trained / "README.md").read_text()
     assert "Contextualizer: Connecting the Dots of Context" in card and "trust_remote_code=True" in card
     assert "accuracy" in card and "10.3390/info13060290" in card
+    # the card's YAML as Hub users expect it, and the hyperparameters and test-set size in its text
+    from huggingface_hub import ModelCard
+
+    data = ModelCard(card).data.to_dict()
+    assert data["license"] and data["pipeline_tag"] == "text-classification" and "accuracy" in data["metrics"]
+    (result,) = data["model-index"][0]["results"]
+    assert {metric["type"] for metric in result["metrics"]} >= {"accuracy", "macro_f1"}
+    assert result["dataset"]["split"] == "test"
+    assert metrics["sizes"]["test"] == 40 and "Test split (40 documents)" in card
+    assert "| learning rate | 0.002 |" in card and "| max length (input ids read) | 2048 |" in card
 
 
 def test_pipeline_reads_long_documents_without_silent_truncation(trained):

@@ -201,3 +201,16 @@ def test_invalid_utf8_names_the_file_and_line(tmp_path):
     path.write_bytes(b'{"text": "fine", "label": "a"}\n{"text": "caf\xe9", "label": "b"}\n')
     with pytest.raises(DatasetError, match=r"latin1.jsonl, line 2: byte 0xe9 at column 14 is not UTF-8"):
         load_text_classification_dataset(str(path))
+
+
+def test_an_unreachable_hub_is_reported_at_once(monkeypatch):
+    """Offline, a Hub id fails in well under the libraries' ~40 s of retries, saying what to do instead."""
+    import time
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    start = time.perf_counter()
+    with pytest.raises(DatasetError, match="cannot be reached.*HF_HUB_OFFLINE=1"):
+        load_text_classification_dataset("someone/no-such-dataset")
+    assert time.perf_counter() - start < 10

@@ -10,7 +10,7 @@ import os
 import shutil
 import tempfile
 
-from huggingface_hub import HfApi, ModelCard, ModelCardData
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
@@ -34,6 +34,10 @@ This is a **{family}** model from [hf_longdoc](https://pypi.org/project/hf-longd
 ## Training data
 
 {training_data}
+
+## Training procedure
+
+{procedure}
 
 ## Evaluation
 
@@ -72,13 +76,45 @@ def _architecture(config, family):
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
-def _evaluation(metrics):
-    if not metrics:
-        return "No evaluation was recorded."
+def _scores(metrics):
+    """The metric values of a test result (runtimes, throughput and the document count left out)."""
     timing = ("runtime", "per_second")
-    rows = [f"| {name} | {value:.4f} |" for name, value in sorted(metrics.items())
-            if isinstance(value, (int, float)) and not any(word in name for word in timing)]
-    return "Test split:\n\n| metric | value |\n|---|---|\n" + "\n".join(rows)
+    return {name: value for name, value in sorted((metrics or {}).items())
+            if isinstance(value, (int, float)) and name not in ("documents", "loss", "epoch")
+            and not any(word in name for word in timing)}
+
+
+def _evaluation(metrics, sizes):
+    scores = _scores(metrics)
+    if not scores:
+        return "No evaluation was recorded."
+    documents = f" ({sizes['test']} documents)" if sizes.get("test") else ""
+    rows = [f"| {name} | {value:.4f} |" for name, value in scores.items()]
+    return f"Test split{documents}:\n\n| metric | value |\n|---|---|\n" + "\n".join(rows)
+
+
+PROCEDURE_ARGUMENTS = (("learning_rate", "learning rate"), ("lr_scheduler_type", "schedule"),
+                       ("warmup_steps", "warm-up (fraction of the steps when below 1)"),
+                       ("per_device_train_batch_size", "batch size"), ("num_train_epochs", "epochs"),
+                       ("weight_decay", "weight decay"), ("seed", "seed"))
+
+
+def _procedure(output_dir, recorded):
+    """The hyperparameters of the run: `training_args.json` (written by `hf-longdoc train`) and the documents read."""
+    rows = []
+    if recorded.get("max_length"):
+        rows.append(f"| max length (input ids read) | {recorded['max_length']} |")
+    arguments_path = os.path.join(output_dir, "training_args.json")
+    if os.path.isfile(arguments_path):
+        with open(arguments_path) as f:
+            arguments = json.load(f)
+        rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
+    sizes = recorded.get("sizes", {})
+    rows += [f"| {split} documents | {count} |" for split, count in sizes.items()]
+    if not rows:
+        return "Not recorded."
+    return ("Trained with `transformers.Trainer` (AdamW) by `hf-longdoc train`:\n\n| setting | value |\n|---|---|\n"
+            + "\n".join(rows))
 
 
 def _reading(output_dir, config, family):
@@ -101,11 +137,16 @@ def _is_hub_id(name):
     return bool(name) and name.count("/") == 1 and not os.path.splitext(name)[1] and not os.path.exists(name)
 
 
-def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, training_data=None):
-    """A `huggingface_hub.ModelCard` for the model saved in `output_dir` (metrics default to its metrics.json)."""
+def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, training_data=None,
+                    license="apache-2.0"):
+    """A `huggingface_hub.ModelCard` for the model saved in `output_dir` (metrics default to its metrics.json): YAML
+    with the license, datasets and base model (when they are Hub ids), metrics and a `model-index` of the test
+    results; the hyperparameters, the test-set size, how much of a document the model reads, how to load it (with
+    and without hf_longdoc) and the paper's citation."""
     config = AutoConfig.from_pretrained(output_dir)
     family = family_of_config(config)
     metrics_path = os.path.join(output_dir, "metrics.json")
+    recorded = {}
     if os.path.isfile(metrics_path):  # written by `hf-longdoc train`
         with open(metrics_path) as f:
             recorded = json.load(f)
@@ -115,22 +156,33 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
             training_data = (f"Fine-tuned from the pretrained `{recorded['backbone']}` on `{dataset_name}`."
                              if dataset_name else f"Fine-tuned from the pretrained `{recorded['backbone']}`.")
     repo_id = repo_id or f"your-name/{family.name}-model"
+    name = repo_id.split("/")[-1]
+    scores = _scores(metrics)
+    results = [EvalResult(task_type="text-classification", dataset_type=dataset_name if _is_hub_id(dataset_name)
+                          else "custom", dataset_name=dataset_name or "unrecorded", dataset_split="test",
+                          metric_type=metric, metric_value=value) for metric, value in scores.items()]
+    backbone = recorded.get("backbone")
     card_data = ModelCardData(
         library_name="transformers",
+        license=license,
         pipeline_tag="text-classification",
         tags=["hf_longdoc", family.name, "long-document-classification"],
         datasets=[dataset_name] if _is_hub_id(dataset_name) else None,
-        model_name=repo_id.split("/")[-1],
+        base_model=backbone if _is_hub_id(backbone) else None,
+        metrics=sorted({metric.split("_")[-1] for metric in scores}) or None,
+        model_name=name,
+        eval_results=results or None,
     )
     text = CARD_TEMPLATE.format(
         card_data=card_data.to_yaml(),
-        title=repo_id.split("/")[-1],
+        title=name,
         summary=family.summary,
         family=family.name,
         paper_title=family.paper_title,
         architecture=_architecture(config, family),
         training_data=training_data or (f"`{dataset_name}`" if dataset_name else "Not recorded."),
-        evaluation=_evaluation(metrics),
+        procedure=_procedure(output_dir, recorded),
+        evaluation=_evaluation(metrics, recorded.get("sizes", {})),
         reading=_reading(output_dir, config, family),
         limits=family.card_limits,
         repo_id=repo_id,

@@ -20,6 +20,7 @@ from transformers import (
 )
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, tokenize
+from .data.loading import require_hub
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
 from .modeling import FAMILIES, Family, get_family
@@ -197,6 +198,8 @@ def check_backbone_folder(backbone):
     if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
                          "`save_pretrained` (model and tokenizer) or a Hub id.")
+    if not looks_local:
+        require_hub("`backbone` (--backbone)", backbone)
 
 
 def fit_statistics(family, model, train_input_ids, tokenizer):
@@ -326,6 +329,7 @@ def train(
         "dataset": dataset_name,
         "max_length": max_length,
         "backbone": backbone,
+        "sizes": {split: len(part) for split, part in encoded.items()},
         "test": without_prefix(test, "test"),
         "validation": without_prefix(validation, "validation"),
     }
