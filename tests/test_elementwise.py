@@ -279,3 +279,16 @@ def test_tokenizer_refuses_left_padding():
     tokenizer.padding_side = "left"
     with pytest.raises(ValueError, match="right only"):
         tokenizer(["a b", "a b c d"], padding=True)
+
+
+def test_standard_size_names_set_the_backbone_before_w_is_split():
+    """`--config hidden_size=32` (the CLI) resizes the backbone, and c = w / v follows; before, c kept the default
+    backbone's width and the forward failed on a shape mismatch."""
+    from hf_longdoc.modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification
+
+    config = ElementwiseConfig(hidden_size=32, num_hidden_layers=1, max_materials=16)
+    assert config.backbone_config.hidden_size == 32 and config.element_size == 32 // config.elements_per_material
+    model = ElementwiseForSequenceClassification(config).eval()
+    ids = torch.randint(4, 260, (2, 16 * config.elements_per_material))
+    assert model(ids).logits.shape == (2, 2)
+    assert ElementwiseConfig.from_dict(config.to_dict()).element_size == config.element_size

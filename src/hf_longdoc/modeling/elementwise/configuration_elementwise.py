@@ -3,6 +3,8 @@
 Self-contained (Hub rule): imports only transformers and the standard library.
 """
 
+import copy
+
 from transformers import AutoConfig, PretrainedConfig
 
 MODES = ("whitespace", "bytes", "vgram")
@@ -70,6 +72,8 @@ class ElementwiseConfig(PretrainedConfig):
             LayerNorm on the materials before the backbone (Section 4.2).
         allow_head_mismatch (`bool`, defaults to `False`):
             Permit a backbone whose heads differ from v (the ablation of Section 6.2's footnote).
+        hidden_size / num_hidden_layers / num_attention_heads (`int`, *optional*):
+            Set the backbone's sizes of those names (before w = v·c is split), as `--config hidden_size=...` does.
         layer_norm_eps (`float`, defaults to 1e-12), initializer_range (`float`, defaults to 0.02):
             As in BERT.
         classifier_dropout (`float`, *optional*):
@@ -111,6 +115,12 @@ class ElementwiseConfig(PretrainedConfig):
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 8, "intermediate_size": 1024, "max_position_embeddings": 512}
         backbone_config = backbone_config_from(backbone_config)
+        sizes = {name: kwargs.pop(name) for name in ("hidden_size", "num_hidden_layers", "num_attention_heads")
+                 if name in kwargs}
+        if sizes:  # the standard size names are the backbone's: set them before anything is derived from them
+            backbone_config = copy.deepcopy(backbone_config)
+            for name, value in sizes.items():
+                setattr(backbone_config, name, value)
         v = elements_per_material
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"`elements_per_material` must be a positive integer, got {v!r}.")

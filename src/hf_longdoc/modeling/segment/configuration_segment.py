@@ -5,6 +5,8 @@ representations (Base / Cat / RNN / ATT / ablated ATT, Eq. 1-7).
 Self-contained (Hub rule): imports only transformers and the standard library.
 """
 
+import copy
+
 from transformers import AutoConfig, PretrainedConfig
 
 VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
@@ -64,6 +66,8 @@ class SegmentLMConfig(PretrainedConfig):
         segments_per_pass (`int`, defaults to 16):
             The most segments one backbone pass encodes without gradient or under checkpointing (`full` mode), so
             peak training memory does not grow with m or the batch's segments; larger is faster on a GPU.
+        hidden_size / num_hidden_layers / vocab_size (`int`, *optional*):
+            Set the backbone's sizes of those names (before q defaults to d), as `--config hidden_size=...` does.
         classifier_dropout (`float`, defaults to 0.1):
             Dropout before the final linear layer (Section 4).
         cls_token_id / sep_token_id (`int`, *optional*):
@@ -98,6 +102,12 @@ class SegmentLMConfig(PretrainedConfig):
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512}
         backbone_config = backbone_config_from(backbone_config)
+        sizes = {name: kwargs.pop(name) for name in ("hidden_size", "num_hidden_layers", "vocab_size")
+                 if name in kwargs}
+        if sizes:  # the standard size names are the backbone's: set them before anything is derived from them
+            backbone_config = copy.deepcopy(backbone_config)
+            for name, value in sizes.items():
+                setattr(backbone_config, name, value)
         for name, value, choices in (("variant", variant, VARIANTS),
                                      ("attention_activation", attention_activation, ATTENTION_ACTIVATIONS),
                                      ("gradient_mode", gradient_mode, GRADIENT_MODES)):
