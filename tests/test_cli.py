@@ -318,3 +318,18 @@ def test_push_never_writes_into_the_model_folder_or_over_a_folder(trained, tmp_p
     assert "not an empty folder" in capsys.readouterr().err and (occupied / "keep.txt").read_text() == "keep"
     assert main(["push", str(trained), "--repo-id", "a/b/c", "--dry-run"]) == 2
     assert "repo_id" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model,setting,name", [
+    ("sparse_longformer", "num_attention_heads=0", "num_attention_heads"),
+    ("sparse_longformer", "hidden_size=-4", "hidden_size"),
+    ("sparse_longformer", "vocab_size=0", "vocab_size"),
+    ("slstm", "hidden_size=0", "hidden_size"),
+    ("segment_lm", "num_segments=0", "num_segments"),
+    ("elementwise", "elements_per_material=3", "elements_per_material"),
+])
+def test_impossible_configs_fail_before_any_data_is_made(tmp_path, model, setting, name, capsys):
+    output = tmp_path / "out"
+    assert main(["train", "--model", model, "--config", setting, "--output-dir", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert f"`{name}`" in err and "Traceback" not in err and not output.exists()

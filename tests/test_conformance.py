@@ -342,3 +342,8 @@ def test_a_document_without_content_gets_a_prediction_alone_and_in_a_batch(famil
     loss = model.train()(**batch, labels=torch.tensor([0, 1, 2])).loss
     loss.backward()
     assert torch.isfinite(loss)
+
+
+def test_a_classifier_needs_at_least_one_label(family):
+    with pytest.raises(ValueError, match="num_labels"):
+        family.config(num_labels=0)
