@@ -34,6 +34,9 @@ EXPECTED_COPIES = {
         "modeling/elementwise/modeling_elementwise.py",
         "modeling/segment/modeling_segment.py",
     },
+    "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_with_sizes": {
+        "modeling/segment/configuration_segment.py",
+    },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from": {
         "modeling/segment/configuration_segment.py",
     },

@@ -38,6 +38,18 @@ def backbone_config_from(value):
     return value
 
 
+def backbone_with_sizes(backbone_config, kwargs, names):
+    """`backbone_config` with the sizes in `kwargs` under the standard `names` (popped from it) set on a copy: a
+    config's `hidden_size` is its backbone's, so it must be set before anything is derived from it."""
+    sizes = {name: kwargs.pop(name) for name in names if name in kwargs}
+    if not sizes:
+        return backbone_config
+    backbone_config = copy.deepcopy(backbone_config)
+    for name, value in sizes.items():
+        setattr(backbone_config, name, value)
+    return backbone_config
+
+
 class ElementwiseConfig(PretrainedConfig):
     r"""
     Configuration of an [`ElementwiseModel`]: an element embedding table of 260 × c replaces the backbone's token
@@ -114,13 +126,8 @@ class ElementwiseConfig(PretrainedConfig):
         if backbone_config is None:
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 8, "intermediate_size": 1024, "max_position_embeddings": 512}
-        backbone_config = backbone_config_from(backbone_config)
-        sizes = {name: kwargs.pop(name) for name in ("hidden_size", "num_hidden_layers", "num_attention_heads")
-                 if name in kwargs}
-        if sizes:  # the standard size names are the backbone's: set them before anything is derived from them
-            backbone_config = copy.deepcopy(backbone_config)
-            for name, value in sizes.items():
-                setattr(backbone_config, name, value)
+        backbone_config = backbone_with_sizes(backbone_config_from(backbone_config), kwargs,
+                                              ("hidden_size", "num_hidden_layers", "num_attention_heads"))
         v = elements_per_material
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"`elements_per_material` must be a positive integer, got {v!r}.")

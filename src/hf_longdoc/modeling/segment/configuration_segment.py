@@ -28,6 +28,19 @@ def backbone_config_from(value):
     return value
 
 
+# Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_with_sizes
+def backbone_with_sizes(backbone_config, kwargs, names):
+    """`backbone_config` with the sizes in `kwargs` under the standard `names` (popped from it) set on a copy: a
+    config's `hidden_size` is its backbone's, so it must be set before anything is derived from it."""
+    sizes = {name: kwargs.pop(name) for name in names if name in kwargs}
+    if not sizes:
+        return backbone_config
+    backbone_config = copy.deepcopy(backbone_config)
+    for name, value in sizes.items():
+        setattr(backbone_config, name, value)
+    return backbone_config
+
+
 class SegmentLMConfig(PretrainedConfig):
     r"""
     Configuration of a segment LM. The defaults build a small BERT backbone that trains on CPU.
@@ -101,13 +114,8 @@ class SegmentLMConfig(PretrainedConfig):
         if backbone_config is None:
             backbone_config = {"model_type": "bert", "hidden_size": 256, "num_hidden_layers": 4,
                                "num_attention_heads": 4, "intermediate_size": 1024, "max_position_embeddings": 512}
-        backbone_config = backbone_config_from(backbone_config)
-        sizes = {name: kwargs.pop(name) for name in ("hidden_size", "num_hidden_layers", "vocab_size")
-                 if name in kwargs}
-        if sizes:  # the standard size names are the backbone's: set them before anything is derived from them
-            backbone_config = copy.deepcopy(backbone_config)
-            for name, value in sizes.items():
-                setattr(backbone_config, name, value)
+        backbone_config = backbone_with_sizes(backbone_config_from(backbone_config), kwargs,
+                                              ("hidden_size", "num_hidden_layers", "vocab_size"))
         for name, value, choices in (("variant", variant, VARIANTS),
                                      ("attention_activation", attention_activation, ATTENTION_ACTIVATIONS),
                                      ("gradient_mode", gradient_mode, GRADIENT_MODES)):
