@@ -29,7 +29,7 @@ def test_train_writes_model_tokenizer_metrics_and_card(trained):
     assert not any(name.startswith("checkpoint-") or name.endswith((".bin", ".pkl", ".pt")) for name in files)
     assert "training_args.json" in files
     metrics = json.loads((trained / "metrics.json").read_text())
-    assert {"accuracy", "macro_f1", "micro_f1"} <= set(metrics["test"])
+    assert {"accuracy", "macro_f1", "micro_f1"} <= set(metrics["test"]) and "" not in metrics["test"]
     config = json.loads((trained / "config.json").read_text())
     assert config["hidden_size"] == 32 and config["id2label"]["0"] == "topic_0"
     card = (trained / "README.md").read_text()
