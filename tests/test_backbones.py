@@ -46,14 +46,14 @@ def test_train_from_a_backbone_saves_its_tokenizer_cut_where_the_model_stops_rea
     out = tmp_path / "segment"
     assert main(["train", "--model", "segment_lm", "--backbone", pretrained, "--task-size", "16", "--epochs", "1",
                  "--max-length", "200", "--config", "segment_length=34", "num_segments=2", "variant=rnn",
-                 "--output-dir", str(out)]) == 0
+                 "--lr-scheduler", "constant_with_warmup", "--output-dir", str(out)]) == 0
     saved = AutoTokenizer.from_pretrained(out)
     assert saved.model_max_length == 2 * (34 - 2) + 2  # m·(L − 2) content tokens plus [CLS] and [SEP]
     assert "reads at most 66 tokens" in caplog.text
     assert json.loads((out / "metrics.json").read_text())["max_length"] == 66
     assert saved.get_vocab() == AutoTokenizer.from_pretrained(pretrained).get_vocab()  # no WordPiece fitted
     arguments = json.loads((out / "training_args.json").read_text())
-    assert arguments["lr_scheduler_type"] == "constant_with_warmup"  # a fine-tune keeps its rate after the warm-up
+    assert arguments["lr_scheduler_type"] == "constant_with_warmup"  # --lr-scheduler reaches Trainer
     card = (out / "README.md").read_text()
     assert "| schedule | constant_with_warmup |" in card and f"Fine-tuned from the pretrained `{pretrained}`" in card
 

@@ -28,19 +28,6 @@ from .modeling import FAMILIES, Family, get_family
 logger = logging.getLogger(__name__)
 
 
-# A pretrained LM fine-tuned for an epoch or two keeps its rate after the warm-up: a linear decay spends the second half
-# of a one-epoch run at rates too small to move it (MiniLM, evidence past token 512: .64 linear, .79 constant).
-FINE_TUNING_SCHEDULE = "constant_with_warmup"
-
-
-def schedule_for(backbone, lr_scheduler=None):
-    """The learning-rate schedule of a run: `lr_scheduler` when given, else constant after the warm-up around a
-    pretrained `backbone` and linear decay from scratch."""
-    if lr_scheduler is not None:
-        return lr_scheduler
-    return FINE_TUNING_SCHEDULE if backbone is not None else "linear"
-
-
 def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, **overrides):
     """The `TrainingArguments` every hf_longdoc run starts from: linear schedule with 10% warm-up, weight decay 0.01,
     seeded data order, no reporting, the CPU when there is no GPU; `overrides` add or replace any argument."""
@@ -109,7 +96,7 @@ def empty_output_dir(output_dir):
     os.makedirs(output_dir, exist_ok=True)
 
 
-def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler=None):
+def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear"):
     """A ValueError naming the argument (and its CLI flag) for a length, epoch count, batch or rate a run cannot use,
     before anything is loaded: `max_length` 0 or 1 would silently turn truncation off, a negative one overflow."""
     def fail(name, flag, rule, value):
@@ -125,7 +112,7 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
                                       or not learning_rate > 0):
         fail("learning_rate", "learning-rate", "a positive number", learning_rate)
     schedules = [kind.value for kind in SchedulerType]
-    if lr_scheduler is not None and lr_scheduler not in schedules:
+    if lr_scheduler not in schedules:
         fail("lr_scheduler", "lr-scheduler", f"one of {', '.join(schedules)}", lr_scheduler)
 
 
@@ -238,7 +225,7 @@ def train(
     backbone=None,
     overwrite=False,
     resume=False,
-    lr_scheduler=None,
+    lr_scheduler="linear",
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
@@ -248,8 +235,8 @@ def train(
     starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given);
     `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
     `output_dir` must be new, empty or an earlier run (see `check_output_dir` for `overwrite` and `resume`).
-    `lr_scheduler` is a Transformers schedule name (None: `schedule_for`: constant after the warm-up with a backbone,
-    linear decay from scratch).
+    `lr_scheduler` is a Transformers schedule name (after a 10% warm-up; linear decay by default, as the papers
+    fine-tune).
     Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
     LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
     """
@@ -308,7 +295,7 @@ def train(
         logger.info("Resuming the run in %s from %s.", output_dir, checkpoint)
     args = training_arguments(
         output_dir, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,
-        lr_scheduler_type=schedule_for(backbone, lr_scheduler),
+        lr_scheduler_type=lr_scheduler,
         eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
         metric_for_best_model="micro_f1" if multi_label else "accuracy", greater_is_better=True, logging_steps=20,
     )

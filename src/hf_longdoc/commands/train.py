@@ -27,9 +27,9 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
-    parser.add_argument("--lr-scheduler", default=None, metavar="NAME",
-                        help="a Transformers schedule (linear, cosine, constant_with_warmup, ...); None: constant "
-                             "after the warm-up with --backbone, else linear")
+    parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
+                        help="a Transformers schedule after the 10%% warm-up (linear, cosine, "
+                             "constant_with_warmup, ...)")
     parser.add_argument("--task-size", type=int, default=None,
                         help="built-in task: number of training documents (None: the task's default)")
     parser.add_argument("--task-words", default=None,

@@ -46,7 +46,6 @@ from ..training import (
     check_backbone_folder,
     fit_statistics,
     label_settings,
-    schedule_for,
     training_arguments,
 )
 from .baselines import build_baseline, parse_baseline, tfidf_classifier
@@ -284,8 +283,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     if spec.family is not None:
         fit_statistics(spec.family, model, encoded["train"]["input_ids"], tokenizer)
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
-                              lr_scheduler_type=schedule_for(settings.backbone), save_strategy="no", eval_strategy="no",
-                              logging_strategy="no", disable_tqdm=True)
+                              save_strategy="no", eval_strategy="no", logging_strategy="no", disable_tqdm=True)
     trainer = Trainer(model=model, args=args, train_dataset=encoded["train"],
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn())
     device = trainer.args.device
