@@ -92,6 +92,8 @@ def test_compare_cli_errors_name_the_argument(capsys):
     assert "MODEL.KEY=VALUE" in capsys.readouterr().err
     assert main(["compare", "--models", "slstm", "--baselines", "", "--evidence", "everywhere"]) == 2
     assert "evidence" in capsys.readouterr().err
+    assert main(["compare", "--models", "slstm", "--baselines", "", "--lr-scheduler", "cosinus"]) == 2
+    assert "--lr-scheduler" in capsys.readouterr().err
 
 
 def test_compare_defaults_to_the_builtin_task_at_the_task_size(tmp_path):

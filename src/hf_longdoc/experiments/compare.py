@@ -31,6 +31,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
+    SchedulerType,
     Trainer,
     set_seed,
 )
@@ -74,6 +75,7 @@ class CompareSettings:
     # one rate for every model: from scratch with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238
     # after 2 epochs) where 1e-3 reaches 0.929; None: each family's `hf-longdoc train` default (baselines 1e-4)
     learning_rate: float | None = 1e-3
+    lr_scheduler: str = "linear"  # a Transformers schedule after the 10% warm-up
     vocab_size: int = 8000
     window: int = 128  # Longformer-type models: attention window
     segment_length: int = 128  # segment LMs: tokens per segment
@@ -283,7 +285,8 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     if spec.family is not None:
         fit_statistics(spec.family, model, encoded["train"]["input_ids"], tokenizer)
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
-                              save_strategy="no", eval_strategy="no", logging_strategy="no", disable_tqdm=True)
+                              lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
+                              logging_strategy="no", disable_tqdm=True)
     trainer = Trainer(model=model, args=args, train_dataset=encoded["train"],
                       data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn())
     device = trainer.args.device
@@ -321,6 +324,10 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     specs = parse_models(list(models), list(baselines))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
+    schedules = [kind.value for kind in SchedulerType]
+    if settings.lr_scheduler not in schedules:
+        raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
+                         f"{settings.lr_scheduler!r}.")
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
