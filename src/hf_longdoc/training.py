@@ -111,9 +111,15 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
     if learning_rate is not None and (isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float))
                                       or not learning_rate > 0):
         fail("learning_rate", "learning-rate", "a positive number", learning_rate)
+    check_lr_scheduler(lr_scheduler)
+
+
+def check_lr_scheduler(lr_scheduler):
+    """A ValueError naming `lr_scheduler` (--lr-scheduler) unless it is a Transformers schedule name."""
     schedules = [kind.value for kind in SchedulerType]
     if lr_scheduler not in schedules:
-        fail("lr_scheduler", "lr-scheduler", f"one of {', '.join(schedules)}", lr_scheduler)
+        raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
+                         f"{lr_scheduler!r}.")
 
 
 def label_settings(label_names, multi_label):

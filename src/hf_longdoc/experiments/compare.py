@@ -31,7 +31,6 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    SchedulerType,
     Trainer,
     set_seed,
 )
@@ -45,6 +44,7 @@ from ..training import (
     build_model,
     check_backbone,
     check_backbone_folder,
+    check_lr_scheduler,
     fit_statistics,
     label_settings,
     training_arguments,
@@ -324,10 +324,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     specs = parse_models(list(models), list(baselines))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
-    schedules = [kind.value for kind in SchedulerType]
-    if settings.lr_scheduler not in schedules:
-        raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
-                         f"{settings.lr_scheduler!r}.")
+    check_lr_scheduler(settings.lr_scheduler)
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
