@@ -58,10 +58,16 @@ def gather_materials(data, starts, lengths, v):
 
 def text_to_materials(text, v, mode="whitespace", long_word="truncate"):
     """The content materials of one text, (k, v) int64, no special materials."""
+    return materials_and_cut_words(text, v, mode, long_word)[0]
+
+
+def materials_and_cut_words(text, v, mode="whitespace", long_word="truncate"):
+    """(materials, words cut): the content materials of one text, and how many of its words were longer than v bytes
+    and lost their tail (`whitespace` mode with `long_word="truncate"`; 0 otherwise), from one pass over the bytes."""
     data = utf8_bytes(text)
     if mode in ("bytes", "vgram"):
         starts = np.arange(0, len(data), v)
-        return gather_materials(data, starts, np.minimum(len(data) - starts, v), v)
+        return gather_materials(data, starts, np.minimum(len(data) - starts, v), v), 0
     starts, ends = word_spans(data)
     lengths = ends - starts
     if long_word == "split":  # every chunk of v bytes of a long word is a material of its own
@@ -69,14 +75,8 @@ def text_to_materials(text, v, mode="whitespace", long_word="truncate"):
         first = np.repeat(np.cumsum(chunks) - chunks, chunks)
         offsets = (np.arange(chunks.sum()) - first) * v  # position of each chunk inside its word
         word_starts, word_lengths = np.repeat(starts, chunks), np.repeat(lengths, chunks)
-        return gather_materials(data, word_starts + offsets, np.minimum(word_lengths - offsets, v), v)
-    return gather_materials(data, starts, np.minimum(lengths, v), v)
-
-
-def count_long_words(text, v):
-    """How many whitespace-separated words of `text` are longer than v bytes (what `long_word="truncate"` cuts)."""
-    starts, ends = word_spans(utf8_bytes(text))
-    return int(np.sum(ends - starts > v))
+        return gather_materials(data, word_starts + offsets, np.minimum(word_lengths - offsets, v), v), 0
+    return gather_materials(data, starts, np.minimum(lengths, v), v), int(np.sum(lengths > v))
 
 
 def special_material(token_id, v):
@@ -174,10 +174,12 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
             if value is not None and not isinstance(value, str):
                 raise TypeError(f"`{name}` must be a str (or a list of str for a batch), got {type(value).__name__}.")
         v = self.elements_per_material
-        if self.mode == "whitespace" and self.long_word == "truncate":
-            self.report_cut_words(sum(count_long_words(part, v) for part in (text, text_pair) if part is not None))
-        first = text_to_materials(text, v, self.mode, self.long_word)
-        second = None if text_pair is None else text_to_materials(text_pair, v, self.mode, self.long_word)
+        first, cut = materials_and_cut_words(text, v, self.mode, self.long_word)
+        second = None
+        if text_pair is not None:
+            second, cut_in_pair = materials_and_cut_words(text_pair, v, self.mode, self.long_word)
+            cut += cut_in_pair
+        self.report_cut_words(cut)
         if max_materials is not None:
             specials = (1 + (1 if second is None else 2)) if add_special_tokens else 0
             budget = max_materials - specials
