@@ -33,6 +33,8 @@ MODES = ("whitespace", "bytes", "vgram")
 LONG_WORDS = ("truncate", "split")
 ASCII_WHITESPACE = np.array([9, 10, 11, 12, 13, 32], dtype=np.uint8)
 SPECIAL_TOKENS = {PAD_ID: "[PAD]", CLS_ID: "[CLS]", SEP_ID: "[SEP]", MASK_ID: "[MASK]"}
+RIGHT_PADDING_ONLY = ("ElementwiseTokenizer pads on the right only: the model reads a document from its first "
+                      "material; use `padding_side='right'`.")
 
 
 def utf8_bytes(text):
@@ -122,8 +124,7 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
         if long_word not in LONG_WORDS:
             raise ValueError(f"`long_word` must be one of {LONG_WORDS}, got {long_word!r}.")
         if kwargs.get("padding_side", "right") != "right":
-            raise ValueError("ElementwiseTokenizer pads on the right only: the model reads a document from its first "
-                             "material; leave `padding_side` as 'right'.")
+            raise ValueError(RIGHT_PADDING_ONLY)
         self.elements_per_material = elements_per_material
         self.max_materials = max_materials
         self.mode = mode
@@ -256,8 +257,7 @@ class ElementwiseTokenizer(PreTrainedTokenizer):
         """`PreTrainedTokenizer.pad`, always in whole materials (lengths rounded up to a multiple of v), and always on
         the right: the elementwise model reads a document from its first material and refuses left padding."""
         if (kwargs.get("padding_side") or self.padding_side) == "left":
-            raise ValueError("ElementwiseTokenizer pads on the right only: the model reads a document from its first "
-                             "material; set `padding_side='right'`.")
+            raise ValueError(RIGHT_PADDING_ONLY)
         v = self.elements_per_material
         if max_length is not None and max_length % v:
             raise ValueError(f"`max_length` ({max_length}) must be a multiple of `elements_per_material` ({v}).")
