@@ -175,7 +175,7 @@ def _elementwise_tokenizer(config, max_length=None):
     materials = config.max_materials if max_length is None else min(config.max_materials, max_length // v)
     return ElementwiseTokenizer(elements_per_material=v, max_materials=materials,
                                 mode="whitespace" if config.mode == "whitespace" else "bytes",
-                                long_word=getattr(config, "long_word", "truncate"))
+                                long_word=config.long_word)
 
 
 def _fit_selector_statistics(model, input_ids, tokenizer):
@@ -214,12 +214,16 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     return model, tokenizer
 
 
+# `train` keeps every byte of a long word (the paper truncates it to v bytes), from scratch and around a backbone
+ELEMENTWISE_TRAIN_DEFAULTS = {"long_word": "split"}
+
+
 def _elementwise_from_backbone(path, tokenizer, max_length, **settings):
     """Elementwise embeddings in front of a pretrained encoder body, reading `max_length` bytes (u·v ≤ max_length;
     None: u = the body's positions, at most 512) with its own byte tokenizer: the backbone's subword tokenizer is
     what the method replaces."""
     backbone = AutoConfig.from_pretrained(path)
-    settings.setdefault("long_word", "split")  # as `train` from scratch: every byte of a long word is read
+    settings = {**ELEMENTWISE_TRAIN_DEFAULTS, **settings}  # as `train` from scratch: every byte of a word is read
     v = settings.get("elements_per_material", backbone.num_attention_heads)
     if "max_materials" not in settings and max_length is not None:
         settings["max_materials"] = max(1, min(backbone_materials(backbone), max_length // v))
@@ -287,7 +291,7 @@ FAMILIES = {
             "Transformers encoder; v elements are concatenated into one w = v·c material (a word, or v raw bytes), "
             "and the encoder, with h = v attention heads, reads u materials, i.e. u·v bytes at the cost of u tokens."
         ),
-        defaults={"long_word": "split"},  # `train` keeps every byte of a long word; the paper truncates it
+        defaults=ELEMENTWISE_TRAIN_DEFAULTS,
         learning_rate=1e-4,  # a Transformer trained from scratch: higher rates collapse to the label prior
         own_tokenizer=_elementwise_tokenizer,
         position_width="elements_per_material",
