@@ -368,7 +368,8 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
         split, part = "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column)
     else:
         split = split or "test"
-        data, label_names, multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence)
+        data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence)
+        multi_label = multi_label or data_multi_label
         if split not in data:
             raise ValueError(f"Split {split!r} not found; choose one of {', '.join(data)}.")
         if list(label_names) != known:
