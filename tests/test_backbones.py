@@ -3,6 +3,7 @@ own tokenizer are used, and the saved tokenizer truncates where the model stops 
 BERT, save it with its tokenizer and load it back as the "pretrained" checkpoint; nothing is downloaded."""
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -40,6 +41,48 @@ def test_the_backbone_weights_are_used(pretrained, family, encoder):
     query = source["encoder.layer.0.attention.self.query.weight"]
     assert torch.equal(built[f"{encoder}.encoder.layer.0.attention.self.query.weight"], query)
     assert model.config.num_labels == 2
+
+
+@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "mean"),
+                                             ({"pooling_mode_cls_token": True}, "cls"),
+                                             ({"pooling_mode_max_tokens": True}, "cls")])
+def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_declares(pretrained, tmp_path, modes,
+                                                                                       expected, caplog):
+    """A checkpoint with a sentence-transformers Pooling module gets its own pooling for z_i; one it cannot compute
+    (max) falls back to the paper's [CLS] with a warning; a plain checkpoint gets [CLS]."""
+    folder = tmp_path / "checkpoint"
+    shutil.copytree(pretrained, folder)
+    if modes is not None:
+        (folder / "modules.json").write_text(json.dumps([
+            {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+        (folder / "1_Pooling").mkdir()
+        (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+            {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
+             "pooling_mode_max_tokens": False, **modes}))
+    with caplog.at_level("INFO"):
+        model, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128)
+    assert model.config.segment_pooling == expected
+    if modes and expected == "mean":
+        assert "the paper reads [CLS]" in caplog.text
+    if modes and "pooling_mode_max_tokens" in modes:
+        assert "cannot compute" in caplog.text
+    chosen, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
+                                    config_overrides={"segment_pooling": "last"})
+    assert chosen.config.segment_pooling == "last"  # an explicit choice always wins
+
+
+def test_the_sparse_longformer_fine_tunes_without_attention_dropout_unless_asked(pretrained, caplog):
+    """Attention-probability dropout keeps PyTorch's CPU attention off its fused kernel (3-4x the step time), so
+    `train` turns it off, says so, and `--config` gives it back."""
+    with caplog.at_level("INFO", logger="hf_longdoc"):
+        model, _ = build_from_backbone("sparse_longformer", pretrained, ["a", "b"], False, max_length=128)
+    assert model.config.attention_probs_dropout_prob == 0.0
+    assert model.config.hidden_dropout_prob == BertModel.from_pretrained(pretrained).config.hidden_dropout_prob
+    assert "without attention-probability dropout" in caplog.text
+    model, _ = build_from_backbone("sparse_longformer", pretrained, ["a", "b"], False, max_length=128,
+                                   config_overrides={"attention_probs_dropout_prob": 0.1})
+    assert model.config.attention_probs_dropout_prob == 0.1
 
 
 def test_train_from_a_backbone_saves_its_tokenizer_cut_where_the_model_stops_reading(pretrained, tmp_path, caplog):

@@ -173,6 +173,12 @@ def test_mixed_and_missing_labels_name_the_row(tmp_path, labels, message):
         load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
 
 
+def test_a_single_class_is_refused_before_training(tmp_path):
+    rows = [{"text": f"document {i}", "label": "sport"} for i in range(20)]
+    with pytest.raises(DatasetError, match="one class in `label`.*at least two"):
+        load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
+
+
 def test_integer_labels_keep_their_values_as_ids(tmp_path, caplog):
     rows = [{"text": f"document {i} " * 3, "label": i % 12} for i in range(240)]
     data, names, multi_label = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))

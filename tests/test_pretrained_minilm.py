@@ -26,17 +26,22 @@ def path():
     return str(minilm.get_model_path())
 
 
-def test_segment_lm_reads_the_pretrained_encoder_as_it_is(path):
-    """With one segment of L tokens, the segment vector z_1 is MiniLM's own [CLS] state for that segment."""
+@pytest.mark.parametrize("pooling", [None, "cls"])
+def test_segment_lm_reads_the_pretrained_encoder_as_it_is(path, pooling):
+    """With one segment of L tokens, z_1 is MiniLM's own sentence embedding of that segment before normalisation (the
+    mean of its states, as its sentence-transformers Pooling module declares), or its [CLS] state when asked."""
     tokenizer = AutoTokenizer.from_pretrained(path)
+    chosen = {"segment_pooling": pooling} if pooling else {}
     model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, variant="base", num_segments=1,
-                                                                        segment_length=64, num_labels=2).eval()
+                                                                        segment_length=64, num_labels=2, **chosen)
     encoder = AutoModel.from_pretrained(path).eval()
     encoded = tokenizer([REVIEW], truncation=True, max_length=64, return_tensors="pt")
     with torch.no_grad():
-        z = model(**encoded, output_hidden_states=True).hidden_states[0][:, 0]
-        cls = encoder(**encoded).last_hidden_state[:, 0]
-    torch.testing.assert_close(z, cls, rtol=1e-4, atol=1e-4)
+        z = model.eval()(**encoded, output_hidden_states=True).hidden_states[0][:, 0]
+        states = encoder(**encoded).last_hidden_state  # (1, 64, 384)
+    expected = states[:, 0] if pooling == "cls" else states.mean(dim=1)  # one full segment: no padding to leave out
+    assert model.config.segment_pooling == (pooling or "mean")
+    torch.testing.assert_close(z, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_converted_longformer_equals_minilm_at_its_length(path):

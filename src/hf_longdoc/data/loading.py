@@ -258,6 +258,9 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     if "validation" not in raw and "dev" in raw:
         raw["validation"] = raw.pop("dev")
     dataset, names, multi_label = _normalise_columns(raw, text_column, label_column)
+    if not multi_label and len(names) < 2:
+        raise DatasetError(f"Dataset {source!r} has one class in `{label_column}` ({names}); a classifier needs at "
+                           "least two. Check `label_column` (--label-column), or add documents of other classes.")
     dataset = _drop_empty_texts(dataset)
     if len(dataset["train"]) == 0:
         raise DatasetError(f"Dataset {source!r} has an empty `train` split.")

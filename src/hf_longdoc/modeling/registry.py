@@ -8,6 +8,7 @@ benchmark hooks. A new family or backbone is one folder plus one entry here.
 
 import functools
 import inspect
+import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -33,7 +34,13 @@ AUTO_CLASSES = {
     "AutoModelForMaskedLM": AutoModelForMaskedLM,
 }
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
+logger = logging.getLogger(__name__)
+
 SPARSE_LONGFORMER_TOKENS = {"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"}  # Longformer's names
+# `train` and `compare` fine-tune the sparse Longformer without dropout on the attention probabilities: with it,
+# PyTorch's CPU attention cannot use its fused kernel and a training step at window 512 is 3-4x slower (hidden-state
+# dropout stays on); `--config attention_probs_dropout_prob=0.1` restores Longformer's value
+SPARSE_LONGFORMER_TRAIN_DEFAULTS = {"attention_probs_dropout_prob": 0.0}
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -206,7 +213,11 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens; the special
     token ids come from its tokenizer (a BERT config holds none)."""
     tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
-    settings = {**special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS), **settings}
+    settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS),
+                **settings}
+    if settings["attention_probs_dropout_prob"] == 0.0:
+        logger.info("Fine-tuning without attention-probability dropout (the fused CPU attention kernel has none; "
+                    "--config attention_probs_dropout_prob=0.1 restores the checkpoint's, at 3-4x the step time).")
     if AutoConfig.from_pretrained(path).model_type in ("longformer", "sparse_longformer"):
         return SparseLongformerForSequenceClassification.from_pretrained(path, **settings), tokenizer
     model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length,
@@ -341,7 +352,7 @@ FAMILIES = {
             "global tokens are chosen per document by TF-IDF or PMI statistics fitted on the training documents "
             "(or randomly, or the first n), instead of [CLS] alone."
         ),
-        defaults={"num_global_tokens": 64},
+        defaults={"num_global_tokens": 64, **SPARSE_LONGFORMER_TRAIN_DEFAULTS},
         learning_rate=1e-4,
         special_tokens=SPARSE_LONGFORMER_TOKENS,
         variants={"global_selector": GLOBAL_SELECTORS, "attention_backend": ATTENTION_BACKENDS},

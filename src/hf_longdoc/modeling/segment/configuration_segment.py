@@ -61,7 +61,7 @@ class SegmentLMConfig(PretrainedConfig):
         segment_pooling (`str`, *optional*):
             z_i from the segment's states: `"cls"` (the first token, encoders), `"last"` (the last real token,
             decoders; GPT-2 gets an appended classification token, as in the paper) or `"mean"`. Unset: `"cls"` for
-            encoders, `"last"` for decoders.
+            encoders, `"last"` for decoders (`from_backbone_pretrained`: a sentence-transformers checkpoint's own).
         lstm_hidden_size (`int`, *optional*):
             q, the size of each biLSTM output h_i (q / 2 per direction: Eq. 3 and 5 give the classifier d + 2q and
             2d + 3q + m inputs). Unset: the backbone's hidden size.

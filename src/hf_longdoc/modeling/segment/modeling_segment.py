@@ -21,6 +21,7 @@ in one backbone call.
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+import json
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from torch.utils.checkpoint import checkpoint
 from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
-from transformers.utils import ModelOutput, logging
+from transformers.utils import ModelOutput, cached_file, logging
 
 from .configuration_segment import SegmentLMConfig
 
@@ -392,6 +393,36 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return z, present, encode_selected if mode == "paper" else None
 
 
+# a sentence-transformers Pooling module's modes -> the `segment_pooling` that computes the same vector
+SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                                  "pooling_mode_lasttoken": "last"}
+
+
+def declared_pooling(path_or_id):
+    """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
+    named in its modules.json), or None when it declares none, or one this model lacks (max, weighted mean, several
+    modes at once: logged)."""
+    def read(filename):
+        found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
+                            _raise_exceptions_for_connection_errors=False)
+        if found is None:
+            return None
+        with open(found, encoding="utf-8") as file:
+            return json.load(file)
+
+    modules = read("modules.json") or []
+    folders = [module.get("path", "") for module in modules if str(module.get("type", "")).endswith(".Pooling")]
+    settings = read(f"{folders[0]}/config.json") if folders and folders[0] else None
+    if not settings:
+        return None
+    modes = sorted(key for key, value in settings.items() if key.startswith("pooling_mode_") and value is True)
+    if len(modes) == 1 and modes[0] in SENTENCE_TRANSFORMERS_POOLINGS:
+        return SENTENCE_TRANSFORMERS_POOLINGS[modes[0]]
+    logger.warning(f"{path_or_id} embeds text with {modes}, which the segment LM cannot compute; its segment vectors "
+                   "are read at [CLS] (the paper's). Set `segment_pooling` to choose.")
+    return None
+
+
 class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
     """A segment LM classifier: Eq. 1, 2, 3, 5 or 7 by `config.variant` over `SegmentLMModel`'s segment vectors."""
 
@@ -410,7 +441,12 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         unchanged (the pooler aside), the segments are wrapped with the tokenizer's [CLS]/[SEP] (the tokenizer saved
         there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest. A tokenizer
         without [CLS] (GPT-2) gets an added classification token, appended to every segment as in the paper, and
-        the backbone's embeddings grow by one row; save that tokenizer with the model."""
+        the backbone's embeddings grow by one row; save that tokenizer with the model.
+
+        z_i is read as the checkpoint embeds text: a sentence-transformers checkpoint (all-MiniLM-L6-v2, ...) that
+        declares mean pooling gets `segment_pooling="mean"` (its [CLS] state was never trained to summarise a
+        segment, and the head learns several times faster from the mean); any other gets the paper's [CLS]. Passing
+        `segment_pooling` overrides this."""
         from transformers import AutoTokenizer
 
         pretrained = AutoModel.from_pretrained(path_or_id)
@@ -428,6 +464,12 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
         ids["pad_token_id"] = tokenizer.pad_token_id
+        pooling = declared_pooling(path_or_id) if "segment_pooling" not in config_kwargs else None
+        if pooling is not None:
+            config_kwargs["segment_pooling"] = pooling
+            logger.info(f"Segment vectors are the {pooling} pooling of the segment's states, the sentence embedding "
+                           f"{path_or_id} was trained to produce (its sentence-transformers Pooling module); the paper "
+                           "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
         model = cls(config)
         missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)
