@@ -40,6 +40,28 @@ def _write_jsonl(path, rows):
     return str(path)
 
 
+def test_late_evidence_puts_enough_filler_in_front_of_every_document(tmp_path, capsys):
+    import late_evidence
+
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+
+    documents = [{"text": f"article {i} about topic {i % 3}", "label": f"t{i % 3}"} for i in range(12)]
+    filler = [{"text": " ".join(["some neutral words"] * (5 + i)), "label": "x"} for i in range(6)]
+    tokenizer = fit_wordpiece_tokenizer([row["text"] for row in documents + filler], vocab_size=60)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    args = [_write_jsonl(tmp_path / "docs.jsonl", documents), "--filler", _write_jsonl(tmp_path / "f.jsonl", filler),
+            "--tokenizer", str(tmp_path / "tokenizer"), "--min-prefix", "40", "--size", "8", "--seed", "3"]
+    rows = late_evidence.main(args)
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == rows and len(rows) == 8 and rows == late_evidence.main(args)  # seeded
+    by_text = {row["text"]: row["label"] for row in documents}
+    for row in rows:
+        filler_text, _, document = row["text"].rpartition("\n\n")
+        assert by_text[document] == row["label"]  # the document whole, last, with its own label
+        assert row["filler_tokens"] >= 40
+        assert len(tokenizer(filler_text, add_special_tokens=False)["input_ids"]) >= 40
+
+
 def test_pretrain_slstm_mlm_lowers_perplexity_and_fine_tunes_with_init_from(tmp_path):
     import random
 

@@ -362,7 +362,8 @@ FAMILIES = {
         reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
         from_backbone=_sparse_longformer_from_backbone,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
-                       "global_selector", "num_global_tokens", "max_position_embeddings"),
+                       "global_selector", "num_global_tokens", "max_position_embeddings",
+                       "attention_probs_dropout_prob"),
     ),
     "segment_lm": Family(
         name="segment_lm",
@@ -388,6 +389,8 @@ FAMILIES = {
         # m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)
         reading_length=lambda config: config.num_segments * (config.segment_length - 2) + 2,
         from_backbone=_segment_lm_from_backbone,
+        card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
+                       "segment_pooling", "gradient_mode"),
     ),
 }
 
