@@ -445,8 +445,8 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
 
         z_i is read as the checkpoint embeds text: a sentence-transformers checkpoint (all-MiniLM-L6-v2, ...) that
         declares mean pooling gets `segment_pooling="mean"` (its [CLS] state was never trained to summarise a
-        segment, and the head learns several times faster from the mean); any other gets the paper's [CLS]. Passing
-        `segment_pooling` overrides this."""
+        segment: MiniLM on BBC articles past token 512, one epoch, .806 with the mean against .613 with [CLS]); any
+        other gets the paper's [CLS]. Passing `segment_pooling` overrides this."""
         from transformers import AutoTokenizer
 
         pretrained = AutoModel.from_pretrained(path_or_id)
@@ -468,8 +468,8 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         if pooling is not None:
             config_kwargs["segment_pooling"] = pooling
             logger.info(f"Segment vectors are the {pooling} pooling of the segment's states, the sentence embedding "
-                           f"{path_or_id} was trained to produce (its sentence-transformers Pooling module); the paper "
-                           "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
+                        f"{path_or_id} was trained to produce (its sentence-transformers Pooling module); the paper "
+                        "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
         model = cls(config)
         missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)

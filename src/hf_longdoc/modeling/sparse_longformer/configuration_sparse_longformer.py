@@ -51,7 +51,8 @@ class SparseLongformerConfig(LongformerConfig):
             `scaled_dot_product_attention` (equal within float rounding, faster, far less memory). Asking for
             `output_attentions` runs the `longformer` backend, which materialises the attention probabilities.
             Training with `attention_probs_dropout_prob` > 0 also materialises them (PyTorch's fused CPU kernel has
-            no dropout): a step at window 512 takes 3-4x as long as without, so `hf-longdoc train` sets it to 0.
+            no dropout): a step at window 512 takes 3-4x as long as without, so `hf-longdoc train` and `compare` set
+            it to 0.
     """
 
     model_type = "sparse_longformer"
