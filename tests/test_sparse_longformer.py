@@ -222,61 +222,159 @@ def test_pmi_keeps_at_most_max_pairs_the_most_frequent():
     assert all(counts[key // 30, key % 30] >= tenth for key in model.selector.pmi_pair_keys.tolist()[:-1])
 
 
+def _pmi_table(model):
+    vocab = model.config.vocab_size
+    return {(key // vocab, key % vocab): value for key, value in zip(model.selector.pmi_pair_keys.tolist()[:-1],
+                                                                    model.selector.pmi_pair_values.tolist())}
+
+
+def _slow_pairs(doc, real, model):
+    """The thesis' pairs of one document, from the text: its counted tokens (real, not excluded) in order, each with
+    the next `pmi_window` - 1 counted tokens; (position i, position j, PMI) for the pairs the fitted table holds."""
+    excluded = set(model.selector.excluded_ids())
+    kept = [i for i in range(len(doc)) if real[i] and doc[i] not in excluded]
+    table = _pmi_table(model)
+    return [(kept[a], kept[b], table[doc[kept[a]], doc[kept[b]]])
+            for a in range(len(kept)) for b in range(a + 1, min(a + model.config.pmi_window, len(kept)))
+            if (doc[kept[a]], doc[kept[b]]) in table]
+
+
 def _slow_scores(doc, real, selector, model):
     excluded = set(model.selector.excluded_ids())
-    counted = [i > 0 and real[i] and doc[i] not in excluded for i in range(len(doc))]
+    counted = [bool(real[i]) and doc[i] not in excluded for i in range(len(doc))]
     if selector == "tfidf":
         n = max(sum(counted), 1)
         idf = model.selector.idf.tolist()
         return [sum(1 for j in range(len(doc)) if counted[j] and doc[j] == doc[i]) / n * idf[doc[i]] for i in
                 range(len(doc))], counted
-    table = {(key // 30, key % 30): value for key, value in zip(model.selector.pmi_pair_keys.tolist()[:-1],
-                                                                 model.selector.pmi_pair_values.tolist())}
     scores = [0.0] * len(doc)
-    for i in range(len(doc)):
-        for j in range(i + 1, min(i + model.config.pmi_window, len(doc))):
-            if counted[i] and counted[j]:
-                scores[i] += table.get((doc[i], doc[j]), 0.0)
-                scores[j] += table.get((doc[i], doc[j]), 0.0)
+    for i, j, pmi in _slow_pairs(doc, real, model):
+        scores[i] += pmi
+        scores[j] += pmi
     return scores, counted
 
 
 def _slow_selection(doc, real, selector, model):
-    scores, counted = _slow_scores(doc, real, selector, model)
-    ranked = sorted((i for i in range(len(doc)) if counted[i]), key=lambda i: (-scores[i], i))
+    """[CLS] plus `num_global_tokens` positions: the top scores (tfidf, pmi "sum"), or the thesis' pairs: the best
+    pairs' tokens, pair by pair, each position and (unique) each id once, until the slots are full."""
     chosen, seen = {0}, set()
+    if selector == "pmi" and model.config.pmi_selection == "pairs":
+        pairs = sorted(_slow_pairs(doc, real, model), key=lambda pair: (-pair[2], pair[0], pair[1]))
+        ranked = [position for i, j, _ in pairs for position in (i, j)]
+    else:
+        scores, counted = _slow_scores(doc, real, selector, model)
+        ranked = sorted((i for i in range(len(doc)) if counted[i]), key=lambda i: (-scores[i], i))
     for i in ranked:
         if len(chosen) > model.config.num_global_tokens:
             break
-        if doc[i] in seen:
+        if i == 0 or i in chosen or doc[i] in seen:
             continue
         seen.add(doc[i])
         chosen.add(i)
     return chosen
 
 
-@pytest.mark.parametrize("selector", ["tfidf", "pmi"])
-def test_scores_and_selection_equal_direct_computation(selector):
-    model = _selector_model(pmi_window=4, pmi_min_count=1, num_global_tokens=6, global_selector=selector)
-    model.fit_global_selector(_corpus(seed=1), progress=False)
-    documents = _corpus(seed=2, documents=5)
+def _padded(documents):
     n = max(len(d) for d in documents)
-    input_ids = torch.full((5, n), PAD)
-    attention_mask = torch.zeros((5, n), dtype=torch.long)
+    input_ids = torch.full((len(documents), n), PAD)
+    attention_mask = torch.zeros((len(documents), n), dtype=torch.long)
     for row, doc in enumerate(documents):
         input_ids[row, : len(doc)] = torch.tensor(doc)
         attention_mask[row, : len(doc)] = 1
+    return input_ids, attention_mask
+
+
+@pytest.mark.parametrize("selector,pmi_selection", [("tfidf", "pairs"), ("pmi", "sum"), ("pmi", "pairs")])
+def test_scores_and_selection_equal_direct_computation(selector, pmi_selection):
+    model = _selector_model(pmi_window=4, pmi_min_count=1, num_global_tokens=6, global_selector=selector,
+                            pmi_selection=pmi_selection)
+    model.fit_global_selector(_corpus(seed=1), progress=False)
+    documents = _corpus(seed=2, documents=5)
+    input_ids, attention_mask = _padded(documents)
     real = attention_mask.bool()
     counted = model.selector.counted_tokens(input_ids, real)
-    scores = getattr(model.selector, f"{selector}_scores")(input_ids, counted)
     chosen = model.select_global_tokens(input_ids, attention_mask)
     for row in range(len(documents)):
         padded = input_ids[row].tolist()
-        expected_scores, _ = _slow_scores(padded, real[row].tolist(), selector, model)
-        np.testing.assert_allclose(scores[row][counted[row]].numpy(),
-                                   np.array(expected_scores)[counted[row].numpy()], rtol=1e-5, atol=1e-5)
+        if pmi_selection == "sum":
+            scores = getattr(model.selector, f"{selector}_scores")(input_ids, counted)
+            expected_scores, _ = _slow_scores(padded, real[row].tolist(), selector, model)
+            np.testing.assert_allclose(scores[row][counted[row]].numpy(),
+                                       np.array(expected_scores)[counted[row].numpy()], rtol=1e-5, atol=1e-5)
         assert set(chosen[row].nonzero().flatten().tolist()) == _slow_selection(padded, real[row].tolist(), selector,
                                                                                 model)
+
+
+def test_the_thesis_pair_selection_and_the_sum_of_pairs_pick_different_tokens():
+    """Tokens with many moderate pairs (the 10 12 11 12 13 ... run) win the sum; the rarest collocation (20 21) wins
+    the pairs. Each against the direct computation."""
+    corpus = [[CLS, 10, 12, 11, 12, 13, 12, 14, 12, SEP]] * 6 + [[CLS, 20, 21, 15, 16, SEP]] * 2 + \
+        [[CLS, 15, 16, 17, 18, 19, SEP]] * 6
+    document = [CLS, 10, 12, 11, 12, 13, 12, 14, 12, 3, 20, 21, 3, 15, 16, SEP]
+    picks = {}
+    for pmi_selection in ("pairs", "sum"):
+        model = _selector_model(pmi_window=3, pmi_min_count=1, num_global_tokens=2, global_selector="pmi",
+                                pmi_selection=pmi_selection)
+        model.fit_global_selector(corpus, progress=False)
+        chosen = model.select_global_tokens(torch.tensor([document]))[0]
+        picks[pmi_selection] = {document[i] for i in chosen.nonzero().flatten().tolist()} - {CLS}
+        assert set(chosen.nonzero().flatten().tolist()) == _slow_selection(document, [1] * len(document), "pmi",
+                                                                           model)
+    assert picks["pairs"] == {20, 21}
+    assert picks["sum"] & {10, 11, 12, 13, 14} and not picks["sum"] & picks["pairs"]
+
+
+def test_every_pair_counted_while_fitting_gets_its_fitted_pmi_when_scored():
+    """Excluded tokens (specials, punctuation) inside the window: fitting skips them, and so does scoring."""
+    rng = np.random.default_rng(3)
+    punctuation = [3, 4]
+    corpus = []
+    for _ in range(30):
+        body = (rng.zipf(1.4, size=int(rng.integers(8, 40))) % 25 + 5).tolist()
+        for at in rng.choice(len(body), size=len(body) // 3):
+            body[at] = int(rng.choice(punctuation))
+        corpus.append([CLS] + body + [SEP])
+    model = _selector_model(pmi_window=4, pmi_min_count=1, excluded_token_ids=[PAD, CLS, SEP, *punctuation])
+    model.fit_global_selector(corpus, statistics=("pmi",), progress=False)
+    table = _pmi_table(model)
+    input_ids, attention_mask = _padded(corpus)
+    first, second, pmi = model.selector.document_pairs(input_ids, model.selector.counted_tokens(
+        input_ids, attention_mask.bool()))
+    for row, doc in enumerate(corpus):
+        kept = [t for t in doc if t not in {PAD, CLS, SEP, *punctuation}]
+        fitted = Counter((kept[i], kept[j]) for i in range(len(kept)) for j in range(i + 1, min(i + 4, len(kept))))
+        scored = Counter()
+        for i, j, value in zip(first[row].flatten().tolist(), second[row].flatten().tolist(),
+                               pmi[row].flatten().tolist()):
+            if not math.isnan(value):
+                pair = (doc[i], doc[j])
+                assert value == pytest.approx(table[pair])
+                scored[pair] += 1
+        assert scored == fitted  # every pair fitting counted in this document, as often, and nothing else
+
+
+def test_stop_words_leave_the_statistics_and_the_selection():
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+
+    texts = ["the reactor and the alloy of the plant", "a zirconium alloy in the reactor is cooled by water"] * 20
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200)
+    config = SparseLongformerConfig(**{**TINY, "vocab_size": len(tokenizer), "pad_token_id": tokenizer.pad_token_id},
+                                    stop_words="english", global_selector="tfidf", num_global_tokens=20)
+    model = SparseLongformerModel(config).eval()
+    documents = [tokenizer(t)["input_ids"] for t in texts]
+    with pytest.raises(ValueError, match="tokenizer=tokenizer"):
+        model.fit_global_selector(documents, progress=False)
+    model.fit_global_selector(documents, tokenizer=tokenizer, progress=False)
+    stop = {tokenizer.convert_tokens_to_ids(word) for word in ("the", "and", "of", "a", "in", "is", "by")}
+    assert stop <= set(model.config.excluded_token_ids)
+    assert tokenizer.convert_tokens_to_ids("reactor") not in model.config.excluded_token_ids
+    chosen = model.select_global_tokens(torch.tensor([documents[0]]))[0]
+    assert not stop & set(torch.tensor(documents[0])[chosen].tolist())
+    assert SparseLongformerConfig(stop_words=["the", "of"]).stop_words == ["the", "of"]
+    with pytest.raises(ValueError, match="stop_words"):
+        SparseLongformerConfig(stop_words="french")
+    with pytest.raises(ValueError, match="pmi_selection"):
+        SparseLongformerConfig(pmi_selection="max")
 
 
 def test_selection_is_computed_per_document_so_shuffling_is_safe():

@@ -59,8 +59,28 @@ BERT_LIKE_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num
                           "hidden_act", "type_vocab_size", "layer_norm_eps", "pad_token_id")
 
 
-def excluded_token_ids(tokenizer, vocab_size):
-    """Ids of the tokenizer's special tokens and of every token that decodes to punctuation or whitespace only."""
+def stop_word_ids(tokenizer, stop_words):
+    """Ids of the tokens that are a whole stop word: each word of `stop_words` ("english": scikit-learn's list, or a
+    list of words) that the tokenizer maps to a single token, as written, capitalised, and after a space (BPE)."""
+    if stop_words == "english":
+        try:
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        except ImportError as error:
+            raise ImportError("stop_words='english' reads scikit-learn's list: `pip install scikit-learn`, or pass "
+                              "your own list of words.") from error
+        stop_words = sorted(ENGLISH_STOP_WORDS)
+    ids = set()
+    for word in stop_words:
+        for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
+            tokens = tokenizer(form, add_special_tokens=False)["input_ids"]
+            if len(tokens) == 1:
+                ids.add(tokens[0])
+    return ids
+
+
+def excluded_token_ids(tokenizer, vocab_size, stop_words=None):
+    """Ids of the tokenizer's special tokens, of every token that decodes to punctuation or whitespace only, and of
+    the `stop_words` (see `stop_word_ids`)."""
     import string
 
     punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
@@ -69,6 +89,8 @@ def excluded_token_ids(tokenizer, vocab_size):
         text = tokenizer.decode([i]).strip()
         if not text or all(ch in punctuation for ch in text):
             ids.add(i)
+    if stop_words is not None:
+        ids |= stop_word_ids(tokenizer, stop_words)
     return sorted(i for i in ids if i < vocab_size)
 
 
@@ -296,10 +318,15 @@ class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
     def fit_global_selector(self, documents, tokenizer=None, statistics=("tfidf", "pmi"), **kwargs):
         """Fit the TF-IDF and PMI statistics on training documents (an iterable of token-id sequences, e.g. a tokenized
         dataset's `input_ids` column) and keep them in the model's buffers, so saving keeps them. With `tokenizer`,
-        its special tokens and punctuation-only tokens are first written to `config.excluded_token_ids`. Returns a
-        dict of what was counted; keyword arguments go to `GlobalTokenSelector.fit`."""
+        its special tokens, punctuation-only tokens and `config.stop_words` are first written to
+        `config.excluded_token_ids` (selection then leaves out the same tokens). Returns a dict of what was counted;
+        keyword arguments go to `GlobalTokenSelector.fit`."""
         if tokenizer is not None:
-            self.config.excluded_token_ids = excluded_token_ids(tokenizer, self.config.vocab_size)
+            self.config.excluded_token_ids = excluded_token_ids(tokenizer, self.config.vocab_size,
+                                                                self.config.stop_words)
+        elif self.config.stop_words is not None:
+            raise ValueError("`config.stop_words` is set: pass the model's tokenizer, "
+                             "`fit_global_selector(documents, tokenizer=tokenizer)`, so the words become token ids.")
         return self.base_model.selector.fit(documents, statistics=statistics, **kwargs)
 
     @torch.no_grad()

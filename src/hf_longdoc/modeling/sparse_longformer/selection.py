@@ -3,20 +3,30 @@
     Eq. 4.3  tf(w, d) = count of w in d / counted tokens of d,   idf(w) = log2(N / df(w)),   score = tf · idf
     Eq. 4.4  PMI(a, b) = log2 P(a, b) / (P(a) P(b)),  over ordered pairs (a before b, fewer than `pmi_window` apart)
              P(a, b) = pair count / all pairs,  P(a) = token count / all tokens   (NLTK's windowed bigram PMI, which
-             the thesis' code used); a position's PMI score = sum of PMI over the pairs it forms in its window
+             the thesis' code used)
 
-Counted tokens are real tokens whose id is not excluded (special tokens, punctuation). Statistics come from training
-documents only (the thesis' code fitted TF-IDF on the test split), pairs never cross a document boundary (its code
-concatenated the corpus), an id unseen in training gets idf = log2 N (as rare as can be), and a pair without
-statistics (unseen, or pruned below `pmi_min_count`) contributes 0. The thesis picks 64 pairs (128 tokens) for PMI;
-as DESIGN.md decides, we score positions and take the top `num_global_tokens`, like every other selector.
+Counted tokens are real tokens whose id is not excluded (special tokens, punctuation, and stop words when asked:
+thesis 5.1, item 5). A document's pairs are formed over its counted tokens alone, in order, both while fitting and
+while scoring: two tokens pair when fewer than `pmi_window` counted tokens apart, whatever excluded tokens lie between
+them, so every pair counted while fitting gets its fitted PMI when the same document is scored. Statistics come from
+training documents only (the thesis' code fitted TF-IDF on the test split), pairs never cross a document boundary (its
+code concatenated the corpus), an id unseen in training gets idf = log2 N (as rare as can be), and a pair without
+statistics (unseen, or pruned below `pmi_min_count`) has no PMI.
+
+PMI selection (`pmi_selection`):
+    "pairs" (thesis 5.4.2, the default): the document's pairs ranked by PMI (ties: the earlier first token, then the
+             closer pair); their tokens, pair by pair, become global until `num_global_tokens` are chosen: 64 pairs
+             give the thesis' 128 tokens, and a token already chosen (or a repeated id, with `unique_global_tokens`)
+             is counted once, its slot refilled from the next pairs.
+    "sum":   a position's score is the sum of the PMI of the pairs it forms, and the top positions are chosen like
+             TF-IDF's (an earlier reading of the thesis, kept as an option).
 
 Selection runs inside `forward` from `input_ids` (so shuffling cannot mismatch scores and documents, as matching by
 row index did in the thesis' code) with tensor ops only: a (batch, vocab) count table for tf, `searchsorted` in the
 sorted pair keys for PMI, and one stable sort for the top positions. Self-contained (Hub rule).
 
-Shapes: b batch · n tokens · V vocabulary (`vocab_size`) · P stored pairs (`pmi_num_pairs`) · t counted tokens of a
-batch of documents while fitting (flattened).
+Shapes: b batch · n tokens · V vocabulary (`vocab_size`) · P stored pairs (`pmi_num_pairs`) · w - 1 pair distances
+(`pmi_window` - 1) · t counted tokens of a batch of documents while fitting (flattened).
 """
 
 import math
@@ -58,12 +68,10 @@ class GlobalTokenSelector(nn.Module):
         return sorted({i for i in ids if i is not None and i < config.vocab_size})
 
     def counted_tokens(self, input_ids, real):
-        """(b, n) bool: real tokens with an id that is not excluded, [CLS] (position 0) aside."""
+        """(b, n) bool: real tokens with an id that is not excluded: the tokens fitting counts."""
         excluded = torch.zeros(self.config.vocab_size, dtype=torch.bool, device=input_ids.device)
         excluded[self.excluded_ids()] = True
-        counted = real & ~excluded[input_ids]  # (b, n)
-        counted[:, 0] = False
-        return counted
+        return real & ~excluded[input_ids]  # (b, n)
 
     def tfidf_scores(self, input_ids, counted):
         """Eq. 4.3 per position: tf of its token in the document times the token's idf."""
@@ -74,20 +82,53 @@ class GlobalTokenSelector(nn.Module):
         tf = counts.gather(1, input_ids) / counted.sum(dim=1, keepdim=True).clamp(min=1)  # (b, n)
         return tf * self.idf.float()[input_ids]  # (b, n)
 
-    def pmi_scores(self, input_ids, counted):
-        """Eq. 4.4 per position: the sum of PMI(a, b) over the ordered pairs it forms within the window."""
+    def document_pairs(self, input_ids, counted):
+        """The ordered pairs of each document's counted tokens fewer than `pmi_window` counted tokens apart (as
+        fitting forms them) and their fitted PMI: (first, second, pmi), each (b, n, w - 1) with [b, k, d - 1] the pair
+        of the k-th counted token and the one d counted tokens later; pmi is NaN where there is no such pair or it
+        has no statistics."""
         self.require_fitted("pmi")
+        b, n = input_ids.shape
+        positions = torch.arange(n, device=input_ids.device)
+        # counted positions first, in document order: order[:, k] is the k-th counted token's position
+        order = torch.argsort(torch.where(counted, positions, positions + n), dim=1)  # (b, n)
+        ids = input_ids.gather(1, order)  # (b, n) in counted order
+        present = positions < counted.sum(dim=1, keepdim=True)  # (b, n): k below the document's count
+        distances = torch.arange(1, self.config.pmi_window, device=input_ids.device)  # (w - 1,)
+        later = (positions[:, None] + distances).clamp(max=n - 1)  # (n, w - 1)
+        second_k = later.expand(b, n, -1)  # (b, n, w - 1)
+        pair_exists = present[:, :, None] & present.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
+        pair_exists &= (positions[:, None] + distances < n)[None]
+        keys = ids[:, :, None] * self.config.vocab_size + ids.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
+        index = torch.searchsorted(self.pmi_pair_keys, keys.reshape(-1)).view(keys.shape)  # below the sentinel
+        found = pair_exists & (self.pmi_pair_keys[index] == keys)
+        pmi = torch.where(found, self.pmi_pair_values.float()[index], float("nan"))
+        first = order[:, :, None].expand_as(keys)
+        second = order.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
+        return first, second, pmi
+
+    def pmi_scores(self, input_ids, counted):
+        """`pmi_selection="sum"` (Eq. 4.4 per position): the sum of the PMI of the pairs a position forms."""
+        first, second, pmi = self.document_pairs(input_ids, counted)
+        pmi = pmi.nan_to_num(0.0).flatten(1)
         scores = torch.zeros(input_ids.shape, device=input_ids.device)
-        keys, values = self.pmi_pair_keys, self.pmi_pair_values.float()
-        vocab = self.config.vocab_size
-        for distance in range(1, min(self.config.pmi_window, input_ids.shape[1])):
-            pair = input_ids[:, :-distance] * vocab + input_ids[:, distance:]  # (b, n - distance)
-            index = torch.searchsorted(keys, pair)  # < len(keys): every pair key is below the sentinel
-            found = (keys[index] == pair) & counted[:, :-distance] & counted[:, distance:]
-            pmi = torch.where(found, values[index], 0.0)  # (b, n - distance)
-            scores[:, :-distance] += pmi
-            scores[:, distance:] += pmi
-        return scores
+        return scores.scatter_add(1, first.flatten(1), pmi).scatter_add(1, second.flatten(1), pmi)  # (b, n)
+
+    def pmi_pair_ranks(self, input_ids, counted):
+        """`pmi_selection="pairs"` (thesis 5.4.2): the document's pairs ranked by PMI (ties: the earlier first token,
+        then the closer pair), each position scored by minus the place it first takes in the list first₁, second₁,
+        first₂, second₂, ... of the ranked pairs: the top positions by this score are the tokens of the best pairs,
+        each counted once. Returns (scores, positions in a pair with PMI), both (b, n)."""
+        first, second, pmi = self.document_pairs(input_ids, counted)
+        b, n = input_ids.shape
+        pmi = pmi.flatten(1)  # (b, n·(w - 1)) in (first token, distance) order
+        rank = torch.sort(pmi.nan_to_num(-math.inf), dim=1, descending=True, stable=True).indices  # rank -> pair
+        listed = torch.stack((first.flatten(1).gather(1, rank), second.flatten(1).gather(1, rank)), dim=2).flatten(1)
+        place = torch.arange(listed.shape[1], device=input_ids.device).expand_as(listed).float()
+        has_pmi = ~pmi.isnan().gather(1, rank).repeat_interleave(2, dim=1)  # (b, 2·pairs), in list order
+        place = place.masked_fill(~has_pmi, math.inf)
+        first_place = torch.full((b, n), math.inf, device=input_ids.device).scatter_reduce(1, listed, place, "amin")
+        return -first_place, first_place.isfinite()
 
     def require_fitted(self, selector):
         fitted = self.idf_num_documents if selector == "tfidf" else self.pmi_num_documents
@@ -107,17 +148,22 @@ class GlobalTokenSelector(nn.Module):
 
     def scores(self, input_ids, real, selector=None, generator=None):
         """(scores, candidates): the per-position score `selector` ranks by (higher first) and the (b, n) mask of
-        positions that may be chosen."""
+        positions that may be chosen. [CLS] (position 0) is never a candidate: it is global anyway."""
         selector = self.selector_name(selector)
-        candidates = real.clone()
-        candidates[:, 0] = False  # [CLS] is global anyway
+        not_first = torch.ones_like(real)
+        not_first[:, 0] = False
         if selector in ("cls", "first_n"):
             positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-            return -positions.float().expand(input_ids.shape), candidates  # (b, n) each
+            return -positions.float().expand(input_ids.shape), real & not_first  # (b, n) each
         if selector == "random":
-            return torch.rand(input_ids.shape, generator=generator, device=input_ids.device), candidates
-        candidates = self.counted_tokens(input_ids, real)
-        return (self.tfidf_scores if selector == "tfidf" else self.pmi_scores)(input_ids, candidates), candidates
+            return torch.rand(input_ids.shape, generator=generator, device=input_ids.device), real & not_first
+        counted = self.counted_tokens(input_ids, real)
+        if selector == "tfidf":
+            return self.tfidf_scores(input_ids, counted), counted & not_first
+        if self.config.pmi_selection == "sum":
+            return self.pmi_scores(input_ids, counted), counted & not_first
+        scores, in_a_pair = self.pmi_pair_ranks(input_ids, counted)
+        return scores, in_a_pair & not_first
 
     def forward(self, input_ids, real, selector=None, generator=None):
         """(b, n) bool global-attention mask: [CLS] (position 0, when real) plus at most `num_global_tokens` positions
