@@ -179,6 +179,26 @@ FAMILY_CASES = [
         max_length=4096,
     ),
     FamilyCase(
+        name="sparse_bigbird",
+        family="sparse_bigbird",
+        # block_size 4 and 1 random block: inputs above (5 + 2) blocks = 28 tokens run block-sparse with first_n's
+        # blocks, shorter ones full attention (both paths are conformance-tested)
+        tiny=dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37,
+                  max_position_embeddings=4096, num_labels=3, hidden_dropout_prob=0.0,
+                  attention_probs_dropout_prob=0.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, sep_token_id=2,
+                  block_size=4, num_random_blocks=1, global_selector="first_n", num_global_tokens=3),
+        invalid=[
+            (dict(global_selector="bm25"), "global_selector"),
+            (dict(attention_type="sliding"), "attention_type"),
+            (dict(num_global_tokens=-1), "num_global_tokens"),
+            (dict(block_size=0), "block_size"),
+            (dict(hidden_size=30), "num_attention_heads"),
+        ],
+        first_id=3,
+        left_padding=False,  # Big Bird's head reads the first position as [CLS]
+        max_length=4096,
+    ),
+    FamilyCase(
         name="segment_lm",
         family="segment_lm",
         tiny=dict(backbone_config={"model_type": "bert", "vocab_size": 99, "hidden_size": 32, "num_hidden_layers": 2,

@@ -14,6 +14,9 @@ from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClass
 from .modeling.segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .modeling.sparse_longformer import (
+    SparseBigBirdConfig,
+    SparseBigBirdForSequenceClassification,
+    SparseBigBirdModel,
     SparseLongformerConfig,
     SparseLongformerForSequenceClassification,
     SparseLongformerModel,
@@ -41,6 +44,9 @@ __all__ = [
     "SparseLongformerConfig",
     "SparseLongformerModel",
     "SparseLongformerForSequenceClassification",
+    "SparseBigBirdConfig",
+    "SparseBigBirdModel",
+    "SparseBigBirdForSequenceClassification",
     "SegmentLMConfig",
     "SegmentLMModel",
     "SegmentLMForSequenceClassification",

@@ -24,7 +24,15 @@ from .segment.configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .segment.configuration_segment import segments_to_read
 from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .slstm.modeling_slstm import chunk_sizes
-from .sparse_longformer import SparseLongformerConfig, SparseLongformerForSequenceClassification, SparseLongformerModel
+from .sparse_longformer import (
+    SparseBigBirdConfig,
+    SparseBigBirdForSequenceClassification,
+    SparseBigBirdModel,
+    SparseLongformerConfig,
+    SparseLongformerForSequenceClassification,
+    SparseLongformerModel,
+)
+from .sparse_longformer.configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES
 from .sparse_longformer.configuration_sparse_longformer import ATTENTION_BACKENDS, GLOBAL_SELECTORS
 
 AUTO_CLASSES = {
@@ -225,6 +233,18 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     return model, tokenizer
 
 
+def _sparse_bigbird_from_backbone(path, tokenizer, max_length, **settings):
+    """A Big Bird checkpoint as it is (any other model type: a ValueError saying what loads)."""
+    model_type = AutoConfig.from_pretrained(path).model_type
+    if model_type not in ("big_bird", "sparse_bigbird"):
+        raise ValueError(f"--backbone {path} is a {model_type!r} model; sparse_bigbird loads Big Bird checkpoints "
+                         "(model_type 'big_bird'). For a BERT or RoBERTa checkpoint use --model sparse_longformer, "
+                         "which converts it to a long model.")
+    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+    settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **settings}
+    return SparseBigBirdForSequenceClassification.from_pretrained(path, **settings), tokenizer
+
+
 # `train` keeps every byte of a long word (the paper truncates it to v bytes), from scratch and around a backbone
 ELEMENTWISE_TRAIN_DEFAULTS = {"long_word": "split"}
 
@@ -364,6 +384,34 @@ FAMILIES = {
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                        "global_selector", "num_global_tokens", "max_position_embeddings",
                        "attention_probs_dropout_prob"),
+    ),
+    "sparse_bigbird": Family(
+        name="sparse_bigbird",
+        config_class=SparseBigBirdConfig,
+        model_class=SparseBigBirdModel,
+        heads={"AutoModelForSequenceClassification": SparseBigBirdForSequenceClassification},
+        paper_title="Transformers Using Local Attention Mappings for Long Text Document Classification",
+        paper_citation=(
+            "@mastersthesis{haman2023local,\n"
+            "  title={Transformers Using Local Attention Mappings for Long Text Document Classification},\n"
+            "  author={Haman, Bekir Ufuk},\n"
+            "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
+        ),
+        summary=(
+            "Big Bird (global, sliding and random blocks; Big Bird checkpoints load unchanged) whose random blocks "
+            "are replaced, per document, by the blocks holding the tokens TF-IDF or PMI statistics (or random, or "
+            "first-n selection) pick: the thesis' second backbone. `cls` is vanilla Big Bird."
+        ),
+        defaults={**SPARSE_LONGFORMER_TRAIN_DEFAULTS},
+        learning_rate=1e-4,
+        special_tokens=SPARSE_LONGFORMER_TOKENS,
+        variants={"global_selector": GLOBAL_SELECTORS, "attention_type": BIGBIRD_ATTENTION_TYPES},
+        fit_statistics=_fit_selector_statistics,
+        reading_length=lambda config: config.max_position_embeddings,
+        from_backbone=_sparse_bigbird_from_backbone,
+        card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_type",
+                       "block_size", "num_random_blocks", "global_selector", "num_global_tokens",
+                       "max_position_embeddings", "attention_probs_dropout_prob"),
     ),
     "segment_lm": Family(
         name="segment_lm",

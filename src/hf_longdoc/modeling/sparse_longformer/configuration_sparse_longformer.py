@@ -18,7 +18,43 @@ SMALL_MODEL = dict(vocab_size=8000, hidden_size=256, num_hidden_layers=4, num_at
                    attention_window=256, max_position_embeddings=4098)
 
 
-class SparseLongformerConfig(LongformerConfig):
+class GlobalSelectorSettings:
+    """The selector settings both of the thesis' backbones (Longformer, Big Bird) take; documented in
+    [`SparseLongformerConfig`]."""
+
+    def set_selector_settings(self, global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
+                              pmi_num_pairs, unique_global_tokens, excluded_token_ids, pmi_selection, stop_words):
+        if global_selector not in GLOBAL_SELECTORS:
+            raise ValueError(f"`global_selector` must be one of {GLOBAL_SELECTORS}, got {global_selector!r}.")
+        if pmi_selection not in PMI_SELECTIONS:
+            raise ValueError(f"`pmi_selection` must be one of {PMI_SELECTIONS}, got {pmi_selection!r}.")
+        if stop_words is not None and stop_words != "english" and (
+                isinstance(stop_words, str) or not all(isinstance(word, str) for word in stop_words)):
+            raise ValueError(f"`stop_words` must be None, 'english' or a list of words, got {stop_words!r}.")
+        for name, value, least in (
+            ("num_global_tokens", num_global_tokens, 0),
+            ("pmi_window", pmi_window, 2),
+            ("pmi_min_count", pmi_min_count, 1),
+            ("pmi_max_pairs", pmi_max_pairs, 1),
+            ("pmi_num_pairs", pmi_num_pairs, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        if excluded_token_ids is not None and not all(isinstance(i, int) and i >= 0 for i in excluded_token_ids):
+            raise ValueError("`excluded_token_ids` must be a list of non-negative token ids.")
+        self.global_selector = global_selector
+        self.num_global_tokens = num_global_tokens
+        self.pmi_window = pmi_window
+        self.pmi_min_count = pmi_min_count
+        self.pmi_max_pairs = pmi_max_pairs
+        self.pmi_num_pairs = pmi_num_pairs
+        self.unique_global_tokens = unique_global_tokens
+        self.excluded_token_ids = list(excluded_token_ids) if excluded_token_ids is not None else None
+        self.pmi_selection = pmi_selection
+        self.stop_words = stop_words if stop_words is None or stop_words == "english" else list(stop_words)
+
+
+class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
     r"""
     Configuration of a [`SparseLongformerModel`]: every [`LongformerConfig`] setting (so a Longformer checkpoint's
     config.json loads into it and its weights load unchanged), plus how the global tokens are chosen.
@@ -86,42 +122,16 @@ class SparseLongformerConfig(LongformerConfig):
         stop_words=None,
         **kwargs,
     ):
-        if global_selector not in GLOBAL_SELECTORS:
-            raise ValueError(f"`global_selector` must be one of {GLOBAL_SELECTORS}, got {global_selector!r}.")
-        if pmi_selection not in PMI_SELECTIONS:
-            raise ValueError(f"`pmi_selection` must be one of {PMI_SELECTIONS}, got {pmi_selection!r}.")
-        if stop_words is not None and stop_words != "english" and (
-                isinstance(stop_words, str) or not all(isinstance(word, str) for word in stop_words)):
-            raise ValueError(f"`stop_words` must be None, 'english' or a list of words, got {stop_words!r}.")
+        self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
+                                   pmi_num_pairs, unique_global_tokens, excluded_token_ids, pmi_selection, stop_words)
         if attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"`attention_backend` must be one of {ATTENTION_BACKENDS}, got {attention_backend!r}.")
-        for name, value, least in (
-            ("num_global_tokens", num_global_tokens, 0),
-            ("pmi_window", pmi_window, 2),
-            ("pmi_min_count", pmi_min_count, 1),
-            ("pmi_max_pairs", pmi_max_pairs, 1),
-            ("pmi_num_pairs", pmi_num_pairs, 0),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
-        if excluded_token_ids is not None and not all(isinstance(i, int) and i >= 0 for i in excluded_token_ids):
-            raise ValueError("`excluded_token_ids` must be a list of non-negative token ids.")
         for key, value in SMALL_MODEL.items():
             kwargs.setdefault(key, value)
         if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         self._check_longformer_sizes(kwargs)
-        self.global_selector = global_selector
-        self.num_global_tokens = num_global_tokens
-        self.pmi_window = pmi_window
-        self.pmi_min_count = pmi_min_count
-        self.pmi_max_pairs = pmi_max_pairs
-        self.pmi_num_pairs = pmi_num_pairs
-        self.unique_global_tokens = unique_global_tokens
-        self.excluded_token_ids = list(excluded_token_ids) if excluded_token_ids is not None else None
         self.attention_backend = attention_backend
-        self.pmi_selection = pmi_selection
-        self.stop_words = stop_words if stop_words is None or stop_words == "english" else list(stop_words)
         super().__init__(**kwargs)
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
@@ -180,4 +190,4 @@ class SparseLongformerConfig(LongformerConfig):
         return cls(**settings)
 
 
-__all__ = ["SparseLongformerConfig"]
+__all__ = ["GlobalSelectorSettings", "SparseLongformerConfig"]

@@ -47,7 +47,7 @@ from transformers.models.longformer.modeling_longformer import (
 from transformers.utils import can_return_tuple, logging
 
 from .configuration_sparse_longformer import SparseLongformerConfig
-from .selection import SENTINEL_KEY, GlobalTokenSelector
+from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers
 
 logger = logging.get_logger(__name__)
 
@@ -57,41 +57,6 @@ BERT_LIKE_FIRST_POSITION = {"bert": lambda config: 0, "roberta": lambda config: 
 # settings of a converted model that the source checkpoint fixes (its weights have these sizes)
 BERT_LIKE_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                           "hidden_act", "type_vocab_size", "layer_norm_eps", "pad_token_id")
-
-
-def stop_word_ids(tokenizer, stop_words):
-    """Ids of the tokens that are a whole stop word: each word of `stop_words` ("english": scikit-learn's list, or a
-    list of words) that the tokenizer maps to a single token, as written, capitalised, and after a space (BPE)."""
-    if stop_words == "english":
-        try:
-            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-        except ImportError as error:
-            raise ImportError("stop_words='english' reads scikit-learn's list: `pip install scikit-learn`, or pass "
-                              "your own list of words.") from error
-        stop_words = sorted(ENGLISH_STOP_WORDS)
-    ids = set()
-    for word in stop_words:
-        for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
-            tokens = tokenizer(form, add_special_tokens=False)["input_ids"]
-            if len(tokens) == 1:
-                ids.add(tokens[0])
-    return ids
-
-
-def excluded_token_ids(tokenizer, vocab_size, stop_words=None):
-    """Ids of the tokenizer's special tokens, of every token that decodes to punctuation or whitespace only, and of
-    the `stop_words` (see `stop_word_ids`)."""
-    import string
-
-    punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
-    ids = set(tokenizer.all_special_ids)
-    for i in range(min(len(tokenizer), vocab_size)):
-        text = tokenizer.decode([i]).strip()
-        if not text or all(ch in punctuation for ch in text):
-            ids.add(i)
-    if stop_words is not None:
-        ids |= stop_word_ids(tokenizer, stop_words)
-    return sorted(i for i in ids if i < vocab_size)
 
 
 def keep_what_the_model_reads(limit, unit, *tensors):
@@ -303,37 +268,14 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         return out.index_put_((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
 
 
-class SparseLongformerPreTrainedModel(LongformerPreTrainedModel):
+class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedModel):
     config_class = SparseLongformerConfig
     _no_split_modules = ["SparseLongformerSelfAttention"]
 
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)
-        if isinstance(module, GlobalTokenSelector):  # not fitted until fit_global_selector
-            for buffer in (module.idf, module.pmi_pair_values, module.idf_num_documents, module.pmi_num_documents):
-                buffer.zero_()
-            module.pmi_pair_keys.fill_(SENTINEL_KEY)
-
-    def fit_global_selector(self, documents, tokenizer=None, statistics=("tfidf", "pmi"), **kwargs):
-        """Fit the TF-IDF and PMI statistics on training documents (an iterable of token-id sequences, e.g. a tokenized
-        dataset's `input_ids` column) and keep them in the model's buffers, so saving keeps them. With `tokenizer`,
-        its special tokens, punctuation-only tokens and `config.stop_words` are first written to
-        `config.excluded_token_ids` (selection then leaves out the same tokens). Returns a dict of what was counted;
-        keyword arguments go to `GlobalTokenSelector.fit`."""
-        if tokenizer is not None:
-            self.config.excluded_token_ids = excluded_token_ids(tokenizer, self.config.vocab_size,
-                                                                self.config.stop_words)
-        elif self.config.stop_words is not None:
-            raise ValueError("`config.stop_words` is set: pass the model's tokenizer, "
-                             "`fit_global_selector(documents, tokenizer=tokenizer)`, so the words become token ids.")
-        return self.base_model.selector.fit(documents, statistics=statistics, **kwargs)
-
-    @torch.no_grad()
-    def select_global_tokens(self, input_ids, attention_mask=None, selector=None, generator=None):
-        """The (b, n) bool global-attention mask `forward` uses for these inputs when given none."""
-        real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
-        return self.base_model.selector(input_ids, real, selector=selector, generator=generator)
+        init_selector_buffers(module)
 
 
 class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
@@ -561,5 +503,4 @@ __all__ = [
     "SparseLongformerModel",
     "SparseLongformerForSequenceClassification",
     "SparseLongformerPreTrainedModel",
-    "excluded_token_ids",
 ]

@@ -258,6 +258,75 @@ class GlobalTokenSelector(nn.Module):
         return ids[keep], doc[keep]
 
 
+def stop_word_ids(tokenizer, stop_words):
+    """Ids of the tokens that are a whole stop word: each word of `stop_words` ("english": scikit-learn's list, or a
+    list of words) that the tokenizer maps to a single token, as written, capitalised, and after a space (BPE)."""
+    if stop_words == "english":
+        try:
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        except ImportError as error:
+            raise ImportError("stop_words='english' reads scikit-learn's list: `pip install scikit-learn`, or pass "
+                              "your own list of words.") from error
+        stop_words = sorted(ENGLISH_STOP_WORDS)
+    ids = set()
+    for word in stop_words:
+        for form in (word, word.capitalize(), " " + word, " " + word.capitalize()):
+            tokens = tokenizer(form, add_special_tokens=False)["input_ids"]
+            if len(tokens) == 1:
+                ids.add(tokens[0])
+    return ids
+
+
+def excluded_token_ids(tokenizer, vocab_size, stop_words=None):
+    """Ids of the tokenizer's special tokens, of every token that decodes to punctuation or whitespace only, and of
+    the `stop_words` (see `stop_word_ids`)."""
+    import string
+
+    punctuation = set(string.punctuation) | set("“”‘’«»–—…·•")
+    ids = set(tokenizer.all_special_ids)
+    for i in range(min(len(tokenizer), vocab_size)):
+        text = tokenizer.decode([i]).strip()
+        if not text or all(ch in punctuation for ch in text):
+            ids.add(i)
+    if stop_words is not None:
+        ids |= stop_word_ids(tokenizer, stop_words)
+    return sorted(i for i in ids if i < vocab_size)
+
+
+class SelectsGlobalTokens:
+    """Fitting and selection on a model whose base model holds a `GlobalTokenSelector` as `selector` (the sparse-map
+    Longformer and Big Bird)."""
+
+    def fit_global_selector(self, documents, tokenizer=None, statistics=("tfidf", "pmi"), **kwargs):
+        """Fit the TF-IDF and PMI statistics on training documents (an iterable of token-id sequences, e.g. a tokenized
+        dataset's `input_ids` column) and keep them in the model's buffers, so saving keeps them. With `tokenizer`,
+        its special tokens, punctuation-only tokens and `config.stop_words` are first written to
+        `config.excluded_token_ids` (selection then leaves out the same tokens). Returns a dict of what was counted;
+        keyword arguments go to `GlobalTokenSelector.fit`."""
+        if tokenizer is not None:
+            self.config.excluded_token_ids = excluded_token_ids(tokenizer, self.config.vocab_size,
+                                                                self.config.stop_words)
+        elif self.config.stop_words is not None:
+            raise ValueError("`config.stop_words` is set: pass the model's tokenizer, "
+                             "`fit_global_selector(documents, tokenizer=tokenizer)`, so the words become token ids.")
+        return self.base_model.selector.fit(documents, statistics=statistics, **kwargs)
+
+    @torch.no_grad()
+    def select_global_tokens(self, input_ids, attention_mask=None, selector=None, generator=None):
+        """The (b, n) bool global-token mask `forward` uses for these inputs when given none."""
+        real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        return self.base_model.selector(input_ids, real, selector=selector, generator=generator)
+
+
+@torch.no_grad()
+def init_selector_buffers(module):
+    """A new model's selector holds no statistics until `fit_global_selector` (for `_init_weights`)."""
+    if isinstance(module, GlobalTokenSelector):
+        for buffer in (module.idf, module.pmi_pair_values, module.idf_num_documents, module.pmi_num_documents):
+            buffer.zero_()
+        module.pmi_pair_keys.fill_(SENTINEL_KEY)
+
+
 def top_positions(scores, candidates, input_ids, n, unique):
     """(b, n) bool: the `n` candidate positions with the highest score per row (ties: the earlier position); with
     `unique`, only the best position of each distinct token id competes."""
@@ -313,4 +382,4 @@ def _pmi(keys, counts, token_freq, num_pairs, vocab, min_count, max_pairs):
     return keys, pmi.astype(np.float32)
 
 
-__all__ = ["GlobalTokenSelector", "top_positions"]
+__all__ = ["GlobalTokenSelector", "SelectsGlobalTokens", "excluded_token_ids", "top_positions"]
