@@ -214,6 +214,30 @@ def test_train_sparse_longformer_fits_statistics_then_attention_map_and_pipeline
     assert len(listed) == 5 and all(word.strip("' ") for word in (line.split()[1] for line in listed))
 
 
+def test_train_sparse_bigbird_then_attention_map_pipeline_and_bench(tmp_path, capsys):
+    """The thesis' Big Bird backbone from the CLI: `train` fits the statistics, `attention-map` draws its blocks and
+    lists the selected words, `pipeline` reads a saved folder, `bench` times it next to Transformers' Big Bird."""
+    output = tmp_path / "sbb"
+    assert main(["train", "--model", "sparse_bigbird", "--task-size", "30", "--epochs", "1", "--max-length", "512",
+                 "--output-dir", str(output), "--config", "hidden_size=32", "num_hidden_layers=2",
+                 "num_attention_heads=2", "intermediate_size=37", "block_size=16", "num_random_blocks=2",
+                 "num_global_tokens=8", "global_selector=tfidf"]) == 0
+    model = AutoModelForSequenceClassification.from_pretrained(output)
+    assert type(model).__name__ == "SparseBigBirdForSequenceClassification"
+    assert int(model.bert.selector.idf_num_documents) == 30
+    text = make_long_document_task(train_size=1, validation_size=1, test_size=1, seed=3)["test"]["text"][0]
+    assert pipeline("text-classification", model=str(output))(text, truncation=True)[0]["label"].startswith("topic_")
+    capsys.readouterr()
+    assert main(["attention-map", str(output), "--text", text, "--output", str(tmp_path / "map.png"), "--top",
+                 "5"]) == 0
+    assert (tmp_path / "map.png").stat().st_size > 1000
+    assert len([line for line in capsys.readouterr().out.splitlines()[1:] if line.strip()]) == 5
+    assert main(["bench", "--models", "sparse_bigbird,sparse_bigbird:cls,bigbird", "--lengths", "512",
+                 "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2", "--num-global", "8", "--repeats",
+                 "1", "--output", str(tmp_path / "b")]) == 0
+    assert "speedup vs bigbird" in capsys.readouterr().out
+
+
 def test_bench_longformer_types_report_memory_and_selection_cost(tmp_path, capsys):
     assert main(["bench", "--models", "sparse_longformer,sparse_longformer:longformer,longformer", "--lengths", "256",
                  "--hidden-size", "32", "--num-layers", "1", "--num-heads", "2", "--window", "32", "--num-global",

@@ -124,10 +124,26 @@ def test_sparse_longformer_example_runs_every_selector_from_a_local_longformer_c
     checkpoint.save_pretrained(tmp_path / "longformer")
     tokenizer.save_pretrained(tmp_path / "longformer")
     results = sparse_longformer_patents.main([sample, "--from-pretrained", str(tmp_path / "longformer"),
-                                              "--max-length", "256", "--num-global", "8", "--max-steps", "2",
-                                              "--batch-size", "4", "--output-dir", str(tmp_path / "out")])
-    assert list(results) == list(sparse_longformer_patents.SELECTORS)
-    assert all(0.0 <= scores["accuracy"] <= 1.0 for scores in results.values())
+                                              "--backbones", "longformer", "--max-length", "256", "--num-global", "8",
+                                              "--max-steps", "2", "--batch-size", "4",
+                                              "--output-dir", str(tmp_path / "out")])
+    assert list(results["longformer"]) == list(sparse_longformer_patents.SELECTORS)
+    assert all(0.0 <= scores["accuracy"] <= 1.0 for scores in results["longformer"].values())
+
+
+@pytest.mark.slow
+def test_sparse_longformer_example_runs_the_ten_cell_grid_and_draws_figure_6_1(tmp_path):
+    """Both backbones from scratch (--small) with every selector: ten results, results.json and the bar chart."""
+    import sparse_longformer_patents
+
+    sample = sparse_longformer_patents.make_sample(str(tmp_path / "patents.jsonl"), count=48)
+    results = sparse_longformer_patents.main([sample, "--small", "--max-length", "1024", "--window", "64",
+                                              "--num-global", "16", "--max-steps", "1", "--batch-size", "4",
+                                              "--output-dir", str(tmp_path / "grid")])
+    assert {backbone: list(cells) for backbone, cells in results.items()} == {
+        backbone: list(sparse_longformer_patents.SELECTORS) for backbone in ("longformer", "bigbird")}
+    assert json.loads((tmp_path / "grid" / "results.json").read_text()) == results
+    assert (tmp_path / "grid" / "figure_6_1.png").stat().st_size > 5000
 
 
 def test_inverted_document_reverses_sentence_order():

@@ -8,13 +8,14 @@ from .experiments.report import figure
 
 
 def selected_words(model, tokenizer, text, selector=None, max_length=None):
-    """The global tokens `model` (a sparse-map Longformer) picks in `text`, best first, as dicts with the token's
-    position, the token, the whole word it belongs to (from the fast tokenizer's offsets) and its score; plus the
-    encoded input_ids and the (n,) global mask."""
+    """The global tokens `model` (a sparse-map Longformer or Big Bird) picks in `text`, best first, as dicts with the
+    token's position, the token, the whole word it belongs to (from the fast tokenizer's offsets) and its score; plus
+    the encoded input_ids and the (n,) global mask."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("`text` must be a non-empty string.")
     if not hasattr(model, "select_global_tokens"):
-        raise TypeError(f"{type(model).__name__} has no global-token selector; pass a sparse-map Longformer.")
+        raise TypeError(f"{type(model).__name__} has no global-token selector; pass a sparse-map Longformer or Big "
+                        "Bird.")
     max_length = max_length or min(tokenizer.model_max_length, model.config.max_position_embeddings - 2)
     encoding = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=tokenizer.is_fast,
                          return_tensors="pt")
@@ -44,32 +45,34 @@ def _words(encoding, text):
 
 
 def attention_map(model, tokenizer, text, path, selector=None, max_length=None, resolution=1024):
-    """Save a PNG of the attention pattern the model uses for `text` (the window band and the global rows/columns, as
-    in thesis Fig. 5.2) and return the selected tokens (see `selected_words`). The n × n map is drawn at
-    `resolution` pixels a side: a pixel is dark when any token pair in it attends."""
+    """Save a PNG of the attention pattern the model uses for `text` (its `attention_pattern`: Longformer's window band
+    and global rows/columns as in thesis Fig. 5.2, Big Bird's blocks) and return the selected tokens (see
+    `selected_words`). The n × n map is drawn at `resolution` pixels a side: a pixel is grey when any token pair in it
+    attends, black when the key is a selected token."""
     listing, input_ids, chosen = selected_words(model, tokenizer, text, selector, max_length)
     n = len(input_ids)
-    window = model.config.attention_window
-    half = (window if isinstance(window, int) else max(window)) // 2
+    pattern = model.attention_pattern(input_ids[None], selector=selector)[0][0]  # (n, n), the model's own rule
     size = min(resolution, n)
-    cell = n / size
-    centres = (torch.arange(size) + 0.5) * cell
-    image = ((centres[:, None] - centres[None, :]).abs() <= half + cell).float() * 0.6  # the sliding window band
-    global_cells = torch.unique((chosen.nonzero().flatten().float() / cell).long().clamp(max=size - 1))
-    image[global_cells, :] = 1.0
-    image[:, global_cells] = 1.0
+    cells = torch.arange(n) * size // n  # token -> pixel
+    image = torch.zeros(size, size)
+    rows, columns = pattern.nonzero(as_tuple=True)
+    image[cells[rows], cells[columns]] = 0.6  # a query attends to a key
+    to_selected = chosen[columns]
+    image[cells[rows[to_selected]], cells[columns[to_selected]]] = 1.0  # ... that is a selected token: darker
 
     with figure(path, size=(6, 6)) as axis:
         axis.imshow(image.numpy(), cmap="Greys", vmin=0, vmax=1, extent=(0, n, n, 0), interpolation="nearest")
         selector_name = selector or model.config.global_selector
-        axis.set_title(f"{selector_name}: window {2 * half}, {int(chosen.sum())} global tokens, {n} tokens")
+        axis.set_title(f"{selector_name}: {pattern.float().mean() * 100:.0f}% of pairs attend, "
+                       f"{int(chosen.sum())} selected tokens, {n} tokens")
         axis.set_xlabel("key position")
         axis.set_ylabel("query position")
     return listing
 
 
 def attention_map_of_saved_model(model_dir, text, path, selector=None):
-    """`attention_map` of the sparse-map Longformer saved in `model_dir` (with its tokenizer), written to `path`."""
+    """`attention_map` of the sparse-map Longformer or Big Bird saved in `model_dir` (with its tokenizer), written to
+    `path`."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()

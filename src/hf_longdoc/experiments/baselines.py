@@ -1,4 +1,4 @@
-"""The baselines every method is measured against: Transformers' BERT, RoBERTa, Longformer, and TF-IDF + LR.
+"""The baselines every method is measured against: Transformers' BERT, RoBERTa, Longformer, Big Bird, and TF-IDF + LR.
 
 The Transformers models are built at a given size; the TF-IDF + logistic-regression reader reads the first 512 words
 or the whole text.
@@ -12,6 +12,8 @@ import numpy as np
 from transformers import (
     BertConfig,
     BertForSequenceClassification,
+    BigBirdConfig,
+    BigBirdForSequenceClassification,
     LongformerConfig,
     LongformerForSequenceClassification,
     RobertaConfig,
@@ -25,12 +27,16 @@ class Baseline:
     model_class: type
     position_offset: int = 0  # RoBERTa-style position ids start after the pad id: 2 more positions
     sparse: bool = False  # window attention with global tokens (its time and memory are the sparse models' reference)
+    window_key: str | None = None  # the config setting the attention window goes to
 
 
 BASELINES = {
     "bert": Baseline(BertConfig, BertForSequenceClassification),
     "roberta": Baseline(RobertaConfig, RobertaForSequenceClassification, position_offset=2),
-    "longformer": Baseline(LongformerConfig, LongformerForSequenceClassification, position_offset=2, sparse=True),
+    "longformer": Baseline(LongformerConfig, LongformerForSequenceClassification, position_offset=2, sparse=True,
+                           window_key="attention_window"),
+    # block-sparse attention: blocks of 64, 3 random blocks (Transformers' defaults, the thesis' bigbird-roberta-base)
+    "bigbird": Baseline(BigBirdConfig, BigBirdForSequenceClassification, sparse=True),
 }
 
 
@@ -40,14 +46,15 @@ HEAD_TOKENS = 128
 
 
 class BaselineName(NamedTuple):
-    kind: str  # bert | roberta | longformer
+    kind: str  # bert | roberta | longformer | bigbird
     tokens: int | None  # bert-N: tokens read
     head: int | None = None  # bert-N-headtail: tokens kept from the start (the rest from the end)
 
 
 def parse_baseline(name):
-    """`bert`, `roberta`, `longformer`, `bert-<N>` (a BERT reading the first N tokens) or `bert-<N>-headtail` (the
-    first 128 and the last N - 130 tokens) -> `BaselineName`, or None when `name` is not a baseline."""
+    """`bert`, `roberta`, `longformer`, `bigbird`, `bert-<N>` (a BERT reading the first N tokens) or
+    `bert-<N>-headtail` (the first 128 and the last N - 130 tokens) -> `BaselineName`, or None when `name` is not a
+    baseline."""
     kind, dash, rest = name.partition("-")
     tokens, _, reading = rest.partition("-")
     if kind not in BASELINES or reading not in ("", "headtail"):
@@ -61,14 +68,14 @@ def parse_baseline(name):
 
 def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attention_window=512,
                    attention_dropout=None, **settings):
-    """Transformers' `name` model (bert | roberta | longformer) for sequence classification: that width, depth and
-    heads, intermediate 4·h, positions for `max_length` tokens; `attention_window` for the Longformer,
+    """Transformers' `name` model (bert | roberta | longformer | bigbird) for sequence classification: that width,
+    depth and heads, intermediate 4·h, positions for `max_length` tokens; `attention_window` for the Longformer,
     `attention_dropout` the attention-probability dropout, `settings` any other config value (vocab, labels, ids)."""
     baseline = BASELINES[name]
     sizes = dict(hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=num_heads,
                  intermediate_size=4 * hidden_size, max_position_embeddings=max_length + baseline.position_offset)
-    if baseline.sparse:
-        sizes["attention_window"] = attention_window
+    if baseline.window_key:
+        sizes[baseline.window_key] = attention_window
     if attention_dropout is not None:
         sizes["attention_probs_dropout_prob"] = attention_dropout
     return baseline.model_class(baseline.config_class(**sizes, **settings))

@@ -27,7 +27,7 @@ class BenchModel:
     name: str
     family: Family | None = None
     variant: dict = field(default_factory=dict)
-    baseline: str | None = None  # bert | roberta | longformer
+    baseline: str | None = None  # bert | roberta | longformer | bigbird
 
     @classmethod
     def parse(cls, name):

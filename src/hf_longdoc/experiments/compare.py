@@ -49,7 +49,7 @@ from ..training import (
     label_settings,
     training_arguments,
 )
-from .baselines import build_baseline, parse_baseline, tfidf_classifier
+from .baselines import BASELINES, build_baseline, parse_baseline, tfidf_classifier
 from .bench import check_models, run_bench
 from .measure import PeakMemory
 from .report import write_compare_report, write_csv
@@ -165,8 +165,8 @@ def check_pretrained_specs(specs, settings):
         if spec.family is not None:
             check_backbone(spec.family, settings.backbone)
             spec.family.check_settings({**spec.setting, **overrides_of(spec, settings)})
-        elif spec.baseline == "longformer":
-            raise ValueError("The `longformer` baseline is trained from scratch; with `--backbone` compare "
+        elif spec.baseline in BASELINES and BASELINES[spec.baseline].sparse:
+            raise ValueError(f"The `{spec.baseline}` baseline is trained from scratch; with `--backbone` compare "
                              "`sparse_longformer:cls` (the backbone converted to a Longformer) instead.")
         elif spec.truncation is not None and positions is not None and spec.truncation > positions:
             raise ValueError(f"{spec.name} reads {spec.truncation} tokens but the backbone has {positions} positions; "

@@ -133,15 +133,17 @@ def pad_for_downsampling(materials, material_mask, backbone_config):
 
 
 # Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.keep_what_the_model_reads
-def keep_what_the_model_reads(limit, unit, *tensors):
-    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning, when a document is longer than the model
-    reads (a `pipeline` or a call without `truncation=True` passes the whole text); None entries pass through."""
+def keep_what_the_model_reads(limit, unit, *tensors, log=None):
+    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning (on `log`, default this module's logger),
+    when a document is longer than the model reads (a `pipeline` or a call without `truncation=True` passes the whole
+    text); None entries pass through."""
     given = [tensor for tensor in tensors if tensor is not None]
     if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
         return tensors
     length = given[0].shape[1]
-    logger.warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first {limit} and "
-                        "ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+    (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
+                                 f"{limit} and ignoring the rest. Truncate with the tokenizer (truncation=True) to "
+                                 "silence this.")
     return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
 
 

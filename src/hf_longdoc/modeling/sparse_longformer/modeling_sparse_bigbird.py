@@ -75,9 +75,19 @@ def blocks_holding(selected, block_size, num_blocks, num_random_blocks):
 
 class SelectedBlockSparseAttention(BigBirdBlockSparseAttention):
     """Transformers' block-sparse attention, reading `selected_blocks` ((b, nb - 2, r), set by the model for one
-    forward) in place of its random blocks; with None it is Transformers' attention unchanged."""
+    forward) in place of its random blocks; with None it is Transformers' attention unchanged. Under autocast it runs
+    in float32: Transformers' version mixes dtypes there and fails (`scatter(): Expected self.dtype to be equal to
+    src.dtype`, transformers 5.23, CPU bf16)."""
 
     selected_blocks = None
+
+    def bigbird_block_sparse_attention(self, query_layer, key_layer, value_layer, *args, **kwargs):
+        device = query_layer.device.type
+        if not torch.is_autocast_enabled(device):
+            return super().bigbird_block_sparse_attention(query_layer, key_layer, value_layer, *args, **kwargs)
+        with torch.autocast(device, enabled=False):
+            return super().bigbird_block_sparse_attention(query_layer.float(), key_layer.float(), value_layer.float(),
+                                                          *args, **kwargs)
 
     def _create_rand_mask_from_inputs(self, from_blocked_mask, to_blocked_mask, rand_attn, *args):
         # the first use of the random-block indices: write the document's blocks into them, for every head
@@ -123,6 +133,30 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
         return config.attention_type == "block_sparse" and length > (5 + 2 * config.num_random_blocks) * \
             config.block_size
 
+    def attention_pattern_of(self, global_tokens, real):
+        """(b, n, n) bool of the attention `forward` computes: everything with full attention; block-sparse, the first
+        and last query blocks read every key and query block i reads blocks 0, nb - 1, i - 1, i, i + 1 and the blocks
+        holding the selected tokens (vanilla `cls`: Transformers' random blocks, drawn afresh in training; in
+        evaluation it reads block 0 in their place, which this pattern shows)."""
+        config, (b, n) = self.config, real.shape
+        if not self.block_sparse_reads(n):
+            return torch.ones(b, n, n, dtype=torch.bool, device=real.device)
+        size = config.block_size
+        num_blocks = -(-n // size)
+        if config.global_selector == "cls":
+            chosen = torch.zeros(b, num_blocks - 2, config.num_random_blocks, dtype=torch.long, device=real.device)
+        else:
+            chosen = blocks_holding(global_tokens & real, size, num_blocks, config.num_random_blocks)
+        blocks = torch.arange(num_blocks, device=real.device)
+        rows = blocks[1:-1, None]
+        reads = (blocks == 0) | (blocks == num_blocks - 1) | ((blocks - rows).abs() <= 1)  # (nb - 2, nb)
+        reads = reads.expand(b, -1, -1).clone()
+        reads.scatter_(2, chosen, True)
+        every = torch.ones(b, 1, num_blocks, dtype=torch.bool, device=real.device)
+        reads = torch.cat([every, reads, every], dim=1)  # (b, nb, nb): query block -> key blocks
+        block_of = torch.arange(n, device=real.device) // size
+        return reads[:, block_of][:, :, block_of]
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -144,7 +178,7 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
         config = self.config
         input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, global_attention_mask = \
             keep_what_the_model_reads(config.max_position_embeddings, "tokens", input_ids, attention_mask,
-                                      token_type_ids, position_ids, inputs_embeds, global_attention_mask)
+                                      token_type_ids, position_ids, inputs_embeds, global_attention_mask, log=logger)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
         check_right_padded(real)
         if input_ids is not None:
@@ -155,7 +189,7 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
         length = real.shape[1]
         sparse = self.block_sparse_reads(length)
         if config.attention_type == "block_sparse" and not sparse:
-            logger.info(f"{length} tokens are too few for block-sparse attention; this call reads them with full "
+            logger.info_once(f"{length} tokens are too few for block-sparse attention; this call reads them with full "
                         "attention, as Transformers' Big Bird does.")
         self.set_attention_type("block_sparse" if sparse else "original_full")
         selected_blocks = None
@@ -189,7 +223,8 @@ class SparseBigBirdForSequenceClassification(SparseBigBirdPreTrainedModel, BigBi
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                labels=None, **kwargs):
+                labels=None, global_attention_mask=None, global_selector_generator=None, **kwargs):
+        kwargs.update(global_attention_mask=global_attention_mask, global_selector_generator=global_selector_generator)
         if labels is not None:  # a clear error before the encoder runs; the logits' shape is (b, num_labels)
             b = (input_ids if input_ids is not None else inputs_embeds).shape[0]
             check_labels(labels, torch.empty(b, self.num_labels), self.config)

@@ -59,15 +59,17 @@ BERT_LIKE_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num
                           "hidden_act", "type_vocab_size", "layer_norm_eps", "pad_token_id")
 
 
-def keep_what_the_model_reads(limit, unit, *tensors):
-    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning, when a document is longer than the model
-    reads (a `pipeline` or a call without `truncation=True` passes the whole text); None entries pass through."""
+def keep_what_the_model_reads(limit, unit, *tensors, log=None):
+    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning (on `log`, default this module's logger),
+    when a document is longer than the model reads (a `pipeline` or a call without `truncation=True` passes the whole
+    text); None entries pass through."""
     given = [tensor for tensor in tensors if tensor is not None]
     if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
         return tensors
     length = given[0].shape[1]
-    logger.warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first {limit} and "
-                        "ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+    (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
+                                 f"{limit} and ignoring the rest. Truncate with the tokenizer (truncation=True) to "
+                                 "silence this.")
     return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
 
 
@@ -288,6 +290,14 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
             layer.attention.self = SparseLongformerSelfAttention(config, layer_id)
         self.selector = GlobalTokenSelector(config)
         self.post_init()
+
+    def attention_pattern_of(self, global_tokens, real):
+        """(b, n, n) bool of Longformer's attention: the band |i - j| ≤ window / 2, plus global rows and columns."""
+        window = self.config.attention_window
+        half = (window if isinstance(window, int) else max(window)) // 2
+        positions = torch.arange(real.shape[1], device=real.device)
+        band = (positions[:, None] - positions[None, :]).abs() <= half  # (n, n)
+        return band[None] | global_tokens[:, :, None] | global_tokens[:, None, :]
 
     def check_inputs(self, input_ids, global_attention_mask, real):
         config = self.config

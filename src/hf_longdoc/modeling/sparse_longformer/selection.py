@@ -317,6 +317,15 @@ class SelectsGlobalTokens:
         real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
         return self.base_model.selector(input_ids, real, selector=selector, generator=generator)
 
+    @torch.no_grad()
+    def attention_pattern(self, input_ids, attention_mask=None, selector=None):
+        """(b, n, n) bool: which keys (columns) each query (row) attends to with these inputs, as `forward` computes
+        it (for figures such as thesis Fig. 5.2; dense, so for one document at a time). Also returns the (b, n) global
+        mask the selector chose."""
+        real = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask.bool()
+        chosen = self.select_global_tokens(input_ids, attention_mask, selector=selector)
+        return self.base_model.attention_pattern_of(chosen, real) & real[:, None, :], chosen
+
 
 @torch.no_grad()
 def init_selector_buffers(module):
