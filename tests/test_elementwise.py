@@ -292,3 +292,36 @@ def test_standard_size_names_set_the_backbone_before_w_is_split():
     ids = torch.randint(4, 260, (2, 16 * config.elements_per_material))
     assert model(ids).logits.shape == (2, 2)
     assert ElementwiseConfig.from_dict(config.to_dict()).element_size == config.element_size
+
+
+@pytest.mark.parametrize("tokenizer_v, model_v", [(16, 8), (8, 16)])
+def test_a_tokenizer_of_another_material_width_is_refused_naming_both(tokenizer_v, model_v):
+    """The issue's case: `ElementwiseTokenizer()` (v = 16) with `ElementwiseConfig()` (v = 8) turned a 5-word input
+    into 10 materials, each word's second half read as padding, with no error."""
+    from hf_longdoc import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseTokenizer
+
+    backbone = {"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": model_v,
+                "intermediate_size": 37, "max_position_embeddings": 64}
+    model = ElementwiseForSequenceClassification(ElementwiseConfig(backbone_config=backbone,
+                                                                   elements_per_material=model_v, max_materials=64))
+    encoded = ElementwiseTokenizer(elements_per_material=tokenizer_v, max_materials=16)("the cat sat on mats",
+                                                                                      return_tensors="pt")
+    for inputs in (dict(encoded), {"input_ids": encoded["input_ids"]}):
+        with pytest.raises(ValueError, match=f"elements_per_material.* \\({model_v}\\).*elements_per_material"
+                                             f"={tokenizer_v}"):
+            model(**inputs)
+    matching = ElementwiseTokenizer(elements_per_material=model_v, max_materials=16)
+    assert model(**matching("the cat sat on mats", return_tensors="pt")).logits.shape == (1, 2)
+
+
+def test_from_paper_presets_follow_table_1_and_section_6_2():
+    from hf_longdoc import ElementwiseConfig
+
+    whitespace = ElementwiseConfig.from_paper()
+    assert (whitespace.elements_per_material, whitespace.max_materials, whitespace.mode) == (16, 128, "whitespace")
+    gradient = ElementwiseConfig.from_paper(tokenization="gradient")
+    assert (gradient.elements_per_material, gradient.mode, gradient.backbone_config.num_attention_heads) == \
+        (8, "vgram", 8)
+    assert ElementwiseConfig.from_paper(tokenization="bytes").mode == "bytes"
+    with pytest.raises(ValueError, match="tokenization"):
+        ElementwiseConfig.from_paper(tokenization="bpe")

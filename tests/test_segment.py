@@ -11,7 +11,7 @@ BACKBONE = {"model_type": "bert", "hidden_size": 12, "num_hidden_layers": 1, "nu
             "intermediate_size": 16, "max_position_embeddings": 64}
 
 
-def _head(variant, activation="sigmoid", m=4, q=6):
+def _head(variant, activation="softmax", m=4, q=6):
     torch.manual_seed(0)
     config = SegmentLMConfig(backbone_config=BACKBONE, variant=variant, num_segments=m, segment_length=16,
                              lstm_hidden_size=q, attention_activation=activation, classifier_dropout=0.0,
@@ -23,7 +23,8 @@ def _head(variant, activation="sigmoid", m=4, q=6):
 
 
 def _reference(head, z, count):
-    """Eq. 1-5, 7 for one document with `count` present segments, in plain steps."""
+    """Eq. 1-5, 7 for one document with `count` present segments, in plain steps from the paper: σ of Eq. 4 is the
+    softmax over the document's segments (Section 3, after Yang et al.), whatever the head is configured with."""
     variant, d, q = head.config.variant, z.shape[-1], head.config.lstm_hidden_size
     z = z[:count]
     if variant == "base":
@@ -38,8 +39,10 @@ def _reference(head, z, count):
     features = [z[0], h2, h[count - 1]]
     if variant == "rnn":
         return head.classifier(torch.cat(features)), None
-    scores = torch.stack([torch.tanh(head.attention(h[i])) @ head.context for i in range(count)])
-    alpha = torch.softmax(scores, 0) if head.config.attention_activation == "softmax" else torch.sigmoid(scores)
+    W_s, b_s, u_s = head.attention.weight, head.attention.bias, head.context
+    u = [torch.tanh(W_s @ h[i] + b_s) for i in range(count)]  # u_i = tanh(W_s h_i + b_s)
+    scores = torch.stack([u_i @ u_s for u_i in u])
+    alpha = scores.exp() / scores.exp().sum()  # softmax_i(u_iᵀ u_s)
     a = sum(alpha[i] * h[i] for i in range(count))
     full_alpha = torch.zeros(head.config.num_segments)
     full_alpha[:count] = alpha
@@ -47,10 +50,9 @@ def _reference(head, z, count):
     return head.classifier(torch.cat(features + tail if variant == "att" else tail)), full_alpha
 
 
-@pytest.mark.parametrize("variant, activation", [("base", "sigmoid"), ("cat", "sigmoid"), ("rnn", "sigmoid"),
-                                                 ("att", "sigmoid"), ("att", "softmax"), ("att_ablated", "sigmoid")])
-def test_heads_match_the_equations_with_absent_segments(variant, activation):
-    head = _head(variant, activation)
+@pytest.mark.parametrize("variant", ["base", "cat", "rnn", "att", "att_ablated"])
+def test_heads_match_the_equations_with_absent_segments(variant):
+    head = _head(variant)  # the default config: the paper's softmax
     z = torch.randn(3, 4, 12)
     counts = [4, 2, 1]
     present = torch.arange(4)[None, :] < torch.tensor(counts)[:, None]
@@ -64,6 +66,59 @@ def test_heads_match_the_equations_with_absent_segments(variant, activation):
             if expected_alpha is not None:
                 torch.testing.assert_close(alpha[row], expected_alpha, rtol=1e-5, atol=1e-6)
                 assert int(selected[row]) < count
+
+
+def test_alpha_is_a_softmax_over_present_segments_by_default_and_sigmoid_on_request():
+    assert SegmentLMConfig(backbone_config=BACKBONE, segment_length=16).attention_activation == "softmax"
+    z = torch.randn(3, 4, 12)
+    present = torch.arange(4)[None, :] < torch.tensor([4, 2, 1])[:, None]
+    with torch.no_grad():
+        _, alpha, _, h = _head("att")(z, present)
+        torch.testing.assert_close(alpha.sum(dim=1), torch.ones(3))
+        sigmoid = _head("att", activation="sigmoid")
+        _, alpha, _, h = sigmoid(z, present)
+        scores = torch.tanh(h @ sigmoid.attention.weight.T + sigmoid.attention.bias) @ sigmoid.context
+        torch.testing.assert_close(alpha, torch.sigmoid(scores) * present)
+
+
+def test_the_lm_learns_from_z1_through_every_path_and_from_z_m_only_directly():
+    """Paper mode (module docstring): z_1's gradient reaches the LM through the classifier and the biLSTM / α paths;
+    z_M(α)'s only through its own place in Eq. 5 (the biLSTM reads its stop-gradient copy)."""
+    input_ids, attention_mask = _documents()
+    model = _classifier("att", "paper")
+    d, q, m = model.config.hidden_size, model.config.lstm_hidden_size, model.config.num_segments
+    blocks = {"z_1": slice(0, d), "lstm": slice(d, d + 3 * q + m), "z_M": slice(d + 3 * q + m, 2 * d + 3 * q + m)}
+
+    def backbone_gradient(keep):
+        weight = model.head.classifier.weight
+        with torch.no_grad():
+            saved = weight.clone()
+            for name, columns in blocks.items():
+                if name not in keep:
+                    weight[:, columns] = 0.0
+        model.zero_grad()
+        out = model(input_ids, attention_mask=attention_mask)
+        out.logits.sum().backward()
+        with torch.no_grad():
+            weight.copy_(saved)
+        grads = [p.grad for name, p in model.named_parameters() if name.startswith("segment_lm.backbone.encoder")]
+        return torch.cat([g.flatten() if g is not None else torch.zeros(p.numel()) for g, p in
+                          zip(grads, [p for name, p in model.named_parameters()
+                                      if name.startswith("segment_lm.backbone.encoder")])]), out
+
+    through_lstm, _ = backbone_gradient({"lstm"})
+    assert through_lstm.abs().sum() > 0  # z_1 enters the biLSTM with its gradient
+    through_z_m, out = backbone_gradient({"z_M"})
+    # the same gradient, computed directly: only the encodings of the selected segments, through the z_M columns
+    model.zero_grad()
+    segments, mask, _ = model.segment_lm.segments(input_ids, attention_mask)
+    rows = torch.arange(len(segments))
+    selected = out.selected_segment
+    vectors = model.segment_lm.encode(segments[rows, selected], mask[rows, selected])  # (b, d)
+    (vectors @ model.head.classifier.weight[:, blocks["z_M"]].T).sum().backward()
+    expected = torch.cat([p.grad.flatten() if p.grad is not None else torch.zeros(p.numel())
+                          for name, p in model.named_parameters() if name.startswith("segment_lm.backbone.encoder")])
+    torch.testing.assert_close(through_z_m, expected, rtol=1e-4, atol=1e-7)
 
 
 def test_classifier_sizes_follow_the_paper():

@@ -1,8 +1,8 @@
 """Multi-label metrics at a threshold: micro-averaged precision, recall and F1, computed with scikit-learn.
 
 The predicted label set is every label whose score (sigmoid of the logit) is at least `threshold`; the default 0.3 is
-the one of the elementwise-language-representation paper (Section 5.3). An `evaluate` module shipped inside hf_longdoc
-and loaded by local path, so it works offline.
+the one of the elementwise-language-representation paper (Section 5.4, Training Details). An `evaluate` module
+shipped inside hf_longdoc and loaded by local path, so it works offline.
 """
 
 import datasets

@@ -223,12 +223,22 @@ class ElementwiseConfig(PretrainedConfig):
         self.backbone_config.num_attention_heads = value
 
     @classmethod
-    def from_paper(cls, backbone="bert", **kwargs):
-        """Table 1's EWE settings: u = 128, v = 16, h = 16, w = 768 (BERT, CANINE) or 128 (ALBERT), c = w / v."""
+    def from_paper(cls, backbone="bert", tokenization="whitespace", **kwargs):
+        """The paper's settings. `tokenization="whitespace"`: Table 1's EWE, u = 128, v = 16, h = 16, w = 768 (BERT,
+        CANINE) or 128 (ALBERT), c = w / v. `"bytes"`: Table 5's tokenization-free BERT_EWE on raw UTF-8 bytes, the
+        same sizes. `"gradient"`: Table 5's v-gram model (Section 6.2): every element replaced by the softmax-weighted
+        sum of the v-gram starting at it, n = v = 8 heads, no focus embeddings; Section 6.2 does not give its u, so
+        u = 256 keeps the 2,048 bytes of the other two rows."""
         if backbone not in PAPER_BACKBONES:
             raise ValueError(f"`backbone` must be one of {tuple(PAPER_BACKBONES)} (Table 1), got {backbone!r}.")
-        settings = {"backbone_config": dict(PAPER_BACKBONES[backbone]), "elements_per_material": 16,
-                    "max_materials": 128}
+        presets = {"whitespace": dict(elements_per_material=16, max_materials=128),
+                   "bytes": dict(elements_per_material=16, max_materials=128, mode="bytes"),
+                   "gradient": dict(elements_per_material=8, max_materials=256, mode="vgram")}
+        if tokenization not in presets:
+            raise ValueError(f"`tokenization` must be one of {tuple(presets)} (Section 6.2), got {tokenization!r}.")
+        backbone_config = dict(PAPER_BACKBONES[backbone])
+        backbone_config["num_attention_heads"] = presets[tokenization]["elements_per_material"]  # h = v
+        settings = {"backbone_config": backbone_config, **presets[tokenization]}
         settings.update(kwargs)
         return cls(**settings)
 

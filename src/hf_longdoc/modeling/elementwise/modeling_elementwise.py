@@ -18,6 +18,7 @@ Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
 import inspect
+import math
 
 import torch
 from torch import nn
@@ -250,6 +251,13 @@ class ElementwisePreTrainedModel(PreTrainedModel):
         return getattr(model, "backbone", None)
 
 
+def word_start_spacing(mask):
+    """The spacing of the positions where a real element follows padding (a new word's material, in whitespace mode):
+    the v the input was tokenized with, or None when no word follows padding."""
+    starts = ((mask[:, 1:] & ~mask[:, :-1]).nonzero()[:, 1] + 1).tolist()  # (k,) positions
+    return math.gcd(*starts) if starts else None
+
+
 class ElementwiseModel(ElementwisePreTrainedModel):
     """Elementwise embedding + backbone: (b, u·v) ids -> backbone outputs over u materials."""
 
@@ -277,13 +285,21 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         if b == 0 or L == 0:
             raise ValueError(f"Got an empty batch of shape {(b, L)}: pass at least one document.")
         if L % v:
-            raise ValueError(f"`input_ids` has {L} elements per row, not a multiple of `elements_per_material` ({v}); "
-                             "encode with the ElementwiseTokenizer, which pads and truncates in whole materials.")
+            width = word_start_spacing(input_ids != PAD_ID)
+            made = f" (its words start every {width} elements: made with elements_per_material={width}?)" if width \
+                else ""
+            u = self.config.max_materials
+            raise ValueError(f"`input_ids` has {L} elements per row, not a multiple of `elements_per_material` ({v})"
+                             f"{made}; encode with the tokenizer saved with this model, or with "
+                             f"ElementwiseTokenizer(elements_per_material={v}, max_materials={u}), which pads and "
+                             "truncates in whole materials.")
         if (input_ids < 0).any() or (input_ids >= self.config.vocab_size).any():
             raise ValueError(f"`input_ids` holds ids outside the element vocabulary [0, {self.config.vocab_size}); "
                              "encode with the ElementwiseTokenizer.")
         if attention_mask is None:
-            return input_ids != PAD_ID
+            mask = input_ids != PAD_ID
+            self.check_material_width(mask)
+            return mask
         if tuple(attention_mask.shape) != (b, L):
             raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {(b, L)} (one "
                              "value per element).")
@@ -292,8 +308,34 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         if empty:
             raise ValueError(f"Rows {empty} of `attention_mask` have no real element (all padding); drop empty "
                              "documents from the batch.")
+        self.check_material_width(mask)
         check_right_padded(mask.view(b, L // v, v).any(dim=-1), unit="material")
         return mask
+
+    def check_material_width(self, mask):
+        """A ValueError when whitespace-mode input was made with another v than the config's: every word's material
+        starts with a real element and only the end is padding, so a material that starts with padding, or an empty
+        one before real ones, or a word starting after padding inside a material, means the materials are cut at the
+        wrong width (an `ElementwiseTokenizer()` at its default v = 16 for a v = 8 model would turn each word into two
+        materials, the second one empty)."""
+        config = self.config
+        if config.mode != "whitespace":  # bytes: any width is a valid byte stream
+            return
+        b, L = mask.shape
+        v = config.elements_per_material
+        materials = mask.view(b, L // v, v)
+        real = materials.any(dim=-1)  # (b, u)
+        starts_with_padding = real & ~materials[..., 0]
+        empty_before_real = ~real[:, :-1] & real[:, 1:]
+        restarts_inside = (materials[..., 1:] & ~materials[..., :-1]).any(dim=-1)  # a second word in one material
+        if not (starts_with_padding.any() or empty_before_real.any() or restarts_inside.any()):
+            return
+        width = word_start_spacing(mask)
+        seen = f"its words start every {width} elements, as a tokenizer with elements_per_material={width} " \
+               "writes them" if width and width != v else "its materials start with padding"
+        raise ValueError(f"`input_ids` are not materials of `elements_per_material` ({v}) elements, the config's: "
+                         f"{seen}. Encode with the tokenizer saved with this model, or with "
+                         f"ElementwiseTokenizer(elements_per_material={v}, max_materials={config.max_materials}).")
 
     @can_return_tuple
     def forward(

@@ -65,8 +65,11 @@ class SegmentLMConfig(PretrainedConfig):
         lstm_hidden_size (`int`, *optional*):
             q, the size of each biLSTM output h_i (q / 2 per direction: Eq. 3 and 5 give the classifier d + 2q and
             2d + 3q + m inputs). Unset: the backbone's hidden size.
-        attention_activation (`str`, defaults to `"sigmoid"`):
-            α_i = σ(u_iᵀ u_s) as Eq. 4 writes it, or `"softmax"` over the document's segments (the released code).
+        attention_activation (`str`, defaults to `"softmax"`):
+            σ of Eq. 4: `"softmax"` of u_iᵀ u_s over the document's present segments (the paper's σ, "followed by the
+            softmax function" after Yang et al., as the released code computes it; α sums to 1), or `"sigmoid"` per
+            segment (a literal reading of the symbol; α then sums to about m / 2, which rescales a and the α
+            features).
         gradient_mode (`str`, defaults to `"paper"`):
             `"paper"`: the LM gets gradient only through segment 1 and (att variants) the argmax segment (Section
             3.1, Appendix A); `"full"`: through every segment, with activation checkpointing (the exact gradient of
@@ -102,7 +105,7 @@ class SegmentLMConfig(PretrainedConfig):
         segment_length=256,
         segment_pooling=None,
         lstm_hidden_size=None,
-        attention_activation="sigmoid",
+        attention_activation="softmax",
         gradient_mode="paper",
         stopped_segment_dropout=False,
         segments_per_pass=16,

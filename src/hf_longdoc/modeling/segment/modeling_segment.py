@@ -7,13 +7,25 @@ Paper: X. Liu et al., "Adapting Pretrained Language Models for Long Document Cla
     Eq. 1  base        p = C(z_1)
     Eq. 2  cat         p = C(z_1 ⊕ z_2 ⊕ ... ⊕ z_m)
     Eq. 3  rnn         (h_1..h_m) = biLSTM(z_1..z_m), h_i ∈ R^q;  p = C(z_1 ⊕ h_2 ⊕ h_m)
-    Eq. 4  attention   u_i = tanh(W_s h_i + b_s),  α_i = σ(u_iᵀ u_s),  a = Σ_i α_i h_i,  M(α) = argmax_i α_i
+    Eq. 4  attention   u_i = tanh(W_s h_i + b_s),  α_i = σ(u_iᵀ u_s) with σ the softmax over the segments,
+                       a = Σ_i α_i h_i,  M(α) = argmax_i α_i
     Eq. 5  att         p = C(z_1 ⊕ h_2 ⊕ h_m ⊕ a ⊕ α ⊕ z_M(α))
     Eq. 7  att_ablated p = C(a ⊕ α ⊕ z_M(α))
 
 Segments that hold no token (a short document) are masked everywhere: the biLSTM runs over the document's segments
-only (packed), h_m is the last present segment's state, α is 0 for absent segments (and excluded from the softmax
-option), M(α) is chosen among present segments, and Cat's absent z are zeros. A document of one segment has h_2 = 0.
+only (packed), h_m is the last present segment's state, α is 0 for absent segments (and excluded from the softmax),
+M(α) is chosen among present segments, and Cat's absent z are zeros. A document of one segment has h_2 = 0.
+
+Which paths carry the LM's gradient (`gradient_mode="paper"`, Section 3.1 and Appendix A: the LM is trained through
+the segments the classifier relies on, at the memory cost of two segments, not m):
+- z_1 is encoded with gradient and enters everywhere it is used: directly (Eq. 1, 3, 5) and through the biLSTM, so
+  through h_2, h_m, a and α too. It is the segment every variant reads, so it is trained by every path.
+- z_M(α) is encoded a second time with gradient for its own place in Eq. 5 / 7 (M is known only after α). The biLSTM
+  and α read the stop-gradient copy of z_M (from the no-gradient batch): α decides which segment is M, and sending
+  gradient through that choice as well would make M's vector train the attention that selects it, a path the paper
+  does not describe.
+- Every other z_i is a stop-gradient feature: it trains the head (biLSTM, attention, classifier), never the LM.
+`gradient_mode="full"` sends gradient through every path (the exact gradient, with activation checkpointing).
 
 Shapes: b batch · n tokens · m segments · L segment length · d hidden (the backbone's) · q biLSTM size · k segments
 in one backbone call.

@@ -8,6 +8,7 @@ Self-contained (Hub rule): imports only transformers and the standard library, s
 from transformers import PretrainedConfig
 
 WINDOW_COMBINES = ("sum", "concat")
+MLM_HEADS = ("eq5", "transform")
 POSITION_EMBEDDING_TYPES = ("absolute", "none")
 
 # Section 5.1-5.2 and Table 5: (recurrent steps L, hidden size). "base" is the pre-trained model of Section 5.2
@@ -67,6 +68,10 @@ class SLSTMConfig(PretrainedConfig):
             Id of the padding token.
         tie_word_embeddings (`bool`, defaults to `True`):
             Whether the masked-LM decoder is the input embedding E (Eq. 5).
+        mlm_head (`str`, defaults to `"eq5"`):
+            The masked-LM head: `"eq5"`, P(w | h̃) ∝ exp(E(w)ᵀ W h̃) as Eq. 5 writes it (one linear map W, then the
+            tied embeddings); `"transform"`, dense → GELU → LayerNorm → tied decoder with a bias (BERT's head, which the
+            released code uses).
     """
 
     model_type = "slstm"
@@ -94,6 +99,7 @@ class SLSTMConfig(PretrainedConfig):
         initializer_range=0.02,
         pad_token_id=0,
         tie_word_embeddings=True,
+        mlm_head="eq5",
         **kwargs,
     ):
         num_recurrent_steps = kwargs.pop("num_hidden_layers", num_recurrent_steps)  # the standard name, mapped
@@ -130,6 +136,9 @@ class SLSTMConfig(PretrainedConfig):
         self.position_embedding_type = position_embedding_type
         self.max_position_embeddings = max_position_embeddings
         self.type_vocab_size = type_vocab_size
+        if mlm_head not in MLM_HEADS:
+            raise ValueError(f"`mlm_head` must be one of {MLM_HEADS}, got {mlm_head!r}.")
+        self.mlm_head = mlm_head
         self.hidden_dropout_prob = hidden_dropout_prob
         self.step_dropout_prob = step_dropout_prob
         self.classifier_dropout = classifier_dropout
@@ -147,13 +156,14 @@ class SLSTMConfig(PretrainedConfig):
     @classmethod
     def from_paper(cls, size="base", **kwargs):
         """The paper's settings: `"base"` (Section 5.2: 10 steps, hidden 1792, ≈186M parameters) or a Table 5 row
-        `"6x1280"`, `"12x1280"`, `"6x2048"`, `"12x2048"`. A 30k vocabulary, 512 positions (the pre-training length) and
-        window 1, as in the paper; any keyword overrides."""
+        `"6x1280"`, `"12x1280"`, `"6x2048"`, `"12x2048"`. A 30k vocabulary, 512 positions (the pre-training length),
+        window 1 and no dropout (Fig. 3c: dropout gave no gain, so the paper trains without), as in the paper; any
+        keyword overrides."""
         if size not in PAPER_SIZES:
             raise ValueError(f"Unknown paper size {size!r}; choose one of {', '.join(PAPER_SIZES)}.")
         steps, hidden = PAPER_SIZES[size]
         settings = {"vocab_size": 30000, "hidden_size": hidden, "num_recurrent_steps": steps, "window_size": 1,
-                    "max_position_embeddings": 512, "hidden_dropout_prob": 0.1}
+                    "max_position_embeddings": 512, "hidden_dropout_prob": 0.0}
         settings.update(kwargs)
         return cls(**settings)
 

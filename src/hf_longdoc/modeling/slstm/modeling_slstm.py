@@ -23,7 +23,8 @@ sentence node g as the sentence vector. Unlike the code, both nodes update synch
 written; the code feeds the new token states to the sentence node), the gates are layer-normalised (Section 3.2; the
 code's default turns it off), and positions enter once through Eq. 2 (the code adds them to the gates instead).
 Padding never leaks: pads hold zero states, are skipped by the mean and the softmax, and a neighbour beyond either end
-is a zero state. The masked-LM head is dense → GELU → LayerNorm → tied decoder, the released code's form of Eq. 5.
+is a zero state. The masked-LM head is Eq. 5, E(w)ᵀ W h̃ with E tied to the input embeddings (`mlm_head="transform"`:
+dense → GELU → LayerNorm → tied decoder, the released code's form).
 
 Fast path (`SLSTMStep`): ξ of every token comes from a sliding window (unfold) over the step t-1 states, and ONE
 matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), plus U_f h_i of Eq. 4 (H²): the
@@ -294,17 +295,23 @@ class SLSTMStep(GradientCheckpointingLayer):
 
 
 class SLSTMLMHead(nn.Module):
-    """Eq. 5: logits = E · LN(GELU(W h̃)) + bias, with the decoder tied to the input embeddings E."""
+    """The masked-LM head, the decoder tied to the input embeddings E. `mlm_head="eq5"`: logits = E · (W h̃), Eq. 5
+    exactly (no bias, no nonlinearity); `"transform"`: E · LN(GELU(W h̃ + b)) + bias, the released code's form."""
 
     def __init__(self, config):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)  # W of Eq. 5
-        self.activation = ACT2FN["gelu"]
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)  # weight tied to E; its own bias
+        self.transform = config.mlm_head == "transform"
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=self.transform)  # W of Eq. 5
+        if self.transform:
+            self.activation = ACT2FN["gelu"]
+            self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=self.transform)  # weight tied to E
 
     def forward(self, h):
-        return self.decoder(self.layer_norm(self.activation(self.dense(h))))
+        projected = self.dense(h)  # W h̃, (b, n, H)
+        if self.transform:
+            projected = self.layer_norm(self.activation(projected))
+        return self.decoder(projected)  # E(w)ᵀ (W h̃) for every w, (b, n, vocab)
 
 
 class SLSTMPreTrainedModel(PreTrainedModel):
