@@ -1,9 +1,19 @@
-"""The segment-LM paper's experiments in small: Base vs Cat vs RNN vs ATT on a long-document dataset and on its
-inverted copy (sentences in reverse order, the paper's "inverted wireless" test), micro-F1 per variant, and the mean
-attention α per segment position (a bar chart like the paper's Fig. 3a).
+"""The segment-LM paper's experiments in small.
+
+`--experiment inversion` (default; Table 1's wireless / inverted wireless, Fig. 3a): Base vs Cat vs RNN vs ATT on a
+long-document dataset and on its inverted copy, micro-F1 per variant, and the mean attention α per segment position.
+The inversion is the paper's: the document's parts in reverse order, the words of each part in order: its paragraphs,
+or its columns with `--text-column title,abstract,claims` (the document is those parts, one paragraph each, a list
+column such as the claims one per item, so the claims are reversed too). `--inversion sentences` reverses sentences.
+
+`--experiment shuffle` (Table 4): every training batch has its first segments x_1 permuted between its documents, so
+x_1 no longer matches the label; each variant is trained with gradient through x_1 (and the attended segment: the
+paper's mode) and without it (`gradient_mode="selected"`: only the attended segment), then tested on unshuffled
+documents. Without attention the variants fall to the majority class; ATT does not.
 
     python examples/segment_lm.py DATA --from-pretrained bert-base-uncased          # the paper: 256-token segments
     python examples/segment_lm.py DATA --small --epochs 3                           # a CPU-sized BERT from scratch
+    python examples/segment_lm.py DATA --small --experiment shuffle --variants base,cat,rnn,att,att_ablated
 
 DATA is a Hub id, a local csv/jsonl/parquet file (`--text-column`, `--label-column`), or `builtin` (hf_longdoc's
 long-document task, `--evidence`). The paper's setup (Section 4): m = 8 segments of 256 tokens, Adam lr 2e-5, 3
@@ -19,13 +29,17 @@ from transformers import AutoTokenizer, DataCollatorWithPadding, Trainer, Traini
 
 from hf_longdoc import SegmentLMConfig, SegmentLMForSequenceClassification
 from hf_longdoc.data import (
+    document_parts,
     fit_wordpiece_tokenizer,
+    invert_parts,
     invert_sentences,
     load_text_classification_dataset,
     make_long_document_task,
 )
+from hf_longdoc.modeling.segment.modeling_segment import cut_into_segments
 
 VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
+GRADIENTS = {"x_1 gradients": "paper", "No x_1 gradients": "selected"}  # Table 4's rows -> gradient_mode
 
 
 def load_data(args):
@@ -40,8 +54,9 @@ def load_data(args):
     return data, names
 
 
-def build_model(args, tokenizer, names, variant):
+def build_model(args, tokenizer, names, variant, gradient_mode="paper"):
     settings = dict(variant=variant, num_segments=args.num_segments, segment_length=args.segment_length,
+                    gradient_mode=gradient_mode,
                     num_labels=len(names), id2label=dict(enumerate(names)),
                     label2id={name: i for i, name in enumerate(names)})
     if args.from_pretrained:
@@ -71,6 +86,38 @@ def evaluate(model, dataset, collator, batch_size):
     micro_f1 = float(np.mean(predicted == np.asarray(dataset["labels"])))
     profile = None if isinstance(documents, int) else (alpha_sum / documents.clamp(min=1)).tolist()
     return micro_f1, profile
+
+
+class ShuffledFirstSegments:
+    """Table 4's training batches: padded, cut into the model's segments, and the first segments x_1 permuted between
+    the batch's documents (the labels stay), as `(batch, m, L)` input the model reads as it is."""
+
+    def __init__(self, tokenizer, config, seed):
+        self.pad = DataCollatorWithPadding(tokenizer)
+        self.config = config
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, features):
+        batch = self.pad([{k: v for k, v in f.items() if k != "token_type_ids"} for f in features])
+        config = self.config
+        segments, mask, _ = cut_into_segments(batch["input_ids"], batch["attention_mask"], config.num_segments,
+                                              config.segment_length, config.cls_token_id, config.sep_token_id,
+                                              config.pad_token_id)
+        order = torch.randperm(len(segments), generator=self.generator)
+        segments[:, 0], mask[:, 0] = segments[order, 0], mask[order, 0]
+        batch["input_ids"], batch["attention_mask"] = segments, mask.long()
+        return batch
+
+
+def train(args, model, dataset, collator, output_dir):
+    training = TrainingArguments(
+        output_dir=output_dir, num_train_epochs=args.epochs, max_steps=args.max_steps,
+        per_device_train_batch_size=args.batch_size, learning_rate=args.learning_rate, lr_scheduler_type="linear",
+        warmup_steps=0.1, save_strategy="no", eval_strategy="no", logging_steps=50, seed=args.seed,
+        data_seed=args.seed, report_to="none", use_cpu=not torch.cuda.is_available(), remove_unused_columns=False,
+    )
+    Trainer(model=model, args=training, train_dataset=dataset, data_collator=collator).train()
+    return model
 
 
 def plot_alpha(profiles, path):
@@ -103,6 +150,9 @@ def main(argv=None):
     parser.add_argument("--variants", default="base,cat,rnn,att")
     parser.add_argument("--num-segments", type=int, default=8)
     parser.add_argument("--segment-length", type=int, default=256)
+    parser.add_argument("--experiment", choices=("inversion", "shuffle"), default="inversion")
+    parser.add_argument("--inversion", choices=("parts", "sentences"), default="parts",
+                        help="parts: the paper's structural inversion; sentences: reverse every sentence")
     parser.add_argument("--no-inverted", action="store_true", help="skip the inverted copy of the dataset")
     parser.add_argument("--epochs", type=float, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
@@ -125,26 +175,28 @@ def main(argv=None):
     else:
         tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], model_max_length=max_length)
     tokenizer.model_max_length = max_length  # the model reads m·(L - 2) document tokens
+    encode = dict(batched=True, remove_columns=[c for c in data["train"].column_names if c != "label"])
+    if args.experiment == "shuffle":
+        return shuffle_experiment(args, data, tokenizer, names, variants, max_length, encode)
+    invert = invert_sentences if args.inversion == "sentences" else invert_parts
     readings = {"original": data}
     if not args.no_inverted:
-        readings["inverted"] = data.map(lambda example: {"text": invert_sentences(example["text"])})
+        if args.inversion == "parts":
+            whole = sum(len(document_parts(text)) < 2 for text in data["train"]["text"])
+            if whole:
+                print(f"Note: {whole} of {len(data['train'])} training documents are one part (no paragraph break); "
+                      "the part inversion leaves them as they are (--inversion sentences reverses sentences).")
+        readings["inverted"] = data.map(lambda example: {"text": invert(example["text"])})
     results, profiles = {}, {}
     os.makedirs(args.output_dir, exist_ok=True)
     for reading, dataset in readings.items():
         encoded = dataset.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_length),
-                              batched=True, remove_columns=["text"]).rename_column("label", "labels")
+                              **encode).rename_column("label", "labels")
         collator = DataCollatorWithPadding(tokenizer)
         for variant in variants:
             set_seed(args.seed)
-            model = build_model(args, tokenizer, names, variant)
-            training = TrainingArguments(
-                output_dir=f"{args.output_dir}/{reading}-{variant}", num_train_epochs=args.epochs,
-                max_steps=args.max_steps, per_device_train_batch_size=args.batch_size,
-                learning_rate=args.learning_rate, lr_scheduler_type="linear", warmup_steps=0.1, save_strategy="no",
-                eval_strategy="no", logging_steps=50, seed=args.seed, data_seed=args.seed, report_to="none",
-                use_cpu=not torch.cuda.is_available(),
-            )
-            Trainer(model=model, args=training, train_dataset=encoded["train"], data_collator=collator).train()
+            model = train(args, build_model(args, tokenizer, names, variant), encoded["train"], collator,
+                          f"{args.output_dir}/{reading}-{variant}")
             micro_f1, alpha = evaluate(model, encoded["test"], collator, args.batch_size)
             results[reading, variant] = micro_f1
             if alpha is not None:
@@ -163,6 +215,28 @@ def main(argv=None):
         for name, alpha in profiles.items():
             print(f"  {name}: " + " ".join(f"{value:.2f}" for value in alpha))
     return results, profiles
+
+
+def shuffle_experiment(args, data, tokenizer, names, variants, max_length, encode):
+    """Table 4: micro-F1 of every variant trained on shuffled x_1, with and without x_1 gradients."""
+    encoded = data.map(lambda batch: tokenizer(batch["text"], truncation=True, max_length=max_length),
+                       **encode).rename_column("label", "labels")
+    test_collator = DataCollatorWithPadding(tokenizer)
+    results = {}
+    for row, gradient_mode in GRADIENTS.items():
+        for variant in variants:
+            set_seed(args.seed)
+            model = build_model(args, tokenizer, names, variant, gradient_mode)
+            collator = ShuffledFirstSegments(tokenizer, model.config, args.seed)
+            train(args, model, encoded["train"], collator, f"{args.output_dir}/shuffle-{gradient_mode}-{variant}")
+            results[row, variant] = evaluate(model, encoded["test"], test_collator, args.batch_size)[0]
+            print(f"{row:>16} {variant:>11}: test micro-F1 {results[row, variant]:.3f}")
+    majority = np.bincount(np.asarray(encoded["test"]["labels"])).max() / len(encoded["test"])
+    print(f"\nTable 4 (x_1 shuffled between the documents of every training batch; majority class {majority:.3f})")
+    print(f"{'':>16}  " + "  ".join(f"{variant:>11}" for variant in variants))
+    for row in GRADIENTS:
+        print(f"{row:>16}  " + "  ".join(f"{results[row, variant]:11.3f}" for variant in variants))
+    return results, {}
 
 
 if __name__ == "__main__":

@@ -220,3 +220,24 @@ def test_an_unreachable_hub_is_reported_at_once(monkeypatch):
     with pytest.raises(DatasetError, match="cannot be reached.*HF_HUB_OFFLINE=1"):
         load_text_classification_dataset("someone/no-such-dataset")
     assert time.perf_counter() - start < 10
+
+
+def test_a_document_of_several_columns_and_its_structural_inversion(tmp_path):
+    """`text_column="title,abstract,claims"`: the document is its parts, one paragraph each; the segment-LM paper's
+    inversion puts the last claim first and the title last, the words of each part in order."""
+    import json
+
+    from hf_longdoc.data import invert_parts, load_text_classification_dataset
+
+    path = tmp_path / "patents.jsonl"
+    with open(path, "w") as f:
+        for i in range(20):
+            f.write(json.dumps({"title": f"Title {i}", "abstract": f"An abstract.\n\nIn two paragraphs {i}.",
+                                "claims": [f"claim one {i}", f"claim two {i}"], "label": "AB"[i % 2]}) + "\n")
+    data, names, _ = load_text_classification_dataset(str(path), text_column="title,abstract,claims")
+    text = data["train"][0]["text"]
+    i = text.split("\n\n")[0].split()[-1]
+    assert text == f"Title {i}\n\nAn abstract.\nIn two paragraphs {i}.\n\nclaim one {i}\n\nclaim two {i}"
+    assert invert_parts(text) == f"claim two {i}\n\nclaim one {i}\n\nAn abstract.\nIn two paragraphs {i}.\n\nTitle {i}"
+    with pytest.raises(Exception, match="'summary'"):
+        load_text_classification_dataset(str(path), text_column="title,summary")

@@ -164,3 +164,47 @@ def test_segment_lm_example_compares_variants_on_original_and_inverted_documents
     assert set(profiles) == {"att (original)", "att (inverted)"}
     assert all(len(alpha) == 4 for alpha in profiles.values())
     assert (tmp_path / "alpha_per_segment.png").stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_segment_lm_example_runs_table_4s_shuffling_with_and_without_x1_gradients(tmp_path):
+    import segment_lm
+
+    results, _ = segment_lm.main(["builtin", "--small", "--experiment", "shuffle", "--train-size", "24",
+                                  "--num-segments", "4", "--segment-length", "32", "--max-steps", "2",
+                                  "--batch-size", "8", "--variants", "base,att", "--output-dir", str(tmp_path)])
+    assert set(results) == {(row, variant) for row in segment_lm.GRADIENTS for variant in ("base", "att")}
+    assert all(0.0 <= score <= 1.0 for score in results.values())
+
+
+def test_the_shuffling_collator_permutes_only_the_first_segments():
+    import segment_lm
+    import torch
+
+    from hf_longdoc import SegmentLMConfig
+
+    config = SegmentLMConfig(backbone_config={"model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1,
+                                              "num_attention_heads": 2, "intermediate_size": 8,
+                                              "max_position_embeddings": 16},
+                             num_segments=3, segment_length=6, cls_token_id=1, sep_token_id=2, pad_token_id=0)
+
+    class Pad:  # what DataCollatorWithPadding needs of a tokenizer
+        pad_token_id, padding_side, model_input_names = 0, "right", ["input_ids", "attention_mask"]
+
+        def pad(self, features, **kwargs):
+            n = max(len(f["input_ids"]) for f in features)
+            ids = torch.tensor([f["input_ids"] + [0] * (n - len(f["input_ids"])) for f in features])
+            return {"input_ids": ids, "attention_mask": (ids != 0).long(),
+                    "labels": torch.tensor([f["labels"] for f in features])}
+
+    documents = [[1] + list(range(10 * k + 3, 10 * k + 13)) + [2] for k in range(4)]  # 10 tokens: 3 segments
+    collator = segment_lm.ShuffledFirstSegments(Pad(), config, seed=0)
+    collator.pad = lambda features: Pad().pad(features)
+    batch = collator([{"input_ids": d, "labels": k} for k, d in enumerate(documents)])
+    assert batch["input_ids"].shape == (4, 3, 6)
+    firsts = [tuple(row[0].tolist()) for row in batch["input_ids"]]
+    expected_firsts = [(1, *d[1:5], 2) for d in documents]
+    assert sorted(firsts) == sorted(expected_firsts) and firsts != expected_firsts  # permuted between documents
+    for k, row in enumerate(batch["input_ids"]):
+        assert row[1].tolist() == [1, *documents[k][5:9], 2]  # later segments stay with their document
+    assert batch["labels"].tolist() == [0, 1, 2, 3]

@@ -187,7 +187,7 @@ def _documents():
     return input_ids, (input_ids != 0).long()
 
 
-def _loop_gradients(model, input_ids, attention_mask, detach_others):
+def _loop_gradients(model, input_ids, attention_mask, detach_others, detach_first=False):
     """The same loss computed segment by segment with plain autograd (the reference for both gradient modes)."""
     segments, mask, present = model.segment_lm.segments(input_ids, attention_mask)
     b, m, _ = segments.shape
@@ -198,14 +198,14 @@ def _loop_gradients(model, input_ids, attention_mask, detach_others):
         for j in range(m):
             if present[i, j]:
                 vector = model.segment_lm.encode(segments[i, j][None], mask[i, j][None])[0]
-                row.append(vector.detach() if detach_others and j > 0 else vector)
+                row.append(vector.detach() if (detach_others and j > 0) or (detach_first and j == 0) else vector)
             else:
                 row.append(torch.zeros(model.config.hidden_size))
         rows.append(torch.stack(row))
     z = torch.stack(rows)
 
     def encode_selected(selected):
-        return torch.stack([z[i, 0] if int(selected[i]) == 0 else
+        return torch.stack([z[i, 0] if int(selected[i]) == 0 and not detach_first else
                             model.segment_lm.encode(segments[i, selected[i]][None], mask[i, selected[i]][None])[0]
                             for i in range(b)])
 
@@ -234,6 +234,26 @@ def test_full_mode_is_exact_autograd_and_paper_mode_drops_the_other_segments(var
     backbone = [name for name in grads["full"] if name.startswith("segment_lm.backbone.encoder")]
     differs = any(not torch.allclose(grads["full"][name], grads["paper"][name]) for name in backbone)
     assert differs == (variant != "base")  # Eq. 1 reads segment 1 only: both modes are the same gradient
+
+
+@pytest.mark.parametrize("variant", ["base", "att"])
+def test_selected_mode_sends_no_gradient_through_x1(variant):
+    """Table 4's "No x_1 gradients": every segment encoded without gradient, z_M(α) again with it (att variants)."""
+    input_ids, attention_mask = _documents()
+    model = _classifier(variant, "selected")
+    out = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2]))
+    model.zero_grad()
+    out.loss.backward()
+    grads = {name: p.grad.clone() for name, p in model.named_parameters()
+             if p.grad is not None and name.startswith("segment_lm.backbone")}
+    if variant == "base":
+        assert not grads  # Eq. 1 reads z_1 only: the LM is not trained
+        return
+    expected_logits, expected = _loop_gradients(model, input_ids, attention_mask, detach_others=True,
+                                                detach_first=True)
+    torch.testing.assert_close(out.logits, expected_logits, rtol=1e-5, atol=1e-5)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, expected[name], rtol=1e-4, atol=1e-6, msg=name)
 
 
 def test_modes_give_the_same_forward_values_and_alpha_is_returned():

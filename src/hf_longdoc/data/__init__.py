@@ -1,6 +1,6 @@
 """Datasets: the built-in long-document task, loading of real data, tasks and tokenizing, and tokenizer fitting."""
 
-from .inversion import invert_sentences
+from .inversion import document_parts, invert_parts, invert_sentences, join_parts
 from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
@@ -12,6 +12,9 @@ __all__ = [
     "EVIDENCE_WINDOWS",
     "fit_wordpiece_tokenizer",
     "invert_sentences",
+    "invert_parts",
+    "document_parts",
+    "join_parts",
     "load_for_evaluation",
     "load_task",
     "load_text_classification_dataset",

@@ -246,13 +246,31 @@ def _split(dataset, name, fraction, seed, stratify):
     return parts["train"], parts["test"]
 
 
+def _joined_parts(raw, source, text_column):
+    """The splits with a `text` column joined from the comma-separated columns of `text_column`."""
+    from .inversion import join_parts
+
+    columns = [column.strip() for column in text_column.split(",") if column.strip()]
+    first = next(iter(raw.values()))
+    missing = [column for column in columns if column not in first.column_names]
+    if missing:
+        raise DatasetError(f"Dataset {source!r} has no column {', '.join(map(repr, missing))} of `text_column` "
+                           f"({text_column!r}); its columns are {', '.join(first.column_names)}.")
+    joined = raw.map(lambda example: {"__document__": join_parts([example[column] for column in columns])})
+    return joined, "__document__"
+
+
 def load_text_classification_dataset(source, text_column="text", label_column="label", seed=42,
                                       validation_fraction=0.1, test_fraction=0.2):
     """Load `source` (Hub id or local file) as a DatasetDict with train/validation/test, `text` and `label`.
+    `text_column` may name several columns, comma-separated (`title,abstract,claims`): the document is then its parts
+    in that order, one paragraph each (`join_parts`; a list column such as the claims gives one paragraph per item).
 
     Returns `(dataset, label_names, multi_label)`.
     """
     raw = _load_raw(source)
+    if "," in text_column:
+        raw, text_column = _joined_parts(raw, source, text_column)
     if "train" not in raw:
         raise DatasetError(f"Dataset {source!r} has no `train` split (splits: {', '.join(raw)}).")
     if "validation" not in raw and "dev" in raw:

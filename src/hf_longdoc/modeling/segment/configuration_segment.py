@@ -12,7 +12,7 @@ from transformers import AutoConfig, PretrainedConfig
 VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
 SEGMENT_POOLINGS = ("cls", "last", "mean")
 ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
-GRADIENT_MODES = ("paper", "full", "none")
+GRADIENT_MODES = ("paper", "full", "none", "selected")
 
 
 # Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from
@@ -73,7 +73,8 @@ class SegmentLMConfig(PretrainedConfig):
         gradient_mode (`str`, defaults to `"paper"`):
             `"paper"`: the LM gets gradient only through segment 1 and (att variants) the argmax segment (Section
             3.1, Appendix A); `"full"`: through every segment, with activation checkpointing (the exact gradient of
-            Eq. 8); `"none"`: the LM is frozen.
+            Eq. 8); `"none"`: the LM is frozen; `"selected"`: no gradient through x_1, only through the argmax segment
+            of the att variants (Table 4's "No x_1 gradients" row; the other variants then train no LM weight).
         stopped_segment_dropout (`bool`, defaults to `False`):
             Whether the LM's dropout is active while it encodes the segments it gets no gradient through (in training;
             `paper` and `none` modes). Off by default: those segment vectors are features the step does not train,

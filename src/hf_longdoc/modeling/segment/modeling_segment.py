@@ -362,7 +362,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
 
         `paper`: segment 1 with gradient, the other present segments batched without it; `full`: every present
         segment with gradient, under activation checkpointing per pass of `config.segments_per_pass` segments (the
-        backward pass recomputes one pass at a time); `none`: no gradient. Passes without gradient or under
+        backward pass recomputes one pass at a time); `none`: no gradient; `selected`: every segment without
+        gradient, and z_M re-encoded with it (Table 4's "No x_1 gradients"). Passes without gradient or under
         checkpointing take at most `segments_per_pass` segments, so peak memory does not grow with m."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
@@ -374,7 +375,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         d = self.config.hidden_size
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
         first[::m] = True
-        with_grad = {"paper": first & flat_present, "full": flat_present, "none": torch.zeros_like(first)}[mode]
+        with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
         if self.config.variant == "base":  # Eq. 1 reads segment 1 only
             without_grad = without_grad & first
@@ -393,16 +394,17 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         z = z.view(b, m, d)  # (b, m, d)
 
         def encode_selected(selected):
-            """z_M with gradient: segment 1's vector where M = 1, one batched forward for the others."""
+            """z_M with gradient: segment 1's vector where M = 1 (paper mode: it has gradient already), one batched
+            forward for the others."""
             rows = torch.arange(b, device=segments.device)
             out = z[rows, selected]  # (b, d)
-            other = selected != 0
+            other = selected != 0 if mode == "paper" else torch.ones_like(selected, dtype=torch.bool)
             if other.any():  # the selected segments (k, L) of the k documents where M ≠ 1 -> (k, d)
                 encoded = self.encode(segments[rows[other], selected[other]], mask[rows[other], selected[other]])
                 out = out.index_put((other.nonzero().flatten(),), encoded.to(out.dtype))
             return out
 
-        return z, present, encode_selected if mode == "paper" else None
+        return z, present, encode_selected if mode in ("paper", "selected") else None
 
 
 # a sentence-transformers Pooling module's modes -> the `segment_pooling` that computes the same vector
