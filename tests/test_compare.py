@@ -133,3 +133,17 @@ def test_bench_table_grows_from_the_shortest_length_whatever_the_order():
             {"model": "m", "length": 64, "seconds": 0.1, "peak_mib": 1.0}]
     first, second = format_table(rows).splitlines()[1:]
     assert first.split()[-1] == "2.00" and second.split()[-1] == "1.00"
+
+
+def test_the_elementwise_papers_orig_baselines_albert_and_canine(tmp_path):
+    """`albert-N` reads the first N WordPiece tokens like `bert-N`; `canine-N` reads the first N characters with
+    CANINE's own tokenizer (Tables 2-4 of the elementwise paper compare EWE with these ORIG models)."""
+    rows = compare(dataset=_dataset(tmp_path), text_column="body", label_column="topic", models=[],
+                   baselines=["albert-64", "canine-256"], settings=TINY, evidence=(), bench_lengths=(),
+                   output_dir=str(tmp_path / "out"), progress=lambda message: None)
+    by_name = {row["model"]: row for row in rows}
+    assert set(by_name) == {"albert-64", "canine-256"}
+    assert by_name["albert-64"]["max_tokens"] == 64 and by_name["canine-256"]["max_tokens"] == 256
+    assert all(0 <= row["accuracy"] <= 1 for row in rows)
+    with pytest.raises(ValueError, match="canine-<N>"):
+        parse_models([], ["canine"])

@@ -325,3 +325,30 @@ def test_from_paper_presets_follow_table_1_and_section_6_2():
     assert ElementwiseConfig.from_paper(tokenization="bytes").mode == "bytes"
     with pytest.raises(ValueError, match="tokenization"):
         ElementwiseConfig.from_paper(tokenization="bpe")
+
+
+@pytest.mark.parametrize("backbone_type", ["bert", "albert", "roberta"])
+def test_the_materials_are_normalised_once_by_the_backbones_own_embedding_block(backbone_type):
+    """Section 4.2: the elementwise table replaces the parent's token table; the parent's embedding block (positions,
+    its LayerNorm, dropout) then runs once. The optional LayerNorm before it is off by default."""
+    from hf_longdoc import ElementwiseConfig, ElementwiseModel
+
+    backbone = {"model_type": backbone_type, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+                "intermediate_size": 37, "max_position_embeddings": 80}
+    if backbone_type == "albert":
+        backbone["embedding_size"] = 32
+    model = ElementwiseModel(ElementwiseConfig(backbone_config=backbone, elements_per_material=4,
+                                               max_materials=16)).eval()
+    calls = []
+    encoder_norms = {id(m) for m in model.backbone.encoder.modules()}
+    for module in model.modules():
+        if isinstance(module, torch.nn.LayerNorm) and id(module) not in encoder_norms:
+            module.register_forward_hook(lambda module, args, out: calls.append(module))
+    ids = torch.randint(4, 260, (2, 32))
+    model(ids)
+    assert len(calls) == 1 and calls[0] is model.backbone.embeddings.LayerNorm
+    assert isinstance(model.embeddings.layer_norm, torch.nn.Identity) and model.embeddings.dropout.p == 0.0
+    calls.clear()
+    normalised_twice = ElementwiseModel(ElementwiseConfig(backbone_config=backbone, elements_per_material=4,
+                                                          max_materials=16, use_embedding_layer_norm=True))
+    assert isinstance(normalised_twice.embeddings.layer_norm, torch.nn.LayerNorm)

@@ -1,7 +1,9 @@
-"""The baselines every method is measured against: Transformers' BERT, RoBERTa, Longformer, Big Bird, and TF-IDF + LR.
+"""The baselines every method is measured against: Transformers' BERT, RoBERTa, ALBERT, CANINE, Longformer, Big Bird,
+and TF-IDF + LR.
 
 The Transformers models are built at a given size; the TF-IDF + logistic-regression reader reads the first 512 words
-or the whole text.
+or the whole text. `bert-N`, `albert-N` and `canine-N` are the elementwise paper's ORIG models (Tables 2-4): the
+same Transformer with its own tokenization (subwords; CANINE: Unicode characters), reading the first N tokens.
 """
 
 import re
@@ -10,10 +12,15 @@ from typing import NamedTuple
 
 import numpy as np
 from transformers import (
+    AlbertConfig,
+    AlbertForSequenceClassification,
     BertConfig,
     BertForSequenceClassification,
     BigBirdConfig,
     BigBirdForSequenceClassification,
+    CanineConfig,
+    CanineForSequenceClassification,
+    CanineTokenizer,
     LongformerConfig,
     LongformerForSequenceClassification,
     RobertaConfig,
@@ -28,10 +35,19 @@ class Baseline:
     position_offset: int = 0  # RoBERTa-style position ids start after the pad id: 2 more positions
     sparse: bool = False  # window attention with global tokens (its time and memory are the sparse models' reference)
     window_key: str | None = None  # the config setting the attention window goes to
+    truncating: bool = False  # `name-N` reads the first N tokens
+    own_tokenizer: object = None  # max_length -> its tokenizer; None: the task's (WordPiece, or the backbone's)
+    sizes: object = None  # (hidden_size) -> extra config sizes
 
 
 BASELINES = {
-    "bert": Baseline(BertConfig, BertForSequenceClassification),
+    "bert": Baseline(BertConfig, BertForSequenceClassification, truncating=True),
+    # ALBERT factorises its embeddings: E = 128 (the paper's ALBERT_ORIG), at most the width
+    "albert": Baseline(AlbertConfig, AlbertForSequenceClassification, truncating=True,
+                       sizes=lambda hidden_size: {"embedding_size": min(128, hidden_size)}),
+    # CANINE reads Unicode code points (its tokenizer needs no vocabulary) and downsamples them 4x
+    "canine": Baseline(CanineConfig, CanineForSequenceClassification, truncating=True,
+                       own_tokenizer=lambda max_length: CanineTokenizer(model_max_length=max_length)),
     "roberta": Baseline(RobertaConfig, RobertaForSequenceClassification, position_offset=2),
     "longformer": Baseline(LongformerConfig, LongformerForSequenceClassification, position_offset=2, sparse=True,
                            window_key="attention_window"),
@@ -46,20 +62,20 @@ HEAD_TOKENS = 128
 
 
 class BaselineName(NamedTuple):
-    kind: str  # bert | roberta | longformer | bigbird
-    tokens: int | None  # bert-N: tokens read
+    kind: str  # bert | roberta | albert | canine | longformer | bigbird
+    tokens: int | None  # bert-N / albert-N / canine-N: tokens read
     head: int | None = None  # bert-N-headtail: tokens kept from the start (the rest from the end)
 
 
 def parse_baseline(name):
-    """`bert`, `roberta`, `longformer`, `bigbird`, `bert-<N>` (a BERT reading the first N tokens) or
-    `bert-<N>-headtail` (the first 128 and the last N - 130 tokens) -> `BaselineName`, or None when `name` is not a
-    baseline."""
+    """`bert`, `roberta`, `albert`, `canine`, `longformer`, `bigbird`, `<kind>-<N>` (bert, albert or canine reading the
+    first N tokens) or `<kind>-<N>-headtail` (the first 128 and the last N - 130 tokens) -> `BaselineName`, or None
+    when `name` is not a baseline."""
     kind, dash, rest = name.partition("-")
     tokens, _, reading = rest.partition("-")
     if kind not in BASELINES or reading not in ("", "headtail"):
         return None
-    if dash and not (kind == "bert" and tokens.isdigit() and int(tokens) >= 8):
+    if dash and not (BASELINES[kind].truncating and tokens.isdigit() and int(tokens) >= 8):
         return None
     if reading and int(tokens) < HEAD_TOKENS + 3:
         return None
@@ -68,17 +84,25 @@ def parse_baseline(name):
 
 def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attention_window=512,
                    attention_dropout=None, **settings):
-    """Transformers' `name` model (bert | roberta | longformer | bigbird) for sequence classification: that width,
+    """Transformers' `name` model (a key of `BASELINES`) for sequence classification: that width,
     depth and heads, intermediate 4·h, positions for `max_length` tokens; `attention_window` for the Longformer,
     `attention_dropout` the attention-probability dropout, `settings` any other config value (vocab, labels, ids)."""
     baseline = BASELINES[name]
     sizes = dict(hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=num_heads,
                  intermediate_size=4 * hidden_size, max_position_embeddings=max_length + baseline.position_offset)
+    if baseline.sizes is not None:
+        sizes.update(baseline.sizes(hidden_size))
     if baseline.window_key:
         sizes[baseline.window_key] = attention_window
     if attention_dropout is not None:
         sizes["attention_probs_dropout_prob"] = attention_dropout
     return baseline.model_class(baseline.config_class(**sizes, **settings))
+
+
+def baseline_tokenizer(name, max_length, default):
+    """The tokenizer the baseline `name` reads: its own (CANINE: characters), else `default`."""
+    own = BASELINES[name].own_tokenizer
+    return own(max_length) if own is not None else default
 
 
 TOKEN_PATTERN = r"(?u)\b\w+\b"

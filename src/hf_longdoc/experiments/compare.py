@@ -49,7 +49,7 @@ from ..training import (
     label_settings,
     training_arguments,
 )
-from .baselines import BASELINES, build_baseline, parse_baseline, tfidf_classifier
+from .baselines import BASELINES, baseline_tokenizer, build_baseline, parse_baseline, tfidf_classifier
 from .bench import check_models, run_bench
 from .measure import PeakMemory
 from .report import write_compare_report, write_csv
@@ -101,7 +101,7 @@ class ModelSpec:
     name: str  # as given: `slstm`, `sparse_longformer:pmi`, `bert-512`, `longformer`, `tfidf`
     family: Family | None  # None for a baseline
     setting: dict  # the variant as config kwargs
-    baseline: str | None = None  # bert | longformer | tfidf
+    baseline: str | None = None  # a key of BASELINES, or tfidf
     truncation: int | None = None  # bert-N: tokens read
     head: int | None = None  # bert-N-headtail: tokens kept from the start, the rest from the end
 
@@ -123,10 +123,12 @@ def parse_models(models, baselines):
             specs.append(ModelSpec(name, None, {}, baseline=TFIDF))
             continue
         parsed = parse_baseline(name)
-        if parsed is None or parsed.kind == "roberta" or (parsed.kind == "bert") != (parsed.tokens is not None):
+        if parsed is None or parsed.kind == "roberta" or \
+                BASELINES[parsed.kind].truncating != (parsed.tokens is not None):
             raise ValueError(f"Unknown baseline {name!r}; use `bert-<N>` (a BERT reading the first N tokens, e.g. "
                              "bert-512), `bert-<N>-headtail` (the first 128 and the last N - 130 tokens), "
-                             "`longformer` or `tfidf`.")
+                             "`albert-<N>`, `canine-<N>` (the elementwise paper's ORIG models; CANINE reads "
+                             "characters), `longformer`, `bigbird` or `tfidf`.")
         specs.append(ModelSpec(name, None, {}, baseline=parsed.kind, truncation=parsed.tokens, head=parsed.head))
     if not specs:
         raise ValueError("Give at least one model in `--models` or `--baselines`.")
@@ -165,9 +167,10 @@ def check_pretrained_specs(specs, settings):
         if spec.family is not None:
             check_backbone(spec.family, settings.backbone)
             spec.family.check_settings({**spec.setting, **overrides_of(spec, settings)})
-        elif spec.baseline in BASELINES and BASELINES[spec.baseline].sparse:
-            raise ValueError(f"The `{spec.baseline}` baseline is trained from scratch; with `--backbone` compare "
-                             "`sparse_longformer:cls` (the backbone converted to a Longformer) instead.")
+        elif spec.baseline in BASELINES and spec.baseline != "bert":
+            raise ValueError(f"The `{spec.name}` baseline is trained from scratch; with `--backbone` the pretrained "
+                             "baselines are bert-N and bert-N-headtail (the backbone itself), and "
+                             "`sparse_longformer:cls` is the backbone converted to a Longformer.")
         elif spec.truncation is not None and positions is not None and spec.truncation > positions:
             raise ValueError(f"{spec.name} reads {spec.truncation} tokens but the backbone has {positions} positions; "
                              f"use bert-{positions}.")
@@ -221,6 +224,7 @@ def build_compared_model(spec, settings, task):
     if settings.backbone is not None:
         return build_pretrained_model(spec, settings, task)
     if spec.family is None:
+        tokenizer = baseline_tokenizer(spec.baseline, max_length, tokenizer)
         ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
                    sep_token_id=tokenizer.sep_token_id) if spec.truncation is None else {}
         model = build_baseline(spec.baseline, settings.hidden_size, settings.num_layers, settings.num_heads,

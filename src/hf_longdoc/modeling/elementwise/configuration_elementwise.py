@@ -78,10 +78,14 @@ class ElementwiseConfig(PretrainedConfig):
         use_focus_embeddings (`bool`, *optional*):
             Add the global (per element position) and local (per position inside a material) focus embeddings of
             Section 4.2. Default: on, except in `vgram` mode where the paper leaves them out.
-        embedding_dropout (`float`, defaults to 0.1):
-            Dropout on the materials before the backbone (Section 4.2).
-        use_embedding_layer_norm (`bool`, defaults to `True`):
-            LayerNorm on the materials before the backbone (Section 4.2).
+        embedding_dropout (`float`, defaults to 0.0):
+            Dropout on the materials before the backbone's own embedding block (Section 4.2: "dropout and
+            normalization can be applied to embeddings" before the parent model). Off by default: the elementwise
+            table replaces the parent's token table and nothing else, so the parent's embedding block (material
+            positions, token types, its LayerNorm and dropout) normalises and drops out the materials once.
+        use_embedding_layer_norm (`bool`, defaults to `False`):
+            LayerNorm on the materials before the backbone's own embedding block (Section 4.2's optional
+            normalisation; with it the materials are normalised twice, here and in the parent's block).
         allow_head_mismatch (`bool`, defaults to `False`):
             Permit a backbone whose heads differ from v (the ablation of Section 6.2's footnote).
         hidden_size / num_hidden_layers / num_attention_heads (`int`, *optional*):
@@ -89,7 +93,8 @@ class ElementwiseConfig(PretrainedConfig):
         layer_norm_eps (`float`, defaults to 1e-12), initializer_range (`float`, defaults to 0.02):
             As in BERT.
         classifier_dropout (`float`, *optional*):
-            Dropout before the classification head; `embedding_dropout` when unset.
+            Dropout before the classification head; the backbone's `hidden_dropout_prob` when unset (as Transformers'
+            BERT classifier).
         pooling (`str`, *optional*):
             What the classification head reads: `"pooler"` (default: the backbone's pooled output, as Transformers'
             BERT, ALBERT and CANINE classifiers do) or `"first_material"` (the final state of the first material; the
@@ -113,8 +118,8 @@ class ElementwiseConfig(PretrainedConfig):
         mode="whitespace",
         long_word="truncate",
         use_focus_embeddings=None,
-        embedding_dropout=0.1,
-        use_embedding_layer_norm=True,
+        embedding_dropout=0.0,
+        use_embedding_layer_norm=False,
         allow_head_mismatch=False,
         layer_norm_eps=1e-12,
         initializer_range=0.02,

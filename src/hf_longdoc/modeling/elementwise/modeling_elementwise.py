@@ -387,7 +387,8 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.elementwise = ElementwiseModel(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.embedding_dropout
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else \
+            getattr(config.backbone_config, "hidden_dropout_prob", 0.1)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.supports_gradient_checkpointing = self.elementwise.supports_gradient_checkpointing
