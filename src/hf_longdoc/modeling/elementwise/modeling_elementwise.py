@@ -325,12 +325,13 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         v = config.elements_per_material
         materials = mask.view(b, L // v, v)
         real = materials.any(dim=-1)  # (b, u)
-        starts_with_padding = real & ~materials[..., 0]
-        empty_before_real = ~real[:, :-1] & real[:, 1:]
-        restarts_inside = (materials[..., 1:] & ~materials[..., :-1]).any(dim=-1)  # a second word in one material
+        rows = real[:, 0]  # a row that starts with an empty material is left-padded: `check_right_padded` says so
+        starts_with_padding = (real & ~materials[..., 0])[rows]
+        empty_before_real = (~real[:, :-1] & real[:, 1:])[rows]
+        restarts_inside = (materials[..., 1:] & ~materials[..., :-1]).any(dim=-1)[rows]  # two words in one material
         if not (starts_with_padding.any() or empty_before_real.any() or restarts_inside.any()):
             return
-        width = word_start_spacing(mask)
+        width = word_start_spacing(mask[rows])
         seen = f"its words start every {width} elements, as a tokenizer with elements_per_material={width} " \
                "writes them" if width and width != v else "its materials start with padding"
         raise ValueError(f"`input_ids` are not materials of `elements_per_material` ({v}) elements, the config's: "
