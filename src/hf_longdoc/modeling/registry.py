@@ -44,6 +44,14 @@ AUTO_CLASSES = {
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
 logger = logging.getLogger(__name__)
 
+# the sparse-map families' paper (Longformer and Big Bird are its two backbones)
+THESIS_TITLE = "Transformers Using Local Attention Mappings for Long Text Document Classification"
+THESIS_CITATION = (
+    "@mastersthesis{haman2023local,\n"
+    f"  title={{{THESIS_TITLE}}},\n"
+    "  author={Haman, Bekir Ufuk},\n"
+    "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
+)
 SPARSE_LONGFORMER_TOKENS = {"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"}  # Longformer's names
 # `train` and `compare` fine-tune the sparse Longformer without dropout on the attention probabilities: with it,
 # PyTorch's CPU attention cannot use its fused kernel and a training step at window 512 is 3-4x slower (hidden-state
@@ -360,13 +368,8 @@ FAMILIES = {
         config_class=SparseLongformerConfig,
         model_class=SparseLongformerModel,
         heads={"AutoModelForSequenceClassification": SparseLongformerForSequenceClassification},
-        paper_title="Transformers Using Local Attention Mappings for Long Text Document Classification",
-        paper_citation=(
-            "@mastersthesis{haman2023local,\n"
-            "  title={Transformers Using Local Attention Mappings for Long Text Document Classification},\n"
-            "  author={Haman, Bekir Ufuk},\n"
-            "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
-        ),
+        paper_title=THESIS_TITLE,
+        paper_citation=THESIS_CITATION,
         summary=(
             "A Longformer (sliding-window attention plus global tokens; Longformer checkpoints load unchanged) whose "
             "global tokens are chosen per document by TF-IDF or PMI statistics fitted on the training documents "
@@ -390,13 +393,8 @@ FAMILIES = {
         config_class=SparseBigBirdConfig,
         model_class=SparseBigBirdModel,
         heads={"AutoModelForSequenceClassification": SparseBigBirdForSequenceClassification},
-        paper_title="Transformers Using Local Attention Mappings for Long Text Document Classification",
-        paper_citation=(
-            "@mastersthesis{haman2023local,\n"
-            "  title={Transformers Using Local Attention Mappings for Long Text Document Classification},\n"
-            "  author={Haman, Bekir Ufuk},\n"
-            "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
-        ),
+        paper_title=THESIS_TITLE,
+        paper_citation=THESIS_CITATION,
         summary=(
             "Big Bird (global, sliding and random blocks; Big Bird checkpoints load unchanged) whose random blocks "
             "are replaced, per document, by the blocks holding the tokens TF-IDF or PMI statistics (or random, or "
