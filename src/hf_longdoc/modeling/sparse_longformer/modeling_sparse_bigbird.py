@@ -47,13 +47,21 @@ from .configuration_sparse_bigbird import SparseBigBirdConfig
 from .modeling_sparse_longformer import (
     check_labels,
     check_right_padded,
-    check_vocabulary_range,
+    check_selection_inputs,
     keep_what_the_model_reads,
     real_token_mask,
 )
 from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers
 
 logger = logging.get_logger(__name__)
+
+
+def global_and_sliding_blocks(num_blocks, device):
+    """(nb - 2, nb) bool: the key blocks every middle query block i (1 .. nb - 2) reads anyway: the global blocks 0
+    and nb - 1 and its sliding blocks i - 1, i, i + 1."""
+    blocks = torch.arange(num_blocks, device=device)
+    rows = blocks[1:-1, None]  # (nb - 2, 1)
+    return (blocks == 0) | (blocks == num_blocks - 1) | ((blocks - rows).abs() <= 1)
 
 
 def blocks_holding(selected, block_size, num_blocks, num_random_blocks):
@@ -65,8 +73,7 @@ def blocks_holding(selected, block_size, num_blocks, num_random_blocks):
     padded[:, : selected.shape[1]] = selected.long()
     counts = padded.view(b, num_blocks, block_size).sum(dim=2)  # (b, nb)
     blocks = torch.arange(num_blocks, device=selected.device)
-    rows = torch.arange(1, num_blocks - 1, device=selected.device)[:, None]  # (nb - 2, 1)
-    taken = (blocks == 0) | (blocks == num_blocks - 1) | ((blocks - rows).abs() <= 1)  # (nb - 2, nb)
+    taken = global_and_sliding_blocks(num_blocks, selected.device)  # (nb - 2, nb)
     # rank by count, then by earlier block: count · nb + (nb - 1 - block), and -1 where the block is taken anyway
     key = counts[:, None, :] * num_blocks + (num_blocks - 1 - blocks)  # (b, nb - 2, nb)
     key = key.masked_fill(taken, -1)
@@ -147,10 +154,7 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
             chosen = torch.zeros(b, num_blocks - 2, config.num_random_blocks, dtype=torch.long, device=real.device)
         else:
             chosen = blocks_holding(global_tokens & real, size, num_blocks, config.num_random_blocks)
-        blocks = torch.arange(num_blocks, device=real.device)
-        rows = blocks[1:-1, None]
-        reads = (blocks == 0) | (blocks == num_blocks - 1) | ((blocks - rows).abs() <= 1)  # (nb - 2, nb)
-        reads = reads.expand(b, -1, -1).clone()
+        reads = global_and_sliding_blocks(num_blocks, real.device).expand(b, -1, -1).clone()  # (b, nb - 2, nb)
         reads.scatter_(2, chosen, True)
         every = torch.ones(b, 1, num_blocks, dtype=torch.bool, device=real.device)
         reads = torch.cat([every, reads, every], dim=1)  # (b, nb, nb): query block -> key blocks
@@ -181,16 +185,12 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
                                       token_type_ids, position_ids, inputs_embeds, global_attention_mask, log=logger)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
         check_right_padded(real)
-        if input_ids is not None:
-            check_vocabulary_range(input_ids, config.vocab_size)
-        if global_attention_mask is not None and tuple(global_attention_mask.shape) != tuple(real.shape):
-            raise ValueError(f"`global_attention_mask` has shape {tuple(global_attention_mask.shape)}, expected "
-                             f"{tuple(real.shape)} like the input.")
+        check_selection_inputs(input_ids, global_attention_mask, real, config.vocab_size)
         length = real.shape[1]
         sparse = self.block_sparse_reads(length)
         if config.attention_type == "block_sparse" and not sparse:
-            logger.info_once(f"{length} tokens are too few for block-sparse attention; this call reads them with full "
-                        "attention, as Transformers' Big Bird does.")
+            logger.info_once(f"{length} tokens are too few for block-sparse attention; this call reads them with "
+                             "full attention, as Transformers' Big Bird does.")
         self.set_attention_type("block_sparse" if sparse else "original_full")
         selected_blocks = None
         if sparse:

@@ -152,6 +152,15 @@ def check_labels(labels, logits, config):
         raise ValueError(f"Regression `labels` must have {b}×{num_labels} values, got shape {tuple(labels.shape)}.")
 
 
+def check_selection_inputs(input_ids, global_attention_mask, real, vocab_size):
+    """The ids fit the embedding table and a given `global_attention_mask` has the input's (b, n) shape."""
+    if input_ids is not None:
+        check_vocabulary_range(input_ids, vocab_size)
+    if global_attention_mask is not None and tuple(global_attention_mask.shape) != tuple(real.shape):
+        raise ValueError(f"`global_attention_mask` has shape {tuple(global_attention_mask.shape)}, expected "
+                         f"{tuple(real.shape)} like the input.")
+
+
 def repeat_positions(positions, max_length):
     """Longformer paper, Sec. 5: the (L, d) learned position rows copied repeatedly to fill (max_length, d); row i is
     row i mod L (the last copy cut short)."""
@@ -299,14 +308,6 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
         band = (positions[:, None] - positions[None, :]).abs() <= half  # (n, n)
         return band[None] | global_tokens[:, :, None] | global_tokens[:, None, :]
 
-    def check_inputs(self, input_ids, global_attention_mask, real):
-        config = self.config
-        if input_ids is not None:
-            check_vocabulary_range(input_ids, config.vocab_size)
-        if global_attention_mask is not None and tuple(global_attention_mask.shape) != tuple(real.shape):
-            raise ValueError(f"`global_attention_mask` has shape {tuple(global_attention_mask.shape)}, expected "
-                             f"{tuple(real.shape)} like the input.")
-
     @can_return_tuple
     def forward(
         self,
@@ -334,7 +335,7 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
                                       token_type_ids, position_ids, inputs_embeds)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
         check_right_padded(real)
-        self.check_inputs(input_ids, global_attention_mask, real)
+        check_selection_inputs(input_ids, global_attention_mask, real, self.config.vocab_size)
         config = self.config
         output_attentions = config.output_attentions if output_attentions is None else output_attentions
         output_hidden_states = config.output_hidden_states if output_hidden_states is None else output_hidden_states

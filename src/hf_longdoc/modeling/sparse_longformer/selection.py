@@ -95,17 +95,13 @@ class GlobalTokenSelector(nn.Module):
         ids = input_ids.gather(1, order)  # (b, n) in counted order
         present = positions < counted.sum(dim=1, keepdim=True)  # (b, n): k below the document's count
         distances = torch.arange(1, self.config.pmi_window, device=input_ids.device)  # (w - 1,)
-        later = (positions[:, None] + distances).clamp(max=n - 1)  # (n, w - 1)
-        second_k = later.expand(b, n, -1)  # (b, n, w - 1)
-        pair_exists = present[:, :, None] & present.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
-        pair_exists &= (positions[:, None] + distances < n)[None]
-        keys = ids[:, :, None] * self.config.vocab_size + ids.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
+        later = (positions[:, None] + distances).clamp(max=n - 1)  # (n, w - 1): k + d, the same for every row
+        pair_exists = present[:, :, None] & present[:, later] & (positions[:, None] + distances < n)  # (b, n, w - 1)
+        keys = ids[:, :, None] * self.config.vocab_size + ids[:, later]  # (b, n, w - 1)
         index = torch.searchsorted(self.pmi_pair_keys, keys.reshape(-1)).view(keys.shape)  # below the sentinel
         found = pair_exists & (self.pmi_pair_keys[index] == keys)
         pmi = torch.where(found, self.pmi_pair_values.float()[index], float("nan"))
-        first = order[:, :, None].expand_as(keys)
-        second = order.gather(1, second_k.reshape(b, -1)).view(b, n, -1)
-        return first, second, pmi
+        return order[:, :, None].expand_as(keys), order[:, later], pmi
 
     def pmi_scores(self, input_ids, counted):
         """`pmi_selection="sum"` (Eq. 4.4 per position): the sum of the PMI of the pairs a position forms."""
