@@ -195,3 +195,51 @@ def test_head_and_tail_keeps_the_first_128_and_the_last_tokens(pretrained):
     kept = tokenize(data, tokenizer, 256, head=128)["test"]["input_ids"]
     assert kept[0] == whole[:129] + whole[-127:]  # [CLS] + 128 head tokens, then 126 tail tokens + [SEP]
     assert kept[1] == tokenizer("short")["input_ids"]
+
+
+@pytest.mark.parametrize("family", ["segment_lm", "sparse_longformer", "elementwise"])
+def test_the_new_parameters_are_exactly_those_the_checkpoint_does_not_name(pretrained, family):
+    """`new_parameter_names` (what --head-learning-rate trains faster) against the checkpoint itself: a parameter is
+    supplied when its name ends with a name in the checkpoint (a converted Longformer's `*_global` projections are
+    copies of the local ones); every other parameter is new."""
+    from hf_longdoc.modeling import get_family
+    from hf_longdoc.training import new_parameter_names
+
+    model, _ = build_from_backbone(family, pretrained, ["a", "b"], False, max_length=128)
+    source = BertModel.from_pretrained(pretrained).state_dict()
+    new = set(new_parameter_names(model, get_family(family)))
+    for name, _ in model.named_parameters():
+        supplied = any(name.replace("_global", "").endswith("." + key) for key in source)
+        assert (name in new) != supplied, name
+    assert new  # every family has a new head
+
+
+def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
+    """The head's optimizer groups start at --head-learning-rate and the pretrained ones at --learning-rate, both
+    under the same schedule; the rate reaches metrics.json and the card, and a model from scratch refuses it."""
+    from hf_longdoc.modeling import get_family
+    from hf_longdoc.training import HeadRateTrainer, new_parameter_names, training_arguments
+
+    model, _ = build_from_backbone("segment_lm", pretrained, ["a", "b"], False, max_length=128,
+                                   config_overrides={"segment_length": 34, "variant": "att"})
+    head = new_parameter_names(model, get_family("segment_lm"))
+    assert head and all(name.startswith("head.") for name in head)
+    trainer = HeadRateTrainer(model=model, args=training_arguments(str(tmp_path / "t"), learning_rate=1e-4),
+                              head_parameters=head, head_learning_rate=3e-3)
+    optimizer = trainer.create_optimizer()
+    rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    by_name = dict(model.named_parameters())
+    assert {rate[id(by_name[name])] for name in head} == {3e-3}
+    assert {rate[id(p)] for name, p in by_name.items() if name not in head} == {1e-4}
+    assert sum(len(group["params"]) for group in optimizer.param_groups) == len(by_name)  # each once
+
+    out = tmp_path / "run"
+    assert main(["train", "--model", "segment_lm", "--backbone", pretrained, "--task-size", "16", "--epochs", "1",
+                 "--max-length", "128", "--config", "segment_length=34", "--head-learning-rate", "3e-3",
+                 "--output-dir", str(out)]) == 0
+    assert json.loads((out / "metrics.json").read_text())["head_learning_rate"] == 3e-3
+    assert "| learning rate of the new parameters (head, new embeddings) | 0.003 |" in (out / "README.md").read_text()
+    with pytest.raises(ValueError, match="head_learning_rate.*from scratch"):
+        from hf_longdoc.training import train
+
+        train(model="segment_lm", output_dir=str(tmp_path / "scratch"), head_learning_rate=1e-3)

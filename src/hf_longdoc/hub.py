@@ -109,6 +109,9 @@ def _procedure(output_dir, recorded):
         with open(arguments_path) as f:
             arguments = json.load(f)
         rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
+    if recorded.get("head_learning_rate"):
+        rows.append(f"| learning rate of the new parameters (head, new embeddings) | "
+                    f"{recorded['head_learning_rate']} |")
     sizes = recorded.get("sizes", {})
     rows += [f"| {split} documents | {count} |" for split, count in sizes.items()]
     if not rows:

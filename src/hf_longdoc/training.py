@@ -39,6 +39,42 @@ def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, s
     return TrainingArguments(**settings)
 
 
+def new_parameter_names(model, family=None):
+    """The parameters a pretrained backbone does not supply: those outside `model.base_model` (its head, which is
+    what Transformers leaves newly initialised when a base checkpoint loads into a head model) and, inside it, those
+    under the family's `new_with_backbone` prefixes (the elementwise byte and focus embeddings)."""
+    base = model.base_model_prefix + "."
+    extra = family.new_with_backbone if family is not None else ()
+    return [name for name, _ in model.named_parameters() if not name.startswith(base) or name.startswith(extra)]
+
+
+class HeadRateTrainer(Trainer):
+    """A `Trainer` whose new parameters (`head_parameters`, names) learn at `head_learning_rate` while the pretrained
+    ones keep `args.learning_rate`; the schedule scales both alike. A head that starts from random weights is far from
+    where it should be, while the pretrained body must move little: one rate for both either leaves the head barely
+    trained within one epoch or disturbs the body (discriminative fine-tuning, Howard & Ruder 2018). Without
+    `head_learning_rate` it is a plain `Trainer`."""
+
+    def __init__(self, *args, head_parameters=(), head_learning_rate=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.head_parameters, self.head_learning_rate = set(head_parameters), head_learning_rate
+
+    def create_optimizer(self, model=None):
+        fresh = self.optimizer is None
+        optimizer = super().create_optimizer(model)
+        if not fresh or self.head_learning_rate is None or not self.head_parameters:
+            return optimizer
+        model = self.model if model is None else model
+        head = {id(p) for name, p in model.named_parameters() if name in self.head_parameters}
+        for group in list(optimizer.param_groups):  # before the first step: no optimizer state to move
+            moved = [p for p in group["params"] if id(p) in head]
+            if moved:
+                group["params"] = [p for p in group["params"] if id(p) not in head]
+                settings = {key: value for key, value in group.items() if key != "params"}
+                optimizer.add_param_group({**settings, "params": moved, "lr": self.head_learning_rate})
+        return optimizer
+
+
 RUN_MARKERS = ("config.json", "metrics.json", "training_args.json")  # what every finished `train` run writes
 
 
@@ -112,6 +148,21 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
                                       or not learning_rate > 0):
         fail("learning_rate", "learning-rate", "a positive number", learning_rate)
     check_lr_scheduler(lr_scheduler)
+
+
+def check_head_learning_rate(head_learning_rate, pretrained):
+    """A ValueError naming `head_learning_rate` (--head-learning-rate) unless it is None or a positive number for a
+    model started from pretrained weights (`pretrained`): from scratch every parameter is new."""
+    if head_learning_rate is None:
+        return
+    if isinstance(head_learning_rate, bool) or not isinstance(head_learning_rate, (int, float)) \
+            or not head_learning_rate > 0:
+        raise ValueError(f"`head_learning_rate` (--head-learning-rate) must be a positive number, got "
+                         f"{head_learning_rate!r}.")
+    if not pretrained:
+        raise ValueError("`head_learning_rate` (--head-learning-rate) is the rate of the parameters a pretrained model "
+                         "does not supply; a model trained from scratch has only new ones: pass --backbone or "
+                         "--init-from, or set --learning-rate alone.")
 
 
 def check_lr_scheduler(lr_scheduler):
@@ -232,6 +283,7 @@ def train(
     overwrite=False,
     resume=False,
     lr_scheduler="linear",
+    head_learning_rate=None,
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
@@ -242,13 +294,15 @@ def train(
     `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
     `output_dir` must be new, empty or an earlier run (see `check_output_dir` for `overwrite` and `resume`).
     `lr_scheduler` is a Transformers schedule name (after a 10% warm-up; linear decay by default, as the papers
-    fine-tune).
+    fine-tune). `head_learning_rate` is the rate of the parameters a `backbone` or `init_from` model does not supply
+    (its new head, the elementwise byte embeddings; see `HeadRateTrainer`); None: `learning_rate` for every parameter.
     Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
     LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
     """
     family = get_family(model)  # an unknown family or setting fails before any data is made
     family.check_settings(config_overrides or {})
     check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler)
+    check_head_learning_rate(head_learning_rate, backbone is not None or init_from is not None)
     if backbone is None and init_from is None:
         family.build_config(**(config_overrides or {}))  # an impossible setting fails before any data is made
     if backbone is not None:
@@ -305,9 +359,15 @@ def train(
         eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
         metric_for_best_model="micro_f1" if multi_label else "accuracy", greater_is_better=True, logging_steps=20,
     )
-    trainer = Trainer(
+    head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
+    if head_learning_rate is not None:
+        logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
+                    len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
+    trainer = HeadRateTrainer(
         model=classifier,
         args=args,
+        head_parameters=head_parameters,
+        head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"],
         eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer),
@@ -322,6 +382,7 @@ def train(
         "dataset": dataset_name,
         "max_length": max_length,
         "backbone": backbone,
+        "head_learning_rate": head_learning_rate,
         "sizes": {split: len(part) for split, part in encoded.items()},
         "test": without_prefix(test, "test"),
         "validation": without_prefix(validation, "validation"),

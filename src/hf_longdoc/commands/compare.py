@@ -29,6 +29,9 @@ def add_parser(subparsers):
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="the same for every model; None: 1e-3 from scratch, each family's own rate (1e-4) with "
                              "--backbone")
+    parser.add_argument("--head-learning-rate", type=float, default=None,
+                        help="with --backbone: the rate of the parameters it does not supply (every model's new head; "
+                             "elementwise: also the byte embeddings); None: --learning-rate")
     parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
                         help="the same Transformers schedule for every model, after the 10%% warm-up (linear, cosine, "
                              "constant_with_warmup, ...)")
@@ -68,7 +71,7 @@ def run(args):
         hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
         max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
-        lr_scheduler=args.lr_scheduler,
+        lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
         config_overrides=per_model_overrides(args.config), backbone=args.backbone)
     words = word_range(args.task_words)

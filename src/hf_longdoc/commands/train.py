@@ -27,6 +27,9 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
+    parser.add_argument("--head-learning-rate", type=float, default=None,
+                        help="with --backbone or --init-from: the rate of the new parameters (the head; elementwise: "
+                             "also the byte embeddings); None: --learning-rate")
     parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
                         help="a Transformers schedule after the 10%% warm-up (linear, cosine, "
                              "constant_with_warmup, ...)")
@@ -56,7 +59,7 @@ def run(args):
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
-        lr_scheduler=args.lr_scheduler,
+        lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

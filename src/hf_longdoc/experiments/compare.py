@@ -31,7 +31,6 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    Trainer,
     set_seed,
 )
 
@@ -40,13 +39,16 @@ from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
 from ..training import (
+    HeadRateTrainer,
     build_from_backbone,
     build_model,
     check_backbone,
     check_backbone_folder,
+    check_head_learning_rate,
     check_lr_scheduler,
     fit_statistics,
     label_settings,
+    new_parameter_names,
     training_arguments,
 )
 from .baselines import BASELINES, baseline_tokenizer, build_baseline, parse_baseline, tfidf_classifier
@@ -76,6 +78,8 @@ class CompareSettings:
     # after 2 epochs) where 1e-3 reaches 0.929; None: each family's `hf-longdoc train` default (baselines 1e-4)
     learning_rate: float | None = 1e-3
     lr_scheduler: str = "linear"  # a Transformers schedule after the 10% warm-up
+    # with a backbone: the rate of the parameters it does not supply (heads, new embeddings); None: `learning_rate`
+    head_learning_rate: float | None = None
     vocab_size: int = 8000
     window: int = 128  # Longformer-type models: attention window
     segment_length: int = 128  # segment LMs: tokens per segment
@@ -291,8 +295,10 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
                               logging_strategy="no", disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=encoded["train"],
-                      data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn())
+    head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
+    trainer = HeadRateTrainer(model=model, args=args, train_dataset=encoded["train"],
+                              data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(),
+                              head_parameters=head, head_learning_rate=settings.head_learning_rate)
     device = trainer.args.device
     with PeakMemory(device) as training_memory:
         start = time.perf_counter()
@@ -329,6 +335,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
     check_lr_scheduler(settings.lr_scheduler)
+    check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None)
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)

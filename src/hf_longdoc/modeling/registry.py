@@ -87,6 +87,9 @@ class Family:
     # weights, the tokenizer it reads: the one given, else the backbone's own or the family's); see `training`
     from_backbone: Callable | None = None
     position_width: str | None = None  # config key: input ids one encoder position reads (elementwise: v), else 1
+    # parameter-name prefixes inside the base model that a pretrained backbone does not supply (the head outside the
+    # base model is new anyway); `training.new_parameter_names` reads them for `--head-learning-rate`
+    new_with_backbone: tuple = ()
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")  # config keys the model card lists
     card_limits: str = ""  # a sentence for the model card's "limits" section
 
@@ -336,6 +339,7 @@ FAMILIES = {
         position_width="elements_per_material",
         reading_length=lambda config: config.max_materials * config.elements_per_material,
         from_backbone=_elementwise_from_backbone,
+        new_with_backbone=("elementwise.embeddings.",),  # the element table and focus embeddings replace the tokens'
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"),
     ),
     "slstm": Family(
