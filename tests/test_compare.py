@@ -147,3 +147,30 @@ def test_the_elementwise_papers_orig_baselines_albert_and_canine(tmp_path):
     assert all(0 <= row["accuracy"] <= 1 for row in rows)
     with pytest.raises(ValueError, match="canine-<N>"):
         parse_models([], ["canine"])
+
+
+def test_split_seed_keeps_one_split_for_every_seed(tmp_path, monkeypatch):
+    """`--seeds 2` draws a split per seed unless `--split-seed` fixes it: then only the training draws differ (the
+    TF-IDF row, which has none, scores the same twice), and the report says which split it was."""
+    import hf_longdoc.experiments.compare as compare_module
+
+    drawn = []
+    load_task = compare_module.load_task
+
+    def recording_load_task(*args):
+        drawn.append(args[3])
+        return load_task(*args)
+
+    monkeypatch.setattr(compare_module, "load_task", recording_load_task)
+    dataset = _dataset(tmp_path)
+    run = dict(dataset=dataset, text_column="body", label_column="topic", models=[], baselines=["tfidf"],
+               settings=TINY, seeds=2, evidence=(), bench_lengths=(), progress=lambda message: None)
+    compare(**run, output_dir=str(tmp_path / "own"))
+    assert drawn == [42, 43]
+    assert "each drawing its own split" in (tmp_path / "own" / "report.md").read_text()
+    drawn.clear()
+    rows = compare(**run, output_dir=str(tmp_path / "fixed"), split_seed=7)
+    assert drawn == [7, 7] and rows[0]["accuracy"] == rows[1]["accuracy"]
+    assert "on the split drawn with seed 7" in (tmp_path / "fixed" / "report.md").read_text()
+    with pytest.raises(ValueError, match="split_seed"):
+        compare(**run, output_dir=str(tmp_path / "bad"), split_seed="7")

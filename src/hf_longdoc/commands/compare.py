@@ -24,6 +24,9 @@ def add_parser(subparsers):
                              "tokenizer: families that can wrap it, and bert-N / bert-N-headtail as the backbone "
                              "itself; the size flags then do not apply")
     parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
+    parser.add_argument("--split-seed", type=int, default=None,
+                        help="draw the data split (built-in task: its documents) once with this seed for every "
+                             "--seeds run; None: each seed draws its own")
     parser.add_argument("--epochs", type=float, default=3, help="training epochs of every model")
     parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=float, default=None,
@@ -79,6 +82,7 @@ def run(args):
             models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,
             evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,
             task_words=words, bench_lengths=() if args.bench_lengths == "none" else
-            integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir)
+            integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir,
+            split_seed=args.split_seed)
     with open(os.path.join(args.output_dir, "report.md")) as f:
         print(f.read())

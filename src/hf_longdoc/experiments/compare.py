@@ -328,12 +328,18 @@ def builtin_task(position, seed, task_size, task_words, settings, inverted=True)
 
 def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
             baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=1000,
-            task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print):
-    """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows."""
+            task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print,
+            split_seed=None):
+    """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows.
+
+    Each seed draws the data (a file's train/validation/test split; the built-in task's documents) with that seed,
+    unless `split_seed` fixes them: then every seed trains on the same split and only the training draws differ."""
     settings = settings or CompareSettings()
     specs = parse_models(list(models), list(baselines))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
+    if split_seed is not None and (isinstance(split_seed, bool) or not isinstance(split_seed, int)):
+        raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {split_seed!r}.")
     check_lr_scheduler(settings.lr_scheduler)
     check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None)
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
@@ -352,15 +358,17 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     os.makedirs(output_dir, exist_ok=True)
     rows = []
     for seed in range(FIRST_SEED, FIRST_SEED + seeds):
+        data_seed = seed if split_seed is None else split_seed
         if dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
-            task = builtin_task("anywhere", seed, task_size, task_words, settings)
+            task = builtin_task("anywhere", data_seed, task_size, task_words, settings)
             dataset_name = f"built-in long-document task ({task_size} training documents)"
         else:
-            data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed)
+            data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, data_seed)
             if multi_label:
                 raise ValueError("`compare` reports single-label accuracy; pass a single-label dataset.")
             task = Task.fit(data, label_names, settings)
-        evidence_tasks = {position: builtin_task(position, seed, task_size, task_words, settings, inverted=False)
+        evidence_tasks = {position: builtin_task(position, data_seed, task_size, task_words, settings,
+                                                 inverted=False)
                           for position in evidence}
         for spec in specs:
             scratch = os.path.join(output_dir, "runs", f"{spec.name.replace(':', '-')}-{seed}")
@@ -382,6 +390,8 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
                                config_overrides=bench_overrides, **bench_sizes)
     seed_text = (f"seed {FIRST_SEED}" if seeds == 1
                  else f"mean ± std over seeds {FIRST_SEED}-{FIRST_SEED + seeds - 1}")
+    seed_text += (", each drawing its own split" if split_seed is None and seeds > 1
+                  else f", on the split drawn with seed {split_seed}" if split_seed is not None else "")
     write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir)
     return rows
 
