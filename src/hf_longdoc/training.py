@@ -150,9 +150,10 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
     check_lr_scheduler(lr_scheduler)
 
 
-def check_head_learning_rate(head_learning_rate, pretrained):
+def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--backbone or --init-from"):
     """A ValueError naming `head_learning_rate` (--head-learning-rate) unless it is None or a positive number for a
-    model started from pretrained weights (`pretrained`): from scratch every parameter is new."""
+    model started from pretrained weights (`pretrained`, which the flags `starts_from` give): from scratch every
+    parameter is new."""
     if head_learning_rate is None:
         return
     if isinstance(head_learning_rate, bool) or not isinstance(head_learning_rate, (int, float)) \
@@ -161,8 +162,8 @@ def check_head_learning_rate(head_learning_rate, pretrained):
                          f"{head_learning_rate!r}.")
     if not pretrained:
         raise ValueError("`head_learning_rate` (--head-learning-rate) is the rate of the parameters a pretrained model "
-                         "does not supply; a model trained from scratch has only new ones: pass --backbone or "
-                         "--init-from, or set --learning-rate alone.")
+                         f"does not supply; a model trained from scratch has only new ones: pass {starts_from}, or "
+                         "set --learning-rate alone.")
 
 
 def check_lr_scheduler(lr_scheduler):

@@ -341,7 +341,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if split_seed is not None and (isinstance(split_seed, bool) or not isinstance(split_seed, int)):
         raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {split_seed!r}.")
     check_lr_scheduler(settings.lr_scheduler)
-    check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None)
+    check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None, "--backbone")
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
