@@ -154,7 +154,7 @@ def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_ba
     from hf_longdoc.experiments.compare import CompareSettings, compare
 
     settings = CompareSettings(max_length=256, epochs=1, batch_size=4, segment_length=34, backbone=pretrained,
-                               learning_rate=None)
+                               learning_rate=None, head_learning_rate=1e-3)  # every model's new head at its own rate
     rows = compare(models=["segment_lm:att", "sparse_longformer:first_n", "elementwise"],
                    baselines=["bert-256", "bert-256-headtail", "tfidf"], settings=settings, evidence=(), task_size=16,
                    task_words=(150, 250), output_dir=str(tmp_path), progress=lambda line: None)
@@ -167,7 +167,8 @@ def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_ba
     # the pretrained body's sizes, not the compare defaults: hidden size 32 as the backbone
     assert by_name["bert-256"]["parameters"] == by_name["bert-256-headtail"]["parameters"]
     assert all(0.0 <= row["accuracy"] <= 1.0 for row in rows)
-    assert "fine-tuned from the pretrained" in (tmp_path / "report.md").read_text()
+    report = (tmp_path / "report.md").read_text()
+    assert "fine-tuned from the pretrained" in report and "(0.001 for the parameters the checkpoint" in report
 
 
 def test_compare_with_a_backbone_refuses_what_cannot_start_from_it(pretrained, tmp_path):

@@ -133,6 +133,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
+    if settings.head_learning_rate:
+        rate += f" ({settings.head_learning_rate:g} for the parameters the checkpoint does not supply)"
     sizes = (f"fine-tuned from the pretrained `{settings.backbone}` (its sizes and tokenizer)" if settings.backbone
              else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads, "
                   "from scratch")
