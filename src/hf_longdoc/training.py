@@ -52,8 +52,10 @@ class HeadRateTrainer(Trainer):
     """A `Trainer` whose new parameters (`head_parameters`, names) learn at `head_learning_rate` while the pretrained
     ones keep `args.learning_rate`; the schedule scales both alike. A head that starts from random weights is far from
     where it should be, while the pretrained body must move little: one rate for both either leaves the head barely
-    trained within one epoch or disturbs the body (discriminative fine-tuning, Howard & Ruder 2018). Without
-    `head_learning_rate` it is a plain `Trainer`."""
+    trained within one epoch or disturbs the body (per-group rates as in ULMFiT's discriminative fine-tuning, Howard &
+    Ruder 2018). Measured: the MiniLM segment LM on BBC articles after 600+ tokens of filler, one epoch at 1e-4,
+    .850 test accuracy with the head at 1e-3 against .806 with one rate (one seed). Without `head_learning_rate` it
+    is a plain `Trainer`."""
 
     def __init__(self, *args, head_parameters=(), head_learning_rate=None, **kwargs):
         super().__init__(*args, **kwargs)

@@ -339,7 +339,7 @@ FAMILIES = {
         position_width="elements_per_material",
         reading_length=lambda config: config.max_materials * config.elements_per_material,
         from_backbone=_elementwise_from_backbone,
-        new_with_backbone=("elementwise.embeddings.",),  # the element table and focus embeddings replace the tokens'
+        new_with_backbone=("elementwise.embeddings.",),  # new element and focus embeddings replace the token table
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"),
     ),
     "slstm": Family(
