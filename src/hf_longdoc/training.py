@@ -134,6 +134,11 @@ def empty_output_dir(output_dir):
     os.makedirs(output_dir, exist_ok=True)
 
 
+def is_positive_number(value):
+    """Whether `value` is an int or float (not a bool) above 0: what a learning rate must be."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
+
+
 def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear"):
     """A ValueError naming the argument (and its CLI flag) for a length, epoch count, batch or rate a run cannot use,
     before anything is loaded: `max_length` 0 or 1 would silently turn truncation off, a negative one overflow."""
@@ -146,8 +151,7 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
         fail("epochs", "epochs", "a positive number", epochs)
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         fail("batch_size", "batch-size", "a positive integer", batch_size)
-    if learning_rate is not None and (isinstance(learning_rate, bool) or not isinstance(learning_rate, (int, float))
-                                      or not learning_rate > 0):
+    if learning_rate is not None and not is_positive_number(learning_rate):
         fail("learning_rate", "learning-rate", "a positive number", learning_rate)
     check_lr_scheduler(lr_scheduler)
 
@@ -158,8 +162,7 @@ def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--back
     parameter is new."""
     if head_learning_rate is None:
         return
-    if isinstance(head_learning_rate, bool) or not isinstance(head_learning_rate, (int, float)) \
-            or not head_learning_rate > 0:
+    if not is_positive_number(head_learning_rate):
         raise ValueError(f"`head_learning_rate` (--head-learning-rate) must be a positive number, got "
                          f"{head_learning_rate!r}.")
     if not pretrained:
