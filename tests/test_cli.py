@@ -91,6 +91,28 @@ def test_bench_writes_table_csv_and_plot(tmp_path, capsys):
     assert (tmp_path / "bench.png").stat().st_size > 1000
     rows = (tmp_path / "bench.csv").read_text().splitlines()
     assert len(rows) == 5 and rows[0].startswith("model,length,seconds,peak_mib")
+    for name in ("contextualizer", "bert"):  # one roofline line per model, at the longest length
+        assert f"{name}: roofline at 128 ids" in out
+    assert "roofline_efficiency" in rows[0]
+
+
+def test_roofline_counts_the_matrix_products_of_bert():
+    """The recorder's FLOPs for a BertModel forward, against the count written from the architecture: per layer
+    four H x H projections and the H x I, I x H feed-forward per token, and the q k^T and p v products of attention."""
+    from transformers import BertConfig, BertModel
+
+    from hf_longdoc.experiments.profiling import matmul_roofline
+
+    n, H, I, layers = 48, 32, 64, 2
+    config = BertConfig(vocab_size=100, hidden_size=H, num_hidden_layers=layers, num_attention_heads=4,
+                        intermediate_size=I, max_position_embeddings=64)
+    model = BertModel(config, add_pooling_layer=False).eval()
+    ids = torch.randint(1, 100, (1, n))
+    report = matmul_roofline(model, {"input_ids": ids}, repeats=1, warmup=0)
+    expected = layers * (2 * n * (4 * H * H + 2 * H * I) + 2 * 2 * n * n * H)
+    assert report["gflop"] * 1e9 == pytest.approx(expected)
+    assert report["products"] == layers * (4 + 2 + 2)
+    assert report["forward_ms"] > 0 and report["matmul_ms"] > 0 and report["efficiency"] > 0
 
 
 @pytest.mark.parametrize("argv,message", [

@@ -72,7 +72,24 @@ def run(args):
     print(format_table(rows))
     csv_path, png_path = write_bench_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")
+    for line in roofline_lines(rows):
+        print(line)
     run_micro_benchmarks(args, models, max(lengths))
+
+
+def roofline_lines(rows):
+    """One line per model measured with `matmul_roofline`: how close its forward runs to the speed of its own matrix
+    products alone."""
+    lines = []
+    for row in rows:
+        if "roofline_efficiency" not in row:
+            continue
+        lines.append(f"{row['model']}: roofline at {row['length']} ids: {row['roofline_gflop']:.2f} GFLOP of matrix "
+                     f"products in {row['roofline_products']} calls; forward {row['roofline_forward_ms']:.1f} ms = "
+                     f"{row['roofline_forward_gflops']:.1f} GFLOP/s, the same products alone "
+                     f"{row['roofline_matmul_ms']:.1f} ms = {row['roofline_matmul_gflops']:.1f} GFLOP/s; "
+                     f"efficiency {row['roofline_efficiency']:.0%}")
+    return lines
 
 
 def run_micro_benchmarks(args, models, length):

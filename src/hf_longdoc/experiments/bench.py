@@ -18,6 +18,7 @@ import torch
 from ..modeling import FAMILIES, Family, resolve
 from .baselines import BASELINES, build_baseline, parse_baseline
 from .measure import time_forward
+from .profiling import matmul_roofline
 
 
 @dataclass
@@ -125,9 +126,10 @@ def bench_device(device):
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
               seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
-              segment_length=256, gradient_mode="paper", config_overrides=None):
+              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True):
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields).
-    `config_overrides` maps a model name to config settings of that family model."""
+    `config_overrides` maps a model name to config settings of that family model. With `roofline` (forward passes
+    only), each model's row at the longest length also holds its `matmul_roofline` under `roofline_*` keys."""
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, window=window,
                  attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
     config_overrides = config_overrides or {}
@@ -151,6 +153,10 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             if takes_global_attention_mask(model):
                 inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
             rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
+            if roofline and not backward and length == max(lengths):
+                line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                                   **inputs), repeats, warmup)
+                rows[-1].update({"roofline_" + key: value for key, value in line.items()})
             del model
     # Models that read v ids per position (elementwise: `length` bytes as length / v materials): also time the
     # baseline at length / v tokens (the subword-level cost of the same number of positions).

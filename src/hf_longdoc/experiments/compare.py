@@ -385,7 +385,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     summary = summarize(rows)
     bench_rows = []
     if bench_lengths:
-        bench_rows = run_bench(models=bench_models, lengths=tuple(bench_lengths), repeats=3,
+        bench_rows = run_bench(models=bench_models, lengths=tuple(bench_lengths), repeats=3, roofline=False,
                                num_global=max(1, settings.max_length // 32), progress=progress,
                                config_overrides=bench_overrides, **bench_sizes)
     seed_text = (f"seed {FIRST_SEED}" if seeds == 1

@@ -4,10 +4,12 @@ A family's hot kernel against plain matmuls of its shapes (roofline), the cost o
 of families that fit them, and tokenizer throughput.
 """
 
+import math
 import time
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .measure import median_seconds
 
@@ -120,3 +122,65 @@ def read_documents(path, megabytes, option="path"):
         raise ValueError(f"`{option}` file {path!r} holds no text.")
     size = sum(len(text.encode("utf-8")) for text in texts)
     return texts * max(1, int(megabytes * 1e6 / size + 0.999))
+
+
+class MatmulRecorder(TorchDispatchMode):
+    """Records the matrix products a forward pass makes (`linear`, `matmul`, `bmm`, `mm`, `addmm`, and the two
+    products inside `scaled_dot_product_attention`) as (FLOPs, replay) pairs: `replay` runs a plain `torch.matmul`
+    of the same shapes on fresh tensors. Everything else the model does (norms, activations, gathers, copies) is what
+    the matmuls alone leave out."""
+
+    def __init__(self):
+        super().__init__()
+        self.products = []  # (flops, (a, b) shapes, dtype, device)
+
+    def _product(self, a_shape, b_shape, like):
+        m, k, n = a_shape[-2], a_shape[-1], b_shape[-1]
+        batch = math.prod(torch.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+        self.products.append((2 * batch * m * k * n, (tuple(a_shape), tuple(b_shape)), like.dtype, like.device))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name == "linear":
+            x, weight = args[0], args[1]
+            self._product((math.prod(x.shape[:-1]), x.shape[-1]), (weight.shape[1], weight.shape[0]), x)
+        elif name in ("matmul", "bmm", "mm") and args[0].dim() >= 2 and args[1].dim() >= 2:
+            self._product(args[0].shape, args[1].shape, args[0])
+        elif name in ("addmm", "baddbmm"):
+            self._product(args[1].shape, args[2].shape, args[1])
+        elif name == "scaled_dot_product_attention":
+            q, k = args[0], args[1]  # (..., n, d), (..., s, d): q k^T, then p v
+            *batch, n, d = q.shape
+            s = k.shape[-2]
+            self._product((*batch, n, d), (*batch, d, s), q)
+            self._product((*batch, n, s), (*batch, s, d), q)
+        return func(*args, **kwargs)
+
+
+def matmul_roofline(model, inputs, repeats=3, warmup=1):
+    """A roofline line for any model: its forward time against the time of the same matrix products alone
+    (`MatmulRecorder`: every product the forward makes, replayed as plain `torch.matmul`s of the same shapes, in the
+    same run). `efficiency` = matmul time / forward time: 1.0 means the model runs at matmul speed, and the rest of
+    the time is element-wise work and memory traffic (the S-LSTM's gates, the sparse attention's gathers)."""
+    device = next(model.parameters()).device
+    recorder = MatmulRecorder()
+    with torch.inference_mode():
+        with recorder:
+            model(**inputs)
+        forward = median_seconds(lambda: model(**inputs), device, repeats, warmup)
+        operands = {}  # one pair of random operands per distinct shape
+        for _, shapes, dtype, where in recorder.products:
+            if shapes not in operands:
+                operands[shapes] = tuple(torch.randn(shape, dtype=dtype, device=where) for shape in shapes)
+        pairs = [operands[shapes] for _, shapes, _, _ in recorder.products]
+
+        def replay():
+            for a, b in pairs:
+                torch.matmul(a, b)
+
+        matmuls = median_seconds(replay, device, repeats, warmup)
+    flops = sum(flops for flops, *_ in recorder.products)
+    return {"forward_ms": forward * 1000, "matmul_ms": matmuls * 1000, "gflop": flops / 1e9,
+            "products": len(pairs), "forward_gflops": flops / forward / 1e9, "matmul_gflops": flops / matmuls / 1e9,
+            "efficiency": matmuls / forward}
