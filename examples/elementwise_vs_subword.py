@@ -7,10 +7,20 @@ Both models share the backbone (width 128, 2 layers, 8 heads: small enough for a
 optimiser settings and the seed; they differ only in the input representation: `--positions` whitespace materials of
 8 bytes (BERT_EWE) against as many WordPiece tokens (BERT_ORIG, whose 8000 × 128 token table is its only extra
 parameters). The command above, on 2 CPU cores (16 min): BERT_EWE test accuracy 0.896, BERT_ORIG 0.960.
+
+`--probe` measures instead what the elementwise model can read before it has learned any word: a logistic regression
+on each document's histogram of (slot in the material, byte) pairs, the same split. At initialisation attention is
+near uniform, so the first layer hands the [CLS] material an average of the materials, which is linear in exactly
+this histogram; words (conjunctions of bytes) appear only once a feed-forward layer has learned them. The same
+probe on a bag of whitespace words is the subword model's counterpart.
 """
 
 import argparse
 import json
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
 
 from transformers import (
     BertConfig,
@@ -21,6 +31,7 @@ from transformers import (
     set_seed,
 )
 
+from hf_longdoc import ElementwiseTokenizer
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, tokenize
 from hf_longdoc.metrics import compute_metrics_fn
 from hf_longdoc.training import train
@@ -51,6 +62,39 @@ def train_subword(dataset, output_dir, epochs, learning_rate, seed, positions=51
     return {"test": {key[5:]: value for key, value in result.items()}}
 
 
+def slot_byte_histograms(texts, elements_per_material=8, max_materials=1024):
+    """(documents, v · 260) frequencies of (slot, element id) over each document's materials, [CLS]/[SEP] and
+    padding left out: the linear information a uniform average of the materials holds."""
+    tokenizer = ElementwiseTokenizer(elements_per_material=elements_per_material, max_materials=max_materials)
+    v, size = elements_per_material, tokenizer.vocab_size
+    rows = []
+    for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
+        ids = np.asarray(ids).reshape(-1, v)
+        slots = np.broadcast_to(np.arange(v), ids.shape)
+        real = ids >= 4  # bytes; 0-3 are PAD, CLS, SEP, MASK
+        counts = np.bincount((slots * size + ids)[real], minlength=v * size).astype(float)
+        rows.append(counts / max(counts.sum(), 1.0))
+    return np.stack(rows)
+
+
+def probe(dataset, seed, regularisation=(1.0, 10.0, 100.0, 1000.0)):
+    """Test accuracy of a logistic regression on the slot-byte histograms and on TF-IDF of whitespace words, per
+    inverse regularisation strength C."""
+    data, _, _, _ = load_task(dataset, seed=seed)
+    train_texts, test_texts = data["train"]["text"], data["test"]["text"]
+    y_train, y_test = data["train"]["label"], data["test"]["label"]
+    bytes_train, bytes_test = slot_byte_histograms(train_texts), slot_byte_histograms(test_texts)
+    words = TfidfVectorizer(token_pattern=r"\S+", lowercase=False).fit(train_texts)
+    words_train, words_test = words.transform(train_texts), words.transform(test_texts)
+    result = {}
+    for C in regularisation:
+        result[f"slot_byte_histogram_C{C:g}"] = LogisticRegression(C=C, max_iter=5000).fit(
+            bytes_train, y_train).score(bytes_test, y_test)
+        result[f"bag_of_words_C{C:g}"] = LogisticRegression(C=C, max_iter=5000).fit(
+            words_train, y_train).score(words_test, y_test)
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("dataset")
@@ -59,7 +103,12 @@ def main():
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--positions", type=int, default=512, help="materials (EWE) = tokens (WordPiece) read")
     parser.add_argument("--output-dir", default="out/ewe-vs-subword")
+    parser.add_argument("--probe", action="store_true",
+                        help="instead of training: linear probes on slot-byte histograms and on words")
     args = parser.parse_args()
+    if args.probe:
+        print(json.dumps(probe(args.dataset, args.seed), indent=2))
+        return
     load_task(args.dataset)  # fail early on a bad path or column
     ewe = train(model="elementwise", output_dir=f"{args.output_dir}/bert-ewe", dataset=args.dataset,
                 epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed,

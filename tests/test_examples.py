@@ -4,6 +4,7 @@ import json
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
@@ -208,3 +209,24 @@ def test_the_shuffling_collator_permutes_only_the_first_segments():
     for k, row in enumerate(batch["input_ids"]):
         assert row[1].tolist() == [1, *documents[k][5:9], 2]  # later segments stay with their document
     assert batch["labels"].tolist() == [0, 1, 2, 3]
+
+
+def test_slot_byte_histogram_counts_each_byte_in_its_slot():
+    import elementwise_vs_subword
+
+    histogram = elementwise_vs_subword.slot_byte_histograms(["ab a"], elements_per_material=4, max_materials=8)
+    v, size = 4, 260
+    expected = np.zeros(v * size)
+    expected[0 * size + ord("a") + 4] = 2 / 3  # "a" first in both words
+    expected[1 * size + ord("b") + 4] = 1 / 3
+    np.testing.assert_allclose(histogram[0], expected)
+
+
+def test_probe_scores_both_representations(tmp_path):
+    import elementwise_vs_subword
+
+    rows = [{"text": f"{word} match {word} game {i}", "label": "sport"} for i, word in enumerate(["goal"] * 30)]
+    rows += [{"text": f"{word} vote {word} poll {i}", "label": "politics"} for i, word in enumerate(["party"] * 30)]
+    result = elementwise_vs_subword.probe(_write_jsonl(tmp_path / "d.jsonl", rows), seed=0, regularisation=(10.0,))
+    assert set(result) == {"slot_byte_histogram_C10", "bag_of_words_C10"}
+    assert result["bag_of_words_C10"] == 1.0 and 0.0 <= result["slot_byte_histogram_C10"] <= 1.0
