@@ -126,9 +126,9 @@ def read_documents(path, megabytes, option="path"):
 
 class MatmulRecorder(TorchDispatchMode):
     """Records the matrix products a forward pass makes (`linear`, `matmul`, `bmm`, `mm`, `addmm`, and the two
-    products inside `scaled_dot_product_attention`) as (FLOPs, replay) pairs: `replay` runs a plain `torch.matmul`
-    of the same shapes on fresh tensors. Everything else the model does (norms, activations, gathers, copies) is what
-    the matmuls alone leave out."""
+    products inside `scaled_dot_product_attention`) as (FLOPs, operand shapes, dtype, device), so that
+    `matmul_roofline` can replay each as a plain `torch.matmul` of the same shapes. Everything else the model does
+    (norms, activations, gathers, copies, an LSTM) is what the products alone leave out."""
 
     def __init__(self):
         super().__init__()
