@@ -1,5 +1,6 @@
 """`hf-longdoc` end to end: train, evaluate, pipeline, push --dry-run, bench, and clear errors."""
 
+import csv
 import json
 import os
 
@@ -94,6 +95,9 @@ def test_bench_writes_table_csv_and_plot(tmp_path, capsys):
     for name in ("contextualizer", "bert"):  # one roofline line per model, at the longest length
         assert f"{name}: roofline at 128 ids" in out
     assert "roofline_efficiency" in rows[0]
+    for row in csv.DictReader(rows):  # the roofline reuses the bench's own forward time, not a second timing
+        if row["roofline_forward_ms"]:
+            assert float(row["roofline_forward_ms"]) == pytest.approx(1000 * float(row["seconds"]))
 
 
 def test_roofline_counts_the_matrix_products_of_bert():

@@ -155,7 +155,7 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
             if roofline and not backward and length == max(lengths):
                 line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                                   **inputs), repeats, warmup)
+                                                   **inputs), repeats, warmup, forward_seconds=rows[-1]["seconds"])
                 rows[-1].update({"roofline_" + key: value for key, value in line.items()})
             del model
     # Models that read v ids per position (elementwise: `length` bytes as length / v materials): also time the
