@@ -34,6 +34,7 @@ from transformers import (
 from hf_longdoc import ElementwiseTokenizer
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, tokenize
 from hf_longdoc.metrics import compute_metrics_fn
+from hf_longdoc.tokenization.tokenization_elementwise import OFFSET
 from hf_longdoc.training import train
 
 BACKBONE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 512,
@@ -71,7 +72,7 @@ def slot_byte_histograms(texts, elements_per_material=8, max_materials=1024):
     for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]:
         ids = np.asarray(ids).reshape(-1, v)
         slots = np.broadcast_to(np.arange(v), ids.shape)
-        real = ids >= 4  # bytes; 0-3 are PAD, CLS, SEP, MASK
+        real = ids >= OFFSET  # bytes; the ids below are PAD, CLS, SEP, MASK
         counts = np.bincount((slots * size + ids)[real], minlength=v * size).astype(float)
         rows.append(counts / max(counts.sum(), 1.0))
     return np.stack(rows)
@@ -83,15 +84,16 @@ def probe(dataset, seed, regularisation=(1.0, 10.0, 100.0, 1000.0)):
     data, _, _, _ = load_task(dataset, seed=seed)
     train_texts, test_texts = data["train"]["text"], data["test"]["text"]
     y_train, y_test = data["train"]["label"], data["test"]["label"]
-    bytes_train, bytes_test = slot_byte_histograms(train_texts), slot_byte_histograms(test_texts)
     words = TfidfVectorizer(token_pattern=r"\S+", lowercase=False).fit(train_texts)
-    words_train, words_test = words.transform(train_texts), words.transform(test_texts)
+    features = {
+        "slot_byte_histogram": (slot_byte_histograms(train_texts), slot_byte_histograms(test_texts)),
+        "bag_of_words": (words.transform(train_texts), words.transform(test_texts)),
+    }
     result = {}
     for C in regularisation:
-        result[f"slot_byte_histogram_C{C:g}"] = LogisticRegression(C=C, max_iter=5000).fit(
-            bytes_train, y_train).score(bytes_test, y_test)
-        result[f"bag_of_words_C{C:g}"] = LogisticRegression(C=C, max_iter=5000).fit(
-            words_train, y_train).score(words_test, y_test)
+        for name, (x_train, x_test) in features.items():
+            classifier = LogisticRegression(C=C, max_iter=5000).fit(x_train, y_train)
+            result[f"{name}_C{C:g}"] = classifier.score(x_test, y_test)
     return result
 
 
