@@ -297,33 +297,6 @@ TINY_CONTEXTUALIZER = ["--model", "contextualizer", "--task-size", "20", "--epoc
                        "--vocab-size", "500", "--config", "hidden_size=16", "rank=8", "num_hidden_layers=1"]
 
 
-def test_train_never_loses_files_in_the_output_folder(tmp_path, capsys):
-    """A folder that is not an hf-longdoc run is refused (its files untouched) unless --overwrite; an earlier run is
-    replaced without leaving another model's files behind; --resume needs a checkpoint."""
-    folder = tmp_path / "mine"
-    folder.mkdir()
-    (folder / "notes.txt").write_text("my notes")
-    (folder / "checkpoint-7").mkdir()
-    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder)]) == 2
-    err = capsys.readouterr().err
-    assert "--overwrite" in err and "--resume" in err and "notes.txt" in err and "Traceback" not in err
-    assert (folder / "notes.txt").read_text() == "my notes" and (folder / "checkpoint-7").is_dir()
-    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder), "--overwrite"]) == 0
-    assert not (folder / "notes.txt").exists() and not (folder / "checkpoint-7").exists()
-    assert (folder / "modeling_contextualizer.py").exists()
-    # the run is ours: training another family there replaces it whole
-    assert main(["train", "--model", "slstm", "--task-size", "20", "--epochs", "1", "--max-length", "256",
-                 "--vocab-size", "500", "--config", "hidden_size=16", "--output-dir", str(folder)]) == 0
-    files = os.listdir(folder)
-    assert "modeling_slstm.py" in files and not any("contextualizer" in name for name in files)
-    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(folder), "--resume"]) == 2
-    assert "checkpoint" in capsys.readouterr().err
-    a_file = tmp_path / "file.txt"
-    a_file.write_text("x")
-    assert main(["train", *TINY_CONTEXTUALIZER, "--output-dir", str(a_file)]) == 2
-    assert "is a file" in capsys.readouterr().err and a_file.read_text() == "x"
-
-
 @pytest.mark.parametrize("flag,value", [("--max-length", "0"), ("--max-length", "1"), ("--max-length", "-5"),
                                         ("--epochs", "0"), ("--batch-size", "0"), ("--learning-rate", "-1")])
 def test_impossible_run_numbers_are_refused_before_any_work(tmp_path, flag, value, capsys):

@@ -196,6 +196,21 @@ def test_return_dict_false_tuple_equals_dataclass(family):
     torch.testing.assert_close(base_tuple[0], base_dict.last_hidden_state, rtol=0, atol=0)
 
 
+def test_config_return_dict_false_gives_the_same_tuple(family):
+    """`return_dict=False` set in the config (as `from_pretrained(path, return_dict=False)` sets it) gives the tuple
+    the argument gives: Transformers' Big Bird head read `.last_hidden_state` off its encoder's tuple there."""
+    model = _classifier(family)
+    input_ids, attention_mask = family.batch([10, 6])
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask, labels=labels, return_dict=False)
+        model.config.return_dict = False
+        got = model(input_ids, attention_mask=attention_mask, labels=labels)
+    assert isinstance(got, tuple) and len(got) == len(expected)
+    for g, w in zip(got, expected):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+
+
 def test_bf16_autocast_forward(family):
     model = _classifier(family)
     input_ids, attention_mask = family.batch([300, 120])

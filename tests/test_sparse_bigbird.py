@@ -200,3 +200,21 @@ def test_a_plain_bigbird_model_loads_into_the_base_class(bigbird_checkpoint):
     with torch.no_grad():
         torch.testing.assert_close(base(input_ids, attention_mask=attention_mask).last_hidden_state,
                                    plain(input_ids, attention_mask=attention_mask).last_hidden_state)
+
+
+def test_block_sparse_head_honours_config_return_dict_false():
+    """At a length that runs block-sparse attention, `return_dict=False` in the config gives the argument's tuple
+    (Transformers' own Big Bird head fails there on its encoder's tuple)."""
+    config = SparseBigBirdConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                 intermediate_size=37, max_position_embeddings=1024, block_size=16,
+                                 num_random_blocks=2, attention_type="block_sparse", global_selector="first_n")
+    model = SparseBigBirdForSequenceClassification(config).eval()
+    input_ids = torch.randint(5, 100, (2, 500))
+    labels = torch.tensor([0, 1])
+    with torch.no_grad():
+        as_dict = model(input_ids, labels=labels)
+        model.config.return_dict = False
+        as_tuple = model(input_ids, labels=labels)
+    assert isinstance(as_tuple, tuple)
+    torch.testing.assert_close(as_tuple[0], as_dict.loss, rtol=0, atol=0)
+    torch.testing.assert_close(as_tuple[1], as_dict.logits, rtol=0, atol=0)

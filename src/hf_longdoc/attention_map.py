@@ -5,6 +5,7 @@ import os
 import torch
 
 from .experiments.report import figure
+from .outputs import check_files_free, record_outputs, require_writable_folder
 
 
 def selected_words(model, tokenizer, text, selector=None, max_length=None):
@@ -70,12 +71,15 @@ def attention_map(model, tokenizer, text, path, selector=None, max_length=None, 
     return listing
 
 
-def attention_map_of_saved_model(model_dir, text, path, selector=None):
+def attention_map_of_saved_model(model_dir, text, path, selector=None, overwrite=False):
     """`attention_map` of the sparse-map Longformer or Big Bird saved in `model_dir` (with its tokenizer), written to
-    `path`."""
+    `path`: a new file, or one hf-longdoc wrote and nobody changed since, unless `overwrite`."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    require_writable_folder(os.path.dirname(os.path.abspath(path)), "`output` (--output)")
+    check_files_free([path], overwrite, "--overwrite (overwrite=True)")
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    return attention_map(model, tokenizer, text, path, selector=selector)
+    listing = attention_map(model, tokenizer, text, path, selector=selector)
+    record_outputs([path])
+    return listing

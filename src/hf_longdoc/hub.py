@@ -5,16 +5,24 @@ that: `register_for_auto_class` and the config's default `auto_map`), so the fol
 where hf_longdoc is not installed. This module writes the model card and uploads the folder with `huggingface_hub`.
 """
 
+import fnmatch
+import inspect
 import json
+import logging
 import os
 import shutil
+import socket
 import tempfile
+from urllib.parse import urlparse
 
 from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
 from .modeling import family_of_config
+from .outputs import is_unchanged
+
+logger = logging.getLogger(__name__)
 
 CARD_TEMPLATE = """---
 {card_data}
@@ -194,11 +202,63 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
     return ModelCard(text)
 
 
-def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=False, token=None):
-    """Upload `output_dir` (card included) to `repo_id`; with `dry_run`, write exactly that folder and list it.
+# What `push` uploads, and nothing else: weights, config, tokenizer files, the card and the metrics (the family's
+# source files are added by name, `family_source_files`). Dotfiles (.env), data, checkpoints, training arguments
+# (local paths) and anything a user put beside the model stay local.
+UPLOAD_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+                "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
+                "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+                "chat_template.jinja", "README.md", "metrics.json")
 
-    The upload is staged in a temporary folder (removed afterwards), so nothing is added to `output_dir`. A dry run
-    writes to `dry_run_dir`, which must be new or empty (None: a new temporary folder, kept and named)."""
+
+def family_source_files(family):
+    """The file names of the family's source folder (what `save_pretrained` copies for remote code)."""
+    folder = os.path.dirname(inspect.getfile(family.config_class))
+    return {name for name in os.listdir(folder) if name.endswith(".py") and name != "__init__.py"}
+
+
+def upload_plan(output_dir):
+    """(files to upload, files left out): the top-level files of `output_dir` that `UPLOAD_FILES` or the family's
+    source files name, and everything else there (subfolders included)."""
+    family = family_of_config(AutoConfig.from_pretrained(output_dir))
+    sources = family_source_files(family)
+    chosen, left_out = [], []
+    for name in sorted(os.listdir(output_dir)):
+        path = os.path.join(output_dir, name)
+        allowed = not name.startswith(".") and os.path.isfile(path) and not os.path.islink(path) and (
+            name in sources or any(fnmatch.fnmatch(name, pattern) for pattern in UPLOAD_FILES))
+        (chosen if allowed else left_out).append(name + ("" if os.path.isfile(path) else "/"))
+    return chosen, left_out
+
+
+def require_hub_for_push():
+    """A ValueError, before anything is staged, when an upload cannot work: the Hub switched off, no token, or the
+    Hub unreachable."""
+    from huggingface_hub import constants, get_token
+
+    if constants.HF_HUB_OFFLINE:
+        raise ValueError("`push` uploads to the Hub, and HF_HUB_OFFLINE is set; unset it, or pass --dry-run to see "
+                         "what would be uploaded.")
+    if get_token() is None:
+        raise ValueError("`push` needs a Hugging Face token with write access: run `hf auth login` or set HF_TOKEN "
+                         "(or pass --dry-run to see what would be uploaded).")
+    endpoint = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=5).close()
+    except OSError as error:
+        raise ValueError(f"`push` cannot reach the Hub at {constants.ENDPOINT} ({error.__class__.__name__}: "
+                         f"{error}); check the network, or pass --dry-run to see what would be uploaded.") from None
+
+
+def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=True, token=None, replace_card=False):
+    """Upload the model in `output_dir` to `repo_id` (a private repository unless `private=False`); with `dry_run`,
+    write exactly what would be uploaded into `dry_run_dir` (None: a new temporary folder, kept and named) instead.
+    Returns (the staged folder or None, the uploaded file names).
+
+    Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics and the family's source files;
+    what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
+    changed it since (its manifest); a card the user edited, or one hf-longdoc did not write, is uploaded as it is
+    unless `replace_card`. The upload is staged in a temporary folder, so nothing is added to `output_dir`."""
     if not os.path.isfile(os.path.join(output_dir, "config.json")):
         raise ValueError(f"{output_dir!r} is not a saved model folder (no config.json); pass the `--output-dir` of "
                          "`hf-longdoc train` or a `save_pretrained` folder.")
@@ -208,27 +268,45 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Fa
         validate_repo_id(repo_id)
     except HFValidationError as error:
         raise ValueError(f"`repo_id` {repo_id!r} is not a Hub repository id (USER/NAME): {error}") from None
+    if dry_run_dir is not None and not dry_run:
+        raise ValueError("`dry_run_dir` (--dry-run-dir) is where a dry run writes; pass --dry-run with it (nothing "
+                         "is uploaded then), or leave it out to upload.")
     if dry_run_dir is not None and os.path.exists(dry_run_dir) and (not os.path.isdir(dry_run_dir)
                                                                    or os.listdir(dry_run_dir)):
         raise ValueError(f"`dry_run_dir` {dry_run_dir!r} exists and is not an empty folder; pass a new or empty one "
                          "(nothing there is overwritten).")
-    if not dry_run:
-        with tempfile.TemporaryDirectory() as scratch:
-            staging = os.path.join(scratch, "upload")
-            files = _stage_upload(output_dir, staging, repo_id)
-            api = HfApi(token=token)
+    if not dry_run and token is None:
+        require_hub_for_push()
+    if dry_run:
+        staging = dry_run_dir or os.path.join(tempfile.mkdtemp(prefix="hf-longdoc-upload-"), "upload")
+        return staging, _stage_upload(output_dir, staging, repo_id, replace_card)
+    with tempfile.TemporaryDirectory() as scratch:
+        staging = os.path.join(scratch, "upload")
+        files = _stage_upload(output_dir, staging, repo_id, replace_card)
+        api = HfApi(token=token)
+        try:
             api.create_repo(repo_id, private=private, exist_ok=True)
             api.upload_folder(folder_path=staging, repo_id=repo_id, commit_message="Upload hf_longdoc model")
-        return None, files
-    staging = dry_run_dir or os.path.join(tempfile.mkdtemp(prefix="hf-longdoc-upload-"), "upload")
-    return staging, _stage_upload(output_dir, staging, repo_id)
+        except Exception as error:  # the network boundary: httpx, HTTP status and token errors alike
+            raise ValueError(f"Uploading to {repo_id} failed ({error.__class__.__name__}: {error}); check the token's "
+                             "write access to that namespace and the network.") from error
+    return None, files
 
 
-def _stage_upload(output_dir, staging, repo_id):
-    """Copy what `push` uploads from `output_dir` into `staging` (checkpoints and TensorBoard runs left out), write
-    the card that names `repo_id`, and return the relative paths of the files."""
-    shutil.copytree(output_dir, staging, ignore=shutil.ignore_patterns("checkpoint-*", "_hub_upload", "runs"),
-                    dirs_exist_ok=True)
-    make_model_card(staging, repo_id=repo_id).save(os.path.join(staging, "README.md"))  # names the real repo
-    return sorted(os.path.relpath(os.path.join(root, name), staging)
-                  for root, _, names in os.walk(staging) for name in names)
+def _stage_upload(output_dir, staging, repo_id, replace_card=False):
+    """Copy the files of `upload_plan` from `output_dir` into `staging`, write or keep the card, and return the
+    names of the files there."""
+    files, left_out = upload_plan(output_dir)
+    if left_out:
+        logger.warning("Not uploaded (not model, tokenizer, card, metrics or source files): %s.", ", ".join(left_out))
+    os.makedirs(staging, exist_ok=True)
+    for name in files:
+        shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
+    card = os.path.join(output_dir, "README.md")
+    if not os.path.exists(card) or replace_card or is_unchanged(output_dir, "README.md"):
+        # from the model folder, whose training_args.json (not uploaded) holds the hyperparameters; names the repo
+        make_model_card(output_dir, repo_id=repo_id).save(os.path.join(staging, "README.md"))
+    else:
+        logger.info("Keeping the model card in %s as it is (hf-longdoc did not write it, or it was edited); "
+                    "--replace-card writes a new one.", card)
+    return sorted(os.listdir(staging))

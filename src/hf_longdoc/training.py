@@ -19,11 +19,21 @@ from transformers import (
     set_seed,
 )
 
-from .data import BUILTIN_TASK, load_for_evaluation, load_task, tokenize
+from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .data.loading import require_hub
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
 from .modeling import FAMILIES, Family, get_family
+from .numbers import (
+    LEARNING_RATE,
+    MAX_LENGTH,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SEED,
+    THRESHOLD,
+    VOCAB_SIZE,
+)
+from .outputs import RunDiverged, RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -49,17 +59,43 @@ def new_parameter_names(model, family=None):
 
 
 class HeadRateTrainer(Trainer):
-    """A `Trainer` whose new parameters (`head_parameters`, names) learn at `head_learning_rate` while the pretrained
-    ones keep `args.learning_rate`; the schedule scales both alike. A head that starts from random weights is far from
-    where it should be, while the pretrained body must move little: one rate for both either leaves the head barely
-    trained within one epoch or disturbs the body (per-group rates as in ULMFiT's discriminative fine-tuning, Howard &
-    Ruder 2018). Measured: the MiniLM segment LM on BBC articles after 600+ tokens of filler, one epoch at 1e-4,
-    .850 test accuracy with the head at 1e-3 against .806 with one rate (one seed). Without `head_learning_rate` it
-    is a plain `Trainer`."""
+    """A `Trainer` that stops on divergence and whose new parameters (`head_parameters`, names) learn at
+    `head_learning_rate` while the pretrained ones keep `args.learning_rate`; the schedule scales both alike. A head
+    that starts from random weights is far from where it should be, while the pretrained body must move little: one
+    rate for both either leaves the head barely trained within one epoch or disturbs the body (per-group rates as in
+    ULMFiT's discriminative fine-tuning, Howard & Ruder 2018). Measured: the MiniLM segment LM on BBC articles after
+    600+ tokens of filler, one epoch at 1e-4, .850 test accuracy with the head at 1e-3 against .806 with one rate
+    (one seed). Without `head_learning_rate` it is a plain `Trainer` for the rates.
+
+    Divergence is an error (`RunDiverged`, naming the rates): a non-finite training loss stops the run at that step,
+    where Trainer would filter it out of the logs (`logging_nan_inf_filter`) and go on to save NaN weights as a
+    result."""
 
     def __init__(self, *args, head_parameters=(), head_learning_rate=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.head_parameters, self.head_learning_rate = set(head_parameters), head_learning_rate
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if not torch.isfinite(loss).all():
+            raise RunDiverged(f"Training diverged at step {self.state.global_step + 1}: the loss is {loss.item()} "
+                              f"{self.rates()}. Nothing was saved as a result; lower --learning-rate (e.g. 1e-4 to "
+                              "fine-tune, 1e-3 from scratch).")
+        return loss
+
+    def rates(self):
+        """The learning rates of the run, in words, for an error message."""
+        text = f"with learning_rate={self.args.learning_rate:g}"
+        return text + (f" and head_learning_rate={self.head_learning_rate:g}" if self.head_learning_rate else "")
+
+    def check_finite_weights(self):
+        """A `RunDiverged` when a trained weight is NaN or infinite (the last optimizer step can make them so after
+        the last finite loss)."""
+        broken = [name for name, p in self.model.named_parameters() if not torch.isfinite(p).all()]
+        if broken:
+            raise RunDiverged(f"Training diverged: {len(broken)} weight tensors ({', '.join(broken[:3])}, ...) are "
+                              f"NaN or infinite {self.rates()}. Nothing was saved as a result; lower "
+                              "--learning-rate.")
 
     def create_optimizer(self, model=None):
         fresh = self.optimizer is None
@@ -77,83 +113,26 @@ class HeadRateTrainer(Trainer):
         return optimizer
 
 
-RUN_MARKERS = ("config.json", "metrics.json", "training_args.json")  # what every finished `train` run writes
-
-
-def is_training_run(folder):
-    """Whether `folder` holds a finished `hf-longdoc train` run (its config, metrics and training arguments)."""
-    return all(os.path.isfile(os.path.join(folder, name)) for name in RUN_MARKERS)
-
-
-def last_checkpoint(folder):
-    """The newest `checkpoint-N` folder Trainer left in `folder` (None when there is none)."""
-    steps = [int(name.split("-")[1]) for name in os.listdir(folder)
-             if name.startswith("checkpoint-") and name.split("-")[1].isdigit()]
-    return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
-
-
-def check_output_dir(output_dir, overwrite=False, resume=False):
-    """Refuse an `output_dir` a run would damage, before any data is loaded; returns the checkpoint to resume from.
-
-    A missing or empty folder is fine, and so is an earlier `hf-longdoc train` run (it is replaced). Any other
-    non-empty folder needs `overwrite` (it is emptied) or, for an interrupted run, `resume` (Trainer continues from
-    its newest `checkpoint-N` and nothing is removed). Nothing is touched here: `empty_output_dir` empties the folder
-    once the data and the model are ready, so a run that fails early loses nothing."""
-    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
-        raise ValueError(f"`output_dir` {output_dir!r} is a file; pass a folder (new or empty) for the run.")
-    if resume and overwrite:
-        raise ValueError("Pass either `resume` (--resume: continue the interrupted run in `output_dir`) or `overwrite` "
-                         "(--overwrite: replace what is there), not both.")
-    entries = sorted(os.listdir(output_dir)) if os.path.isdir(output_dir) else []
-    if resume:
-        checkpoint = last_checkpoint(output_dir) if entries else None
-        if checkpoint is None:
-            raise ValueError(f"`resume` needs a `checkpoint-N` folder in {output_dir!r} (an interrupted run leaves "
-                             "one per epoch) and there is none; train without --resume.")
-        return checkpoint
-    if entries and not (overwrite or is_training_run(output_dir)):
-        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-        raise ValueError(f"`output_dir` {output_dir!r} is not empty ({shown}) and is not an hf-longdoc run; choose "
-                         "a new folder, pass --overwrite (overwrite=True) to empty it first, or --resume "
-                         "(resume=True) to continue an interrupted run from its last checkpoint.")
-    return None
-
-
-def empty_output_dir(output_dir):
-    """Create `output_dir`, or empty the one `check_output_dir` accepted (the removed entries are logged), so that no
-    file of an earlier model (another family's `modeling_*.py`, a stale card) stays behind for `push` to upload."""
-    entries = sorted(os.listdir(output_dir)) if os.path.isdir(output_dir) else []
-    if entries:
-        logger.warning("Emptying %s before training; removing: %s.", output_dir, ", ".join(entries))
-    for name in entries:
-        path = os.path.join(output_dir, name)
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
-        else:
-            os.remove(path)
-    os.makedirs(output_dir, exist_ok=True)
-
-
-def is_positive_number(value):
-    """Whether `value` is an int or float (not a bool) above 0: what a learning rate must be."""
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and value > 0
-
-
-def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear"):
-    """A ValueError naming the argument (and its CLI flag) for a length, epoch count, batch or rate a run cannot use,
-    before anything is loaded: `max_length` 0 or 1 would silently turn truncation off, a negative one overflow."""
-    def fail(name, flag, rule, value):
-        raise ValueError(f"`{name}` (--{flag}) must be {rule}, got {value!r}.")
-
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-        fail("max_length", "max-length", "an integer of at least 2 (the tokens a document is cut to)", max_length)
-    if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or not epochs > 0:
-        fail("epochs", "epochs", "a positive number", epochs)
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        fail("batch_size", "batch-size", "a positive integer", batch_size)
-    if learning_rate is not None and not is_positive_number(learning_rate):
-        fail("learning_rate", "learning-rate", "a positive number", learning_rate)
+def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear", threshold=0.3, seed=42,
+                      vocab_size=8000, head_learning_rate=None):
+    """A ValueError naming the argument (and its CLI flag) for a number a run cannot use, before anything is loaded:
+    `max_length` 0 or 1 would silently turn truncation off, `epochs` inf would never end, a `threshold` outside (0, 1)
+    would make every label always (or never) predicted."""
+    MAX_LENGTH.check(max_length, "max_length", "max-length")
+    POSITIVE_NUMBER.check(epochs, "epochs", "epochs")
+    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
+    if learning_rate is not None:
+        LEARNING_RATE.check(learning_rate, "learning_rate", "learning-rate")
+    if head_learning_rate is not None:
+        LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
+    THRESHOLD.check(threshold, "threshold", "threshold")
+    SEED.check(seed, "seed", "seed")
+    VOCAB_SIZE.check(vocab_size, "vocab_size", "vocab-size")
     check_lr_scheduler(lr_scheduler)
+    for name, rate in (("learning_rate", learning_rate), ("head_learning_rate", head_learning_rate)):
+        if rate is not None and rate > 1:
+            logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
+                           "stops with an error.", name, rate)
 
 
 def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--backbone or --init-from"):
@@ -162,9 +141,7 @@ def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--back
     parameter is new."""
     if head_learning_rate is None:
         return
-    if not is_positive_number(head_learning_rate):
-        raise ValueError(f"`head_learning_rate` (--head-learning-rate) must be a positive number, got "
-                         f"{head_learning_rate!r}.")
+    LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
     if not pretrained:
         raise ValueError("`head_learning_rate` (--head-learning-rate) is the rate of the parameters a pretrained model "
                          f"does not supply; a model trained from scratch has only new ones: pass {starts_from}, or "
@@ -220,7 +197,9 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     family = family if isinstance(family, Family) else get_family(family)
     check_backbone(family, backbone)
     if isinstance(tokenizer, str):
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
+        tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
+    elif tokenizer is None and family.own_tokenizer is None:  # the backbone's own: refused when it has none
+        tokenizer = load_tokenizer(backbone, "`backbone` (--backbone)")
     settings = {**label_settings(label_names, multi_label), **(config_overrides or {})}
     model, tokenizer = family.from_backbone(backbone, tokenizer, max_length, **settings)
     if tokenizer.pad_token is None:
@@ -306,96 +285,164 @@ def train(
     LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
     """
     family = get_family(model)  # an unknown family or setting fails before any data is made
+    check_label_overrides(config_overrides)
     family.check_settings(config_overrides or {})
-    check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler)
+    check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler, threshold, seed, vocab_size,
+                      head_learning_rate)
     check_head_learning_rate(head_learning_rate, backbone is not None or init_from is not None)
     if backbone is None and init_from is None:
         family.build_config(**(config_overrides or {}))  # an impossible setting fails before any data is made
     if backbone is not None:
         check_backbone(family, backbone)
-    checkpoint = check_output_dir(output_dir, overwrite, resume)
+    tokenizer = resolve_tokenizer(family, tokenizer, backbone, init_from)
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
-    set_seed(seed)
-    data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
-                                                             task_size, task_words)
-    classifier = None
-    if backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
-        classifier, tokenizer = build_from_backbone(family, backbone, label_names, multi_label, config_overrides,
-                                                    max_length, tokenizer)
-    if tokenizer is None and init_from is not None:
-        if not os.path.isdir(init_from):
-            raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
-        saved_files = ("tokenizer.json", "tokenizer_config.json")
-        if not any(os.path.exists(os.path.join(init_from, name)) for name in saved_files):
-            raise ValueError(f"No tokenizer is saved in {init_from}; pass the one the model was trained with as "
-                             "`tokenizer` (--tokenizer).")
-        tokenizer = init_from
-    if tokenizer is None:
-        config = family.build_config(**(config_overrides or {}))  # an invalid override fails before any fitting
-        tokenizer = family.tokenizer_for(config, data["train"]["text"], vocab_size, max_length)
-        max_length = tokenizer.model_max_length
-    elif isinstance(tokenizer, str):
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer)
-        tokenizer.model_max_length = max_length
-        if tokenizer.pad_token is None:
-            raise ValueError("The tokenizer given with `--tokenizer` has no pad token; set one before training.")
-    if init_from is not None:
-        limit = getattr(AutoConfig.from_pretrained(init_from), "max_position_embeddings", None)
-        if limit and max_length > limit:
-            logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
-                           init_from, limit, limit, max_length)
-            max_length = tokenizer.model_max_length = limit
-    scores = {name: score(data, multi_label) for name, score in (extra_scores or {}).items()}
-    if classifier is None:
-        classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from)
-    reads = family.reads(classifier.config)
-    if reads is not None and reads < max_length:
-        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, and "
-                       "the saved tokenizer truncates there.", family.name, reads, max_length, reads)
-        max_length = tokenizer.model_max_length = reads
-    encoded = tokenize(data, tokenizer, max_length)
-    fit_statistics(family, classifier, encoded["train"]["input_ids"], tokenizer)
-    if checkpoint is None:
-        empty_output_dir(output_dir)
-    else:
-        logger.info("Resuming the run in %s from %s.", output_dir, checkpoint)
-    args = training_arguments(
-        output_dir, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,
-        lr_scheduler_type=lr_scheduler,
-        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
-        metric_for_best_model="micro_f1" if multi_label else "accuracy", greater_is_better=True, logging_steps=20,
-    )
-    head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
-    if head_learning_rate is not None:
-        logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
-                    len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
-    trainer = HeadRateTrainer(
-        model=classifier,
-        args=args,
-        head_parameters=head_parameters,
-        head_learning_rate=head_learning_rate,
-        train_dataset=encoded["train"],
-        eval_dataset=encoded["validation"],
-        data_collator=DataCollatorWithPadding(tokenizer),
-        processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(multi_label, threshold),
-    )
-    trainer.train(resume_from_checkpoint=checkpoint)
-    test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
-    validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
-    metrics = {
-        "model": model,
-        "dataset": dataset_name,
-        "max_length": max_length,
-        "backbone": backbone,
-        "head_learning_rate": head_learning_rate,
-        "sizes": {split: len(part) for split, part in encoded.items()},
-        "test": without_prefix(test, "test"),
-        "validation": without_prefix(validation, "validation"),
-    }
-    metrics.update(scores)
-    save(trainer, tokenizer, output_dir, metrics, dataset_name)
+    with RunFolder(output_dir, overwrite, resume) as run:  # checked and locked before any data is read
+        if run.checkpoint is not None:
+            check_resume_family(run.checkpoint, family)
+        set_seed(seed)
+        data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
+                                                                 task_size, task_words)
+        classifier = None
+        if backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
+            classifier, tokenizer = build_from_backbone(family, backbone, label_names, multi_label, config_overrides,
+                                                        max_length, tokenizer)
+        if tokenizer is None:
+            config = family.build_config(**(config_overrides or {}))  # an invalid override fails before any fitting
+            tokenizer = family.tokenizer_for(config, data["train"]["text"], vocab_size, max_length)
+            max_length = tokenizer.model_max_length
+        elif backbone is None:
+            tokenizer.model_max_length = max_length
+        if init_from is not None:
+            limit = getattr(AutoConfig.from_pretrained(init_from), "max_position_embeddings", None)
+            if limit and max_length > limit:
+                logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
+                               init_from, limit, limit, max_length)
+                max_length = tokenizer.model_max_length = limit
+        scores = {name: score(data, multi_label) for name, score in (extra_scores or {}).items()}
+        if classifier is None:
+            classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from)
+        if run.checkpoint is not None:
+            check_resume_matches(run.checkpoint, classifier.config)
+        reads = family.reads(classifier.config)
+        if reads is not None and reads < max_length:
+            logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
+                           "and the saved tokenizer truncates there.", family.name, reads, max_length, reads)
+            max_length = tokenizer.model_max_length = reads
+        encoded = tokenize(data, tokenizer, max_length)
+        fit_statistics(family, classifier, encoded["train"]["input_ids"], tokenizer)
+        args = training_arguments(
+            run.staging, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,
+            lr_scheduler_type=lr_scheduler,
+            eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
+            metric_for_best_model="micro_f1" if multi_label else "accuracy", greater_is_better=True,
+            logging_steps=20,
+        )
+        head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
+        if head_learning_rate is not None:
+            logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
+                        len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
+        trainer = HeadRateTrainer(
+            model=classifier,
+            args=args,
+            head_parameters=head_parameters,
+            head_learning_rate=head_learning_rate,
+            train_dataset=encoded["train"],
+            eval_dataset=encoded["validation"],
+            data_collator=DataCollatorWithPadding(tokenizer),
+            processing_class=tokenizer,
+            compute_metrics=compute_metrics_fn(multi_label, threshold),
+        )
+        trainer.train(resume_from_checkpoint=run.checkpoint)
+        trainer.check_finite_weights()
+        test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
+        validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
+        metrics = {
+            "model": model,
+            "dataset": dataset_name,
+            "max_length": max_length,
+            "backbone": backbone,
+            "head_learning_rate": head_learning_rate,
+            "split_seed": seed,
+            "task": {"evidence": evidence, "task_size": task_size, "task_words": task_words}
+            if dataset in (None, BUILTIN_TASK) else None,
+            "sizes": {split: len(part) for split, part in encoded.items()},
+            "test": without_prefix(test, "test"),
+            "validation": without_prefix(validation, "validation"),
+        }
+        metrics.update(scores)
+        save(trainer, tokenizer, run.staging, metrics, dataset_name, run.target)
+        run.commit()
     return metrics
+
+
+LABEL_SETTINGS = ("num_labels", "id2label", "label2id", "problem_type")
+
+
+def check_label_overrides(config_overrides):
+    """A ValueError for a config override of what the dataset decides: the label names, their ids and number, and
+    single- or multi-label. An `id2label` in another order than the data's ids would name every prediction wrongly
+    while the run reports a perfect score."""
+    given = [key for key in LABEL_SETTINGS if key in (config_overrides or {})]
+    if given:
+        raise ValueError(f"`config_overrides` (--config) sets {', '.join(given)}, which the dataset decides: the "
+                         "label names and their number come from --label-column (single- or multi-label from its "
+                         "values), in sorted order. Remove the override; rename the labels in the data to change "
+                         "them.")
+
+
+def resolve_tokenizer(family, tokenizer, backbone, init_from):
+    """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
+    object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
+    used (`build_from_backbone` loads and checks it)."""
+    if isinstance(tokenizer, str):
+        tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
+        if tokenizer.pad_token is None and backbone is None:
+            raise ValueError("The tokenizer given with `tokenizer` (--tokenizer) has no pad token; set one and save "
+                             "it before training.")
+        return tokenizer
+    if tokenizer is not None or init_from is None:
+        return tokenizer
+    if not os.path.isdir(init_from):
+        raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
+    return load_tokenizer(init_from, "`init_from` (--init-from)")
+
+
+# Config entries that say how a model is called or where it came from, not what it is
+RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or_path", "dtype", "torch_dtype",
+                  "return_dict", "output_hidden_states", "output_attentions", "use_cache"}
+
+
+def _checkpoint_config(checkpoint):
+    with open(os.path.join(checkpoint, "config.json")) as f:
+        return json.load(f)
+
+
+def check_resume_family(checkpoint, family):
+    """Before any data is read: a ValueError when `checkpoint` holds another family than the run trains."""
+    saved = _checkpoint_config(checkpoint).get("model_type")
+    if saved != family.config_class.model_type:
+        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} trained a {saved!r} model, and "
+                         f"this run trains {family.name!r}; pass --model {saved} (and its settings) to continue it, "
+                         "or train without --resume.")
+
+
+def check_resume_matches(checkpoint, config):
+    """A ValueError naming every setting where the model this run built differs from the one in `checkpoint`
+    (labels, width, depth, ...): Trainer would fail deep inside loading the state, or continue another model."""
+    saved, built = _checkpoint_config(checkpoint), config.to_dict()
+    if saved.get("id2label") != {str(k): v for k, v in built.get("id2label", {}).items()}:
+        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} has the labels "
+                         f"{list(saved.get('id2label', {}).values())}, this run's data has "
+                         f"{list(built['id2label'].values())}; pass the same dataset and --label-column, or train "
+                         "without --resume.")
+    differ = sorted(key for key in set(saved) | set(built) if key not in RESUME_IGNORED and key != "label2id"
+                    and key != "id2label" and json.dumps(saved.get(key), sort_keys=True, default=str)
+                    != json.dumps(built.get(key), sort_keys=True, default=str))
+    if differ:
+        shown = "; ".join(f"{key}: {saved.get(key)!r} there, {built.get(key)!r} here" for key in differ[:6])
+        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} built another model ({shown}); "
+                         "pass the same --model, --config, --max-length and --vocab-size, or train without "
+                         "--resume.")
 
 
 def without_prefix(metrics, split):
@@ -403,8 +450,9 @@ def without_prefix(metrics, split):
     return {key[len(split) + 1:]: value for key, value in metrics.items() if key.startswith(split + "_")}
 
 
-def save(trainer, tokenizer, output_dir, metrics, dataset_name):
-    """Write the trained model, its tokenizer, the arguments as JSON, `metrics.json` and the model card."""
+def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None):
+    """Write the trained model, its tokenizer, the arguments as JSON, `metrics.json` and the model card into
+    `output_dir` (the run's staging folder; `target_dir` is where it goes, recorded as the arguments' output_dir)."""
     trainer.save_model(output_dir)  # model + tokenizer (processing_class); checkpoints are removed below
     tokenizer.save_pretrained(output_dir)
     for name in os.listdir(output_dir):
@@ -413,20 +461,31 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name):
     # Trainer pickles its arguments to training_args.bin; keep them as JSON instead (nothing saved is pickled)
     if os.path.exists(os.path.join(output_dir, "training_args.bin")):
         os.remove(os.path.join(output_dir, "training_args.bin"))
+    arguments = json.loads(trainer.args.to_json_string())
+    arguments["output_dir"] = target_dir or output_dir
     with open(os.path.join(output_dir, "training_args.json"), "w") as f:
-        f.write(trainer.args.to_json_string())
+        json.dump(arguments, f, indent=2, sort_keys=True)
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
 
 
-def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=42,
+def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=None,
                    evidence="end", threshold=0.3, batch_size=8, max_length=None):
     """Metrics of the model saved in `model_dir`, with the number of `documents` scored.
 
     A `dataset` is scored whole (every row of a local file; a Hub dataset's test split), its labels matched to the
     model's by name, unless `split` names one: then that split as `train` made it (the same seeded carve-out of the
-    file). Without a dataset: `split` (default test) of the built-in task. Nothing is written to `model_dir`."""
+    file). Without a dataset: `split` (default test) of the built-in task. A split is drawn with the seed `train`
+    recorded with the model (`seed` None), so it holds the same documents; another `seed` is refused, since its
+    "test" split would hold documents the model trained on. Nothing is written to `model_dir`."""
+    THRESHOLD.check(threshold, "threshold", "threshold")
+    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
+    if seed is not None:
+        SEED.check(seed, "seed", "seed")
+    task = {}
+    if split is not None:
+        seed, task = split_seed_of(model_dir, seed)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     known = [model.config.id2label[i] for i in range(model.config.num_labels)]
@@ -435,7 +494,8 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
         split, part = "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column)
     else:
         split = split or "test"
-        data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence)
+        data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence,
+                                                           task.get("task_size"), task.get("task_words"))
         multi_label = multi_label or data_multi_label
         if split not in data:
             raise ValueError(f"Split {split!r} not found; choose one of {', '.join(data)}.")
@@ -448,10 +508,32 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
         trainer = Trainer(
             model=model,
-            args=training_arguments(scratch, batch_size=batch_size, seed=seed),
+            args=training_arguments(scratch, batch_size=batch_size, seed=42 if seed is None else seed),
             data_collator=DataCollatorWithPadding(tokenizer),
             compute_metrics=compute_metrics_fn(multi_label, threshold),
         )
         result = trainer.evaluate(encoded[split], metric_key_prefix=split)
     return {**without_prefix(result, split), "documents": len(part)}
 
+
+
+def split_seed_of(model_dir, seed=None):
+    """(seed, built-in task sizes): the seed `train` drew the model's splits with and the built-in task's size (its
+    metrics.json), with a ValueError when `seed` differs; a model without the record (not saved by `hf-longdoc
+    train`, or by an older version) takes `seed` or 42."""
+    try:
+        with open(os.path.join(model_dir, "metrics.json")) as f:
+            record = json.load(f)
+        recorded, task = record.get("split_seed"), record.get("task") or {}
+    except (OSError, ValueError, AttributeError):
+        recorded, task = None, {}
+    if recorded is None:
+        logger.warning("%s does not record the seed its splits were drawn with; using --seed %s. A split drawn with "
+                       "another seed than training used holds documents the model trained on.", model_dir,
+                       42 if seed is None else seed)
+        return 42 if seed is None else seed, task
+    if seed is not None and seed != recorded:
+        raise ValueError(f"`seed` (--seed) {seed} differs from the seed {recorded} the model's splits were drawn with "
+                         f"(recorded in {model_dir}/metrics.json): that split would score documents the model "
+                         "trained on. Leave out --seed, or leave out --split to score a whole held-out file.")
+    return recorded, task

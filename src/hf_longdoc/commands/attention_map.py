@@ -2,6 +2,7 @@
 
 import os
 
+from ..numbers import POSITIVE_INTEGER
 from .options import Formatter, require_model_folder
 
 
@@ -16,8 +17,10 @@ def add_parser(subparsers):
     parser.add_argument("--selector", default=None,
                         help="a global-token selector of the model (cls, first_n, random, tfidf, pmi); None: the "
                              "model's global_selector")
-    parser.add_argument("--output", default="out/attention_map.png", help="the PNG written")
-    parser.add_argument("--top", type=int, default=20, help="selected words to print")
+    parser.add_argument("--output", default="out/attention_map.png",
+                        help="the PNG written (an existing file hf-longdoc did not write is refused)")
+    parser.add_argument("--overwrite", action="store_true", help="replace --output even if hf-longdoc did not write it")
+    parser.add_argument("--top", type=POSITIVE_INTEGER.parse, default=20, help="selected words to print")
     parser.set_defaults(run=run)
 
 
@@ -32,7 +35,8 @@ def run(args):
             text = f.read()
     else:
         text = args.text
-    listing = attention_map_of_saved_model(args.model_dir, text, args.output, selector=args.selector)
+    listing = attention_map_of_saved_model(args.model_dir, text, args.output, selector=args.selector,
+                                           overwrite=args.overwrite)
     print(f"Wrote {args.output}; top selected tokens (word, score):")
     for item in listing[: args.top]:
         print(f"  {item['position']:>6}  {item['word']!r:<24} {item['token']!r:<16} {item['score']:.4f}")

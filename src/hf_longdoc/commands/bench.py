@@ -7,6 +7,7 @@ instead, `--fit-documents` the cost of fitting selection statistics.
 import os
 
 from ..modeling import FAMILIES
+from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
 from .options import Formatter, integers, names
 
 
@@ -16,31 +17,38 @@ def add_parser(subparsers):
     parser.add_argument("--models", default="contextualizer,bert",
                         help="comma-separated families (family:variant) and/or baselines bert, roberta, longformer")
     parser.add_argument("--lengths", default="512,1024,2048,4096,8192", help="comma-separated document lengths")
-    parser.add_argument("--batch-size", type=int, default=1, help="documents per pass")
-    parser.add_argument("--hidden-size", type=int, default=256, help="width of every model")
-    parser.add_argument("--num-layers", type=int, default=4, help="layers (or steps) of every model")
-    parser.add_argument("--num-heads", type=int, default=4, help="attention heads of every Transformer")
-    parser.add_argument("--repeats", type=int, default=3, help="timed passes (the median is reported)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed passes first")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=1, help="documents per pass")
+    parser.add_argument("--hidden-size", type=POSITIVE_INTEGER.parse, default=256, help="width of every model")
+    parser.add_argument("--num-layers", type=POSITIVE_INTEGER.parse, default=4, help="layers (or steps) of every model")
+    parser.add_argument("--num-heads", type=POSITIVE_INTEGER.parse, default=4,
+                        help="attention heads of every Transformer")
+    parser.add_argument("--repeats", type=POSITIVE_INTEGER.parse, default=3,
+                        help="timed passes (the median is reported)")
+    parser.add_argument("--warmup", type=NON_NEGATIVE_INTEGER.parse, default=1, help="untimed passes first")
     parser.add_argument("--device", default=None, help="None: cuda if available, else cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                         help="the models' dtype")
-    parser.add_argument("--window", type=int, default=512, help="Longformer-type models: attention window")
-    parser.add_argument("--num-global", type=int, default=128,
+    parser.add_argument("--window", type=POSITIVE_INTEGER.parse, default=512,
+                        help="Longformer-type models: attention window")
+    parser.add_argument("--num-global", type=NON_NEGATIVE_INTEGER.parse, default=128,
                         help="Longformer-type models: scattered global tokens besides [CLS]")
-    parser.add_argument("--segment-length", type=int, default=256,
+    parser.add_argument("--segment-length", type=POSITIVE_INTEGER.parse, default=256,
                         help="segment LMs: tokens per segment L (m = length / (L - 2) segments)")
     parser.add_argument("--gradient-mode", default="paper", choices=["paper", "full", "none"],
                         help="segment LMs: which segments the LM gets gradient through")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
-    parser.add_argument("--attention-dropout", type=float, default=None,
+    parser.add_argument("--attention-dropout", type=DROPOUT.parse, default=None,
                         help="Transformer models: attention-probability dropout (None: each config's, 0.1)")
-    parser.add_argument("--output", default="out/bench", help="prefix of the CSV and PNG written")
+    parser.add_argument("--output", default="out/bench",
+                        help="prefix of the CSV and PNG written (existing files hf-longdoc did not write are refused)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the --output files even if hf-longdoc did not write them")
     parser.add_argument("--tokenizers", default=None, metavar="TEXT_FILE",
                         help="instead of models: tokenizer throughput (MB/s) on a .txt/.jsonl file, repeated to "
                              "--megabytes")
-    parser.add_argument("--megabytes", type=float, default=10.0, help="with --tokenizers: MB of text to encode")
-    parser.add_argument("--fit-documents", type=int, default=None, metavar="N",
+    parser.add_argument("--megabytes", type=POSITIVE_NUMBER.parse, default=10.0,
+                        help="with --tokenizers: MB of text to encode")
+    parser.add_argument("--fit-documents", type=POSITIVE_INTEGER.parse, default=None, metavar="N",
                         help="instead of models: seconds to fit the selection statistics (TF-IDF + PMI) on N "
                              "documents of the longest --lengths tokens")
     parser.set_defaults(run=run)
@@ -53,8 +61,11 @@ def run(args):
     if args.fit_documents:
         return run_fit_cost(args, max(lengths))
     from ..experiments.bench import run_bench
-    from ..experiments.report import format_table, write_bench_outputs
+    from ..experiments.report import bench_output_paths, format_table, write_bench_outputs
+    from ..outputs import check_files_free, require_writable_folder
 
+    require_writable_folder(os.path.dirname(os.path.abspath(args.output)), "`--output`")
+    check_files_free(bench_output_paths(args.output), args.overwrite, "--overwrite")
     models = names(args.models)
     rows = run_bench(models=models, lengths=lengths, batch_size=args.batch_size, hidden_size=args.hidden_size,
                      num_layers=args.num_layers, num_heads=args.num_heads, repeats=args.repeats,

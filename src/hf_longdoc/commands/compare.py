@@ -2,6 +2,7 @@
 
 import os
 
+from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, SEED, VOCAB_SIZE
 from .options import Formatter, integers, names, parse_config_overrides, word_range
 
 
@@ -23,36 +24,46 @@ def add_parser(subparsers):
                         help="fine-tune every model from this pretrained encoder (folder or Hub id) and read its "
                              "tokenizer: families that can wrap it, and bert-N / bert-N-headtail as the backbone "
                              "itself; the size flags then do not apply")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds 42, 43, ...: mean ± std")
-    parser.add_argument("--split-seed", type=int, default=None,
+    parser.add_argument("--seeds", type=POSITIVE_INTEGER.parse, default=1, help="seeds 42, 43, ...: mean ± std")
+    parser.add_argument("--split-seed", type=SEED.parse, default=None,
                         help="draw the data split (built-in task: its documents) once with this seed for every "
                              "--seeds run; None: each seed draws its own")
-    parser.add_argument("--epochs", type=float, default=3, help="training epochs of every model")
-    parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
-    parser.add_argument("--learning-rate", type=float, default=None,
+    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=3, help="training epochs of every model")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
+    parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="the same for every model; None: 1e-3 from scratch, each family's own rate (1e-4) with "
                              "--backbone")
-    parser.add_argument("--head-learning-rate", type=float, default=None,
+    parser.add_argument("--head-learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="with --backbone: the rate of the parameters it does not supply (every model's new head; "
                              "elementwise: also the byte embeddings); None: --learning-rate")
     parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
                         help="the same Transformers schedule for every model, after the 10%% warm-up (linear, cosine, "
                              "constant_with_warmup, ...)")
-    parser.add_argument("--hidden-size", type=int, default=128, help="width of every model")
-    parser.add_argument("--num-layers", type=int, default=2, help="layers (or steps) of every model")
-    parser.add_argument("--num-heads", type=int, default=4, help="attention heads of every Transformer")
-    parser.add_argument("--max-length", type=int, default=1024, help="tokens every model reads (bert-N: N)")
-    parser.add_argument("--window", type=int, default=128, help="Longformer-type models: attention window")
-    parser.add_argument("--segment-length", type=int, default=128, help="segment LMs: tokens per segment")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
+    parser.add_argument("--hidden-size", type=POSITIVE_INTEGER.parse, default=128, help="width of every model")
+    parser.add_argument("--num-layers", type=POSITIVE_INTEGER.parse, default=2, help="layers (or steps) of every model")
+    parser.add_argument("--num-heads", type=POSITIVE_INTEGER.parse, default=4,
+                        help="attention heads of every Transformer")
+    parser.add_argument("--max-length", type=MAX_LENGTH.parse, default=1024,
+                        help="tokens every model reads (bert-N: N)")
+    parser.add_argument("--window", type=POSITIVE_INTEGER.parse, default=128,
+                        help="Longformer-type models: attention window")
+    parser.add_argument("--segment-length", type=POSITIVE_INTEGER.parse, default=128,
+                        help="segment LMs: tokens per segment")
+    parser.add_argument("--vocab-size", type=VOCAB_SIZE.parse, default=8000,
+                        help="size of the fitted WordPiece vocabulary")
     parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
                         help="config overrides for one model, e.g. slstm.num_recurrent_steps=6")
     parser.add_argument("--evidence", default="start,middle,end",
                         help="built-in task runs with the evidence at these positions; 'none' to skip")
-    parser.add_argument("--task-size", type=int, default=1000, help="built-in task: training documents")
+    parser.add_argument("--task-size", type=POSITIVE_INTEGER.parse, default=1000,
+                        help="built-in task: training documents")
     parser.add_argument("--task-words", default="300,900", help="built-in task: min,max words per document")
     parser.add_argument("--bench-lengths", default="512,1024,2048", help="'none' to skip the time/memory plot")
-    parser.add_argument("--output-dir", default="out/compare", help="where the report, CSVs and plots go")
+    parser.add_argument("--output-dir", default="out/compare",
+                        help="where the report, CSVs and plots go (existing ones hf-longdoc did not write are refused)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace report.md, the CSVs and plots in --output-dir even if hf-longdoc did not write "
+                             "them")
     parser.set_defaults(run=run)
 
 
@@ -83,6 +94,6 @@ def run(args):
             evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,
             task_words=words, bench_lengths=() if args.bench_lengths == "none" else
             integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir,
-            split_seed=args.split_seed)
+            split_seed=args.split_seed, overwrite=args.overwrite)
     with open(os.path.join(args.output_dir, "report.md")) as f:
         print(f.read())

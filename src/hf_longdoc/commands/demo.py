@@ -2,6 +2,7 @@
 
 import os
 
+from ..numbers import POSITIVE_INTEGER, POSITIVE_NUMBER
 from .options import Formatter
 
 
@@ -11,8 +12,9 @@ def add_parser(subparsers):
                                         "a 512-token truncating baseline")
     parser.add_argument("--output-dir", default="out/demo-contextualizer", help="where the trained model goes")
     parser.add_argument("--model", default="contextualizer", help="the family to train")
-    parser.add_argument("--epochs", type=float, default=3, help="training epochs")
-    parser.add_argument("--task-size", type=int, default=800, help="training documents of the built-in task")
+    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=3, help="training epochs")
+    parser.add_argument("--task-size", type=POSITIVE_INTEGER.parse, default=800,
+                        help="training documents of the built-in task")
     parser.set_defaults(run=run)
 
 

@@ -2,6 +2,7 @@
 
 import json
 
+from ..numbers import POSITIVE_INTEGER
 from .options import Formatter, add_data_arguments, require_model_folder
 
 
@@ -12,8 +13,10 @@ def add_parser(subparsers):
     parser.add_argument("--split", default=None,
                         help="the split to score, as `train` made it; None: all of --dataset (a Hub dataset: its test "
                              "split), or the built-in task's test split")
-    parser.add_argument("--batch-size", type=int, default=8, help="documents per forward pass")
-    add_data_arguments(parser)
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per forward pass")
+    add_data_arguments(parser, seed_default=None,
+                       seed_help="with --split: the seed the split was drawn with; None: the one `train` recorded "
+                                 "with the model (another is refused: its split would hold training documents)")
     parser.set_defaults(run=run)
 
 

@@ -4,6 +4,8 @@ import argparse
 import json
 import os
 
+from ..numbers import SEED, THRESHOLD
+
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every optional flag's default shows in --help (a required one has none to show)."""
@@ -12,15 +14,16 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.required else super()._get_help_string(action)
 
 
-def add_data_arguments(parser):
+def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42):
     parser.add_argument("--dataset", default=None,
                         help="Hub id or local .csv/.jsonl/.parquet file; None: the built-in long-document task")
     parser.add_argument("--text-column", default="text", help="the column holding the document")
     parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")
     parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
                         help="built-in task only: where the label evidence sits")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the data split, the model and training")
-    parser.add_argument("--threshold", type=float, default=0.3, help="multi-label decision threshold on sigmoid scores")
+    parser.add_argument("--seed", type=SEED.parse, default=seed_default, help=seed_help)
+    parser.add_argument("--threshold", type=THRESHOLD.parse, default=0.3,
+                        help="multi-label decision threshold on sigmoid scores, in (0, 1)")
 
 
 def word_range(value):
@@ -46,11 +49,14 @@ def parse_config_overrides(pairs):
 
 
 def integers(value, name):
-    """`"512,1024"` -> (512, 1024), or a ValueError naming the option."""
+    """`"512,1024"` -> (512, 1024): positive integers, or a ValueError naming the option."""
     try:
-        return tuple(int(part) for part in value.split(","))
+        parsed = tuple(int(part) for part in value.split(","))
     except ValueError:
         raise ValueError(f"`{name}` must be comma-separated integers, got {value!r}.") from None
+    if any(part < 1 for part in parsed):
+        raise ValueError(f"`{name}` must be comma-separated positive integers, got {value!r}.")
+    return parsed
 
 
 def names(value):

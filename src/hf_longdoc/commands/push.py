@@ -10,8 +10,15 @@ def add_parser(subparsers):
     parser.add_argument("--repo-id", required=True, help="USER/NAME")
     parser.add_argument("--dry-run", action="store_true", help="write the folder that would be uploaded, and list it")
     parser.add_argument("--dry-run-dir", default=None,
-                        help="a new or empty folder where --dry-run writes (None: a new temporary folder)")
-    parser.add_argument("--private", action="store_true", help="create the repository as private")
+                        help="with --dry-run: a new or empty folder where it writes (None: a new temporary folder)")
+    visibility = parser.add_mutually_exclusive_group()
+    visibility.add_argument("--private", dest="private", action="store_true", default=True,
+                            help="create the repository as private (the default)")
+    visibility.add_argument("--public", dest="private", action="store_false",
+                            help="create the repository as public")
+    parser.add_argument("--replace-card", action="store_true",
+                        help="write a new model card even where the folder's README.md was edited or is not "
+                             "hf-longdoc's")
     parser.set_defaults(run=run)
 
 
@@ -19,10 +26,11 @@ def run(args):
     from ..hub import push_to_hub
 
     folder, files = push_to_hub(args.output_dir, args.repo_id, dry_run=args.dry_run, dry_run_dir=args.dry_run_dir,
-                                private=args.private)
+                                private=args.private, replace_card=args.replace_card)
     if args.dry_run:
-        print(f"Dry run: would upload {folder} to {args.repo_id}:")
+        print(f"Dry run: would upload {folder} to {args.repo_id} ({'private' if args.private else 'public'}):")
     else:
-        print(f"Uploaded {args.output_dir} to https://huggingface.co/{args.repo_id}:")
+        print(f"Uploaded {args.output_dir} to https://huggingface.co/{args.repo_id} "
+              f"({'private' if args.private else 'public'}):")
     for name in files:
         print(f"  {name}")

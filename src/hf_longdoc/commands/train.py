@@ -4,6 +4,7 @@ import json
 import os
 
 from ..modeling import FAMILIES
+from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
 from .options import Formatter, add_data_arguments, parse_config_overrides, word_range
 
 
@@ -13,27 +14,30 @@ def add_parser(subparsers):
     parser.add_argument("--model", default="contextualizer", help=f"family: {', '.join(FAMILIES)}")
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides")
     parser.add_argument("--output-dir", required=True,
-                        help="where the model, tokenizer, metrics and card go: a new or empty folder, or an earlier "
-                             "run (replaced)")
+                        help="where the model, tokenizer, metrics and card go: a new folder, or an earlier run "
+                             "(replaced only when this one succeeds; files hf-longdoc did not write are kept)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="empty a non-empty --output-dir that is not an hf-longdoc run before training")
+                        help="replace files in --output-dir that hf-longdoc did not write (or that were edited) but "
+                             "that a run writes (config.json, README.md, ...); nothing else there is touched")
     parser.add_argument("--resume", action="store_true",
                         help="continue the interrupted run in --output-dir from its last checkpoint")
     parser.add_argument("--tokenizer", default=None,
                         help="a saved tokenizer; None: the family's own, else WordPiece fitted on train")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="size of the fitted WordPiece vocabulary")
-    parser.add_argument("--max-length", type=int, default=4096, help="tokens the model reads; longer text is cut")
-    parser.add_argument("--epochs", type=float, default=4, help="training epochs")
-    parser.add_argument("--batch-size", type=int, default=8, help="documents per training step")
-    parser.add_argument("--learning-rate", type=float, default=None,
+    parser.add_argument("--vocab-size", type=VOCAB_SIZE.parse, default=8000,
+                        help="size of the fitted WordPiece vocabulary")
+    parser.add_argument("--max-length", type=MAX_LENGTH.parse, default=4096,
+                        help="tokens the model reads; longer text is cut")
+    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=4, help="training epochs")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
+    parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
-    parser.add_argument("--head-learning-rate", type=float, default=None,
+    parser.add_argument("--head-learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="with --backbone or --init-from: the rate of the new parameters (the head; elementwise: "
                              "also the byte embeddings); None: --learning-rate")
     parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
                         help="a Transformers schedule after the 10%% warm-up (linear, cosine, "
                              "constant_with_warmup, ...)")
-    parser.add_argument("--task-size", type=int, default=None,
+    parser.add_argument("--task-size", type=POSITIVE_INTEGER.parse, default=None,
                         help="built-in task: number of training documents (None: the task's default)")
     parser.add_argument("--task-words", default=None,
                         help="built-in task: min,max words per document (None: the task's 800,3000)")

@@ -4,7 +4,7 @@ from .inversion import document_parts, invert_parts, invert_sentences, join_part
 from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
-from .tokenizer import fit_wordpiece_tokenizer
+from .tokenizer import fit_wordpiece_tokenizer, load_tokenizer
 
 __all__ = [
     "BUILTIN_TASK",
@@ -16,6 +16,7 @@ __all__ = [
     "document_parts",
     "join_parts",
     "load_for_evaluation",
+    "load_tokenizer",
     "load_task",
     "load_text_classification_dataset",
     "make_long_document_task",

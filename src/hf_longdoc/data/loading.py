@@ -125,13 +125,34 @@ def _label_names(values):
             logger.warning("Integer labels keep their values as ids; ids %s never occur (their classes stay empty).",
                            unused)
         return names
-    return sorted({str(value) for value in values})
+    return sorted({_label_text(value) for value in values})
 
 
 def _label_text(value):
-    """The class name of one label value (7.0 read from a CSV names class "7")."""
+    """The class name of one label value: 7.0 read from a CSV names class "7", and " sport " names "sport" (the
+    whitespace a CSV cell or a hand-edited file adds around a label is not part of it)."""
     integer = _as_integer(value)
-    return str(integer) if integer is not None else str(value)
+    if integer is not None:
+        return str(integer)
+    return value.strip() if isinstance(value, str) else str(value)
+
+
+def _check_label_spellings(values):
+    """Labels that differ only by surrounding whitespace are one class (merged, and logged); labels that differ
+    only by case are a DatasetError naming them (`Sport` and `sport` are one class misspelt far more often than two
+    classes, and guessing which is meant would be silent)."""
+    texts = {value for value in values if isinstance(value, str)}
+    if blank := [value for value in texts if not value.strip()]:
+        raise DatasetError(f"Labels {sorted(blank)!r} are blank; give every document a label, or drop the row.")
+    if padded := sorted(value for value in texts if value != value.strip()):
+        logger.warning("Labels with surrounding whitespace are merged into their stripped names: %s.",
+                       ", ".join(f"{value!r} -> {value.strip()!r}" for value in padded[:10]))
+    spellings = {}
+    for name in {value.strip() for value in texts}:
+        spellings.setdefault(name.casefold(), []).append(name)
+    if clashes := sorted(sorted(group) for group in spellings.values() if len(group) > 1):
+        raise DatasetError(f"Labels that differ only by case: {'; '.join(', '.join(map(repr, g)) for g in clashes)}. "
+                           "They would become separate classes; write each class one way in the data.")
 
 
 def _report_unseen_labels(dataset, names, multi_label):
@@ -197,7 +218,9 @@ def _normalise_columns(dataset, text_column, label_column):
         return dataset, feature.names, False
     multi_label = _check_label_values(dataset)
     values = [value for split in dataset.values() for value in split["label"]]
-    names = _label_names([label for labels in values for label in labels] if multi_label else values)
+    flat = [label for labels in values for label in labels] if multi_label else values
+    _check_label_spellings(flat)
+    names = _label_names(flat)
     return _encode_labels(dataset, names, multi_label), names, multi_label
 
 

@@ -38,3 +38,28 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
         model_max_length=model_max_length,
         model_input_names=["input_ids", "attention_mask"],
     )
+
+
+# A sentence every subword, byte or character vocabulary covers: a tokenizer that cannot encode it has no vocabulary.
+PROBE_TEXT = "The report was published in 2024 and describes a new method for reading long documents."
+
+
+def load_tokenizer(source, argument):
+    """`AutoTokenizer.from_pretrained(source)`, refusing (a ValueError naming `argument`) a tokenizer without a
+    vocabulary: Transformers builds one from a folder that holds a model config but no tokenizer files, and it maps
+    every word to [UNK], so a run would train and save as usual on nothing."""
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); save the tokenizer there "
+                         "with `tokenizer.save_pretrained`, or pass one that has it.") from None
+    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
+    unknown = tokenizer.unk_token_id
+    if not ids or (unknown is not None and sum(i == unknown for i in ids) > len(ids) // 2):
+        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: it maps ordinary English text to "
+                         f"{'nothing' if not ids else 'the unknown token'} (vocabulary of {len(tokenizer)} entries), "
+                         "as Transformers' fallback does for a folder without tokenizer files. Save the tokenizer "
+                         "there with `tokenizer.save_pretrained`, or pass --tokenizer.")
+    return tokenizer

@@ -22,6 +22,7 @@ backbone's tokenizer; the size settings then do not apply.
 import logging
 import os
 import statistics
+import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -29,15 +30,24 @@ from datasets import DatasetDict
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
-    AutoTokenizer,
     DataCollatorWithPadding,
     set_seed,
 )
 
-from ..data import BUILTIN_TASK, fit_wordpiece_tokenizer, invert_sentences, load_task, make_long_document_task, tokenize
+from ..data import (
+    BUILTIN_TASK,
+    fit_wordpiece_tokenizer,
+    invert_sentences,
+    load_task,
+    load_tokenizer,
+    make_long_document_task,
+    tokenize,
+)
 from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
+from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
+from ..outputs import check_files_free, record_outputs, require_writable_folder
 from ..training import (
     HeadRateTrainer,
     build_from_backbone,
@@ -45,6 +55,7 @@ from ..training import (
     check_backbone,
     check_backbone_folder,
     check_head_learning_rate,
+    check_label_overrides,
     check_lr_scheduler,
     fit_statistics,
     label_settings,
@@ -54,7 +65,7 @@ from ..training import (
 from .baselines import BASELINES, baseline_tokenizer, build_baseline, parse_baseline, tfidf_classifier
 from .bench import check_models, run_bench
 from .measure import PeakMemory
-from .report import write_compare_report, write_csv
+from .report import COMPARE_OUTPUTS, write_compare_report, write_csv
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +96,20 @@ class CompareSettings:
     segment_length: int = 128  # segment LMs: tokens per segment
     config_overrides: dict = field(default_factory=dict)  # model name -> config kwargs
     backbone: str | None = None  # a pretrained model every model starts from (folder or Hub id); None: from scratch
+
+    def check(self):
+        """A ValueError naming the setting (and its flag) for a number no run can use, before anything is read."""
+        for name, rule in (("hidden_size", POSITIVE_INTEGER), ("num_layers", POSITIVE_INTEGER),
+                           ("num_heads", POSITIVE_INTEGER), ("max_length", MAX_LENGTH), ("epochs", POSITIVE_NUMBER),
+                           ("batch_size", POSITIVE_INTEGER), ("vocab_size", VOCAB_SIZE), ("window", POSITIVE_INTEGER),
+                           ("segment_length", POSITIVE_INTEGER)):
+            rule.check(getattr(self, name), name, name.replace("_", "-"))
+        for name in ("learning_rate", "head_learning_rate"):
+            if getattr(self, name) is not None:
+                LEARNING_RATE.check(getattr(self, name), name, name.replace("_", "-"))
+        check_lr_scheduler(self.lr_scheduler)
+        for overrides in self.config_overrides.values():
+            check_label_overrides(overrides)
 
     def size(self, max_length=None):
         """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
@@ -195,7 +220,7 @@ class Task:
     def fit(cls, data, label_names, settings, inverted=True):
         """The task with the backbone's tokenizer, or a WordPiece tokenizer fitted on its train split."""
         if settings.backbone is not None:
-            tokenizer = AutoTokenizer.from_pretrained(settings.backbone)
+            tokenizer = load_tokenizer(settings.backbone, "`backbone` (--backbone)")
         else:
             tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
                                                 model_max_length=settings.max_length)
@@ -329,22 +354,27 @@ def builtin_task(position, seed, task_size, task_words, settings, inverted=True)
 def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
             baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=1000,
             task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print,
-            split_seed=None):
+            split_seed=None, overwrite=False):
     """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows.
 
     Each seed draws the data (a file's train/validation/test split; the built-in task's documents) with that seed,
-    unless `split_seed` fixes them: then every seed trains on the same split and only the training draws differ."""
+    unless `split_seed` fixes them: then every seed trains on the same split and only the training draws differ.
+    A file of `COMPARE_OUTPUTS` already in `output_dir` that hf-longdoc did not write is refused before any training,
+    unless `overwrite`; nothing else there is touched (each model trains in a temporary folder)."""
     settings = settings or CompareSettings()
     specs = parse_models(list(models), list(baselines))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
     if split_seed is not None and (isinstance(split_seed, bool) or not isinstance(split_seed, int)):
         raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {split_seed!r}.")
-    check_lr_scheduler(settings.lr_scheduler)
+    settings.check()
     check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None, "--backbone")
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
+    require_writable_folder(output_dir, "`output_dir` (--output-dir)")
+    check_files_free([os.path.join(output_dir, name) for name in COMPARE_OUTPUTS], overwrite,
+                     "--overwrite (overwrite=True)")
     if settings.backbone is not None and bench_lengths:
         logger.info("Skipping the time/memory bench: it measures random models of the compare size, not the "
                     "pretrained backbone.")
@@ -355,7 +385,6 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     bench_overrides = {spec.bench_name(): overrides_of(spec, settings) for spec in specs if spec.bench_name()}
     if bench_lengths:
         check_models(bench_models, tuple(bench_lengths), bench_overrides, **bench_sizes)
-    os.makedirs(output_dir, exist_ok=True)
     rows = []
     for seed in range(FIRST_SEED, FIRST_SEED + seeds):
         data_seed = seed if split_seed is None else split_seed
@@ -371,13 +400,15 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
                                                  inverted=False)
                           for position in evidence}
         for spec in specs:
-            scratch = os.path.join(output_dir, "runs", f"{spec.name.replace(':', '-')}-{seed}")
-            row = train_and_measure(spec, task, settings, seed, scratch)
-            for position, evidence_task in evidence_tasks.items():
-                row[f"evidence_{position}"] = train_and_measure(spec, evidence_task, settings, seed,
-                                                                scratch)["accuracy"]
+            with tempfile.TemporaryDirectory(prefix="hf-longdoc-compare-") as scratch:  # Trainer's output folder
+                row = train_and_measure(spec, task, settings, seed, scratch)
+                for position, evidence_task in evidence_tasks.items():
+                    row[f"evidence_{position}"] = train_and_measure(spec, evidence_task, settings, seed,
+                                                                    scratch)["accuracy"]
             rows.append(row)
-            write_csv(os.path.join(output_dir, "results.csv"), rows)  # an interrupted run keeps what it measured
+            results = os.path.join(output_dir, "results.csv")
+            write_csv(results, rows)  # an interrupted run keeps what it measured
+            record_outputs([results])
             progress(f"seed {seed} {spec.name:>24}: accuracy {row['accuracy']:.3f}, inverted "
                      f"{row['inverted_accuracy']:.3f}, {row['parameters'] / 1e6:.2f}M parameters, trained in "
                      f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s"

@@ -4,6 +4,8 @@ import csv
 import os
 from contextlib import contextmanager
 
+from ..outputs import record_outputs
+
 RATIO_PREFIXES = ("speedup_vs_", "time_vs_", "memory_vs_")
 
 
@@ -60,10 +62,16 @@ def format_table(rows):
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in lines)
 
 
+def bench_output_paths(prefix):
+    """The files `write_bench_outputs` writes for `prefix`."""
+    return prefix + ".csv", prefix + ".png"
+
+
 def write_bench_outputs(rows, prefix):
-    """Write `<prefix>.csv` and a log-log plot `<prefix>.png` of time against length; returns both paths."""
+    """Write `<prefix>.csv` and a log-log plot `<prefix>.png` of time against length (recorded in the folder's
+    manifest, so a rerun may replace them); returns both paths."""
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-    csv_path, png_path = prefix + ".csv", prefix + ".png"
+    csv_path, png_path = bench_output_paths(prefix)
     write_csv(csv_path, rows)
     with figure(png_path) as axis:
         for name in dict.fromkeys(row["model"] for row in rows):
@@ -76,6 +84,7 @@ def write_bench_outputs(rows, prefix):
         axis.set_title("hf-longdoc bench")
         axis.grid(True, which="both", alpha=0.3)
         axis.legend()
+    record_outputs([csv_path, png_path])
     return csv_path, png_path
 
 
@@ -122,8 +131,13 @@ def _cell(entry, key, digits=3):
     return f"{entry[key]:.{digits}f}" + (f" ± {spread:.{digits}f}" if entry["seeds"] > 1 else "")
 
 
+# What `compare` writes into its output folder (checked before a run, so no user file is overwritten hours later)
+COMPARE_OUTPUTS = ("report.md", "results.csv", "summary.csv", "accuracy_vs_speed.png", "time_memory_vs_length.png")
+
+
 def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir):
-    """report.md, results.csv, summary.csv and the plots of a `compare` run."""
+    """report.md, results.csv, summary.csv and the plots of a `compare` run (`COMPARE_OUTPUTS`), recorded in the
+    folder's manifest."""
     for path, table in (("results.csv", rows), ("summary.csv", summary)):
         write_csv(os.path.join(output_dir, path), table)
     plots = [plot_accuracy_vs_speed(summary, os.path.join(output_dir, "accuracy_vs_speed.png"))]
@@ -160,3 +174,4 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     lines += [""] + [f"![{os.path.basename(plot)}]({os.path.basename(plot)})" for plot in plots]
     with open(os.path.join(output_dir, "report.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
+    record_outputs([os.path.join(output_dir, name) for name in ("report.md", "results.csv", "summary.csv")] + plots)

@@ -354,7 +354,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
         output = SegmentLMModelOutput(last_hidden_state=z, hidden_states=(z,) if wanted else None,
                                       segment_mask=present.long())
-        return output if return_dict is not False else output.to_tuple()
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return output if return_dict else output.to_tuple()
 
     def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
@@ -514,7 +515,8 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         hidden_states = ((z,) + ((h,) if h is not None else ())) if wanted else None
         output = SegmentLMClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states, alpha=alpha,
                                            selected_segment=selected, segment_mask=present.long())
-        return output if return_dict is not False else output.to_tuple()
+        return_dict = self.config.return_dict if return_dict is None else return_dict
+        return output if return_dict else output.to_tuple()
 
 
 __all__ = ["SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",

@@ -34,6 +34,7 @@ Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
 import torch
+from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.models.big_bird.modeling_big_bird import (
     BigBirdBlockSparseAttention,
     BigBirdClassificationHead,
@@ -223,13 +224,22 @@ class SparseBigBirdForSequenceClassification(SparseBigBirdPreTrainedModel, BigBi
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
-                labels=None, global_attention_mask=None, global_selector_generator=None, **kwargs):
-        kwargs.update(global_attention_mask=global_attention_mask, global_selector_generator=global_selector_generator)
+                labels=None, global_attention_mask=None, global_selector_generator=None, return_dict=None, **kwargs):
+        # Written out rather than inherited: Transformers' head calls its encoder without `return_dict`, so a config
+        # with `return_dict=False` made the encoder return a tuple and the head fail on `.last_hidden_state`.
+        return_dict = self.config.return_dict if return_dict is None else return_dict
         if labels is not None:  # a clear error before the encoder runs; the logits' shape is (b, num_labels)
             b = (input_ids if input_ids is not None else inputs_embeds).shape[0]
             check_labels(labels, torch.empty(b, self.num_labels), self.config)
-        return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                               position_ids=position_ids, inputs_embeds=inputs_embeds, labels=labels, **kwargs)
+        outputs = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                            position_ids=position_ids, inputs_embeds=inputs_embeds,
+                            global_attention_mask=global_attention_mask,
+                            global_selector_generator=global_selector_generator, return_dict=True, **kwargs)
+        logits = self.classifier(outputs.last_hidden_state)  # (b, num_labels), from the [CLS] state
+        loss = None if labels is None else self.loss_function(labels, logits, self.config)
+        output = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                          attentions=outputs.attentions)
+        return output if return_dict else output.to_tuple()
 
 
 __all__ = ["SparseBigBirdForSequenceClassification", "SparseBigBirdModel", "SparseBigBirdPreTrainedModel",
