@@ -23,7 +23,7 @@ from .modeling.sparse_longformer import (
 )
 from .tokenization import ElementwiseTokenizer
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 register_families()
 

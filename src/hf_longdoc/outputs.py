@@ -203,9 +203,11 @@ class RunFolder:
                   and not is_unchanged(self.target, e, manifest, "run")]
         if taken and not self.overwrite:
             shown = ", ".join(sorted(taken)[:8]) + (f" and {len(taken) - 8} more" if len(taken) > 8 else "")
-            raise ValueError(f"{self.argument} {self.target!r} holds {shown}, which hf-longdoc did not write (or "
-                             "which changed since) and which the run would replace; choose a new folder, move them "
-                             "away, or pass --overwrite (overwrite=True) to replace them (nothing else there is "
+            older = (" (a run saved by an earlier hf-longdoc version has no manifest of its files)"
+                     if not manifest["run"] and {"config.json", "metrics.json"} <= set(foreign) else "")
+            raise ValueError(f"{self.argument} {self.target!r} holds {shown}, which hf-longdoc did not write{older} "
+                             "(or which changed since) and which the run would replace; choose a new folder, move "
+                             "them away, or pass --overwrite (overwrite=True) to replace them (nothing else there is "
                              "touched). To continue an interrupted run instead, pass --resume (resume=True).")
         self.replaced = set(taken)
         kept = [e for e in foreign if e not in self.replaced]

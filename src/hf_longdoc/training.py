@@ -484,7 +484,7 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     if seed is not None:
         SEED.check(seed, "seed", "seed")
     task = {}
-    if split is not None:
+    if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
         seed, task = split_seed_of(model_dir, seed)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

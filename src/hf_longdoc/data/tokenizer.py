@@ -56,10 +56,11 @@ def load_tokenizer(source, argument):
         raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); save the tokenizer there "
                          "with `tokenizer.save_pretrained`, or pass one that has it.") from None
     ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
-    unknown = tokenizer.unk_token_id
-    if not ids or (unknown is not None and sum(i == unknown for i in ids) > len(ids) // 2):
-        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: it maps ordinary English text to "
-                         f"{'nothing' if not ids else 'the unknown token'} (vocabulary of {len(tokenizer)} entries), "
-                         "as Transformers' fallback does for a folder without tokenizer files. Save the tokenizer "
-                         "there with `tokenizer.save_pretrained`, or pass --tokenizer.")
+    learned = len(tokenizer) - len(set(tokenizer.all_special_ids))
+    if learned <= 0 or not ids or all(i == tokenizer.unk_token_id for i in ids):
+        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: its vocabulary has {max(learned, 0)} "
+                         "entries besides the special tokens and it maps ordinary English text to "
+                         f"{'nothing' if not ids else 'the unknown token'}, as Transformers' fallback does for a "
+                         "folder without tokenizer files. Save the tokenizer there with `tokenizer.save_pretrained`, "
+                         "or pass --tokenizer.")
     return tokenizer
