@@ -71,7 +71,7 @@ def test_a_run_records_its_files_and_split_seed(run):
 def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_checkpoint(run, tmp_path):
     target = copy_of(run, tmp_path)
     before = digests(target)
-    long_run = ["train", "--model", "contextualizer", "--task-size", "40", "--epochs", "400", "--max-length", "256",
+    long_run = ["train", "--model", "contextualizer", "--task-size", "40", "--epochs", "30", "--max-length", "256",
                 "--vocab-size", "500", "--config", "hidden_size=16", "rank=8", "num_hidden_layers=1"]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     process = subprocess.Popen([sys.executable, "-m", "hf_longdoc.cli", *long_run, "--output-dir", str(target)],
@@ -81,7 +81,7 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
     while not any(name.startswith("checkpoint-") for name in (os.listdir(staging) if staging.is_dir() else [])):
         assert process.poll() is None and time.time() < deadline, "the rerun ended before its first checkpoint"
         time.sleep(0.2)
-    time.sleep(0.5)  # mid-training, past a checkpoint
+    time.sleep(0.3)  # mid-training, past a checkpoint
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert digests(target) == before  # byte for byte, manifest included
@@ -92,9 +92,20 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
     assert other.returncode == 2 and "'contextualizer'" in other.stderr and "Traceback" not in other.stderr
     wider = [arg if arg != "hidden_size=16" else "hidden_size=24" for arg in long_run]
     other = cli(*wider, "--output-dir", target, "--resume")
-    assert other.returncode == 2 and "hidden_size: 16 there, 24 here" in other.stderr, other.stderr[-2000:]
+    assert other.returncode == 2 and "config_overrides" in other.stderr and "'hidden_size': 24" in other.stderr
+    other = cli(*long_run, "--learning-rate", "0.05", "--output-dir", target, "--resume")  # another schedule
+    assert other.returncode == 2 and "learning_rate: 0.002 there, 0.05 here" in other.stderr, other.stderr[-2000:]
     assert digests(target) == before
-    # a new run without --resume discards the interrupted one and replaces the earlier model when it succeeds
+    # the same command with --resume continues the interrupted run from its last complete checkpoint
+    partial = max((p for p in staging.iterdir() if p.name.startswith("checkpoint-")), key=lambda p: int(p.name[11:]))
+    torn = staging / f"checkpoint-{int(partial.name[11:]) + 1}"  # one cut while it was written: skipped
+    torn.mkdir()
+    (torn / "optimizer.pt").write_bytes(b"cut")
+    resumed = cli(*long_run, "--output-dir", target, "--resume", timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"from {partial}" in resumed.stderr and not staging.exists()
+    assert json.loads((target / "metrics.json").read_text())["sizes"]["train"] == 40
+    # a new run without --resume discards an interrupted one and replaces the earlier model when it succeeds
     assert main(["train", *TINY, "--output-dir", str(target), "--seed", "7"]) == 0
     assert json.loads((target / "metrics.json").read_text())["split_seed"] == 7 and not staging.exists()
 
@@ -102,6 +113,7 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
 def test_user_files_survive_reruns_and_a_users_run_file_needs_overwrite(run, tmp_path, capsys):
     folder = copy_of(run, tmp_path)
     (folder / "notes.txt").write_text("my notes")
+    (folder / "analysis.py").write_text("print('my script')\n")  # a script is not a family source file
     (folder / "eval").mkdir()
     (folder / "eval" / "scores.csv").write_text("a,b\n1,2\n")
     nested = copy_of(run, folder, "nested-run")  # a complete run inside the folder
@@ -111,7 +123,7 @@ def test_user_files_survive_reruns_and_a_users_run_file_needs_overwrite(run, tmp
     files = os.listdir(folder)
     assert "modeling_slstm.py" in files and not any("contextualizer" in name for name in files)  # the run replaced
     assert (folder / "notes.txt").read_text() == "my notes" and (folder / "eval" / "scores.csv").exists()
-    assert digests(nested) == nested_before
+    assert digests(nested) == nested_before and (folder / "analysis.py").exists()
     # the user's own card: refused before any work, named, unless --overwrite (which touches nothing else)
     (folder / "README.md").write_text("# my edited card")
     before = digests(folder)
@@ -370,3 +382,50 @@ def test_non_finite_weights_after_training_are_an_error(tmp_path):
         model.weight[0, 0] = float("nan")
     with pytest.raises(RunDiverged, match="learning_rate=0.5"):
         trainer.check_finite_weights()
+
+
+def test_resume_compares_whole_configs_and_names_what_differs(tmp_path):
+    """The checkpoint's config.json leaves defaults out; both sides are compared with their defaults, so the same
+    model passes and another width is named."""
+    from hf_longdoc import ContextualizerConfig
+    from hf_longdoc.training import check_resume_matches
+
+    labels = dict(num_labels=2, id2label={0: "a", 1: "b"}, label2id={"a": 0, "b": 1})
+    ContextualizerConfig(hidden_size=16, rank=8, **labels).save_pretrained(tmp_path)
+    check_resume_matches(str(tmp_path), ContextualizerConfig(hidden_size=16, rank=8, **labels))
+    with pytest.raises(ValueError, match="hidden_size: 16 there, 24 here"):
+        check_resume_matches(str(tmp_path), ContextualizerConfig(hidden_size=24, rank=8, **labels))
+    with pytest.raises(ValueError, match=r"labels \['a', 'b'\]"):
+        check_resume_matches(str(tmp_path), ContextualizerConfig(hidden_size=16, rank=8, num_labels=2,
+                                                                 id2label={0: "b", 1: "a"}))
+
+
+def test_overwrite_replaces_only_what_the_run_writes_and_a_symlinked_folder_is_followed(run, tmp_path, capsys):
+    folder = copy_of(run, tmp_path)
+    (folder / "README.md").write_text("# mine")  # the run writes a card: replaced with --overwrite
+    (folder / "vocab.txt").write_text("mine")  # named like a tokenizer file, but this run does not write it
+    (folder / "checkpoint-5").mkdir()
+    (folder / "checkpoint-5" / "keep.txt").write_text("mine")
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert main(["train", *TINY, "--output-dir", str(link), "--overwrite"]) == 0
+    assert link.is_symlink() and (folder / "vocab.txt").read_text() == "mine"
+    assert (folder / "checkpoint-5" / "keep.txt").read_text() == "mine"
+    assert "# mine" not in (folder / "README.md").read_text()
+    assert sorted(name for name in os.listdir(tmp_path) if name.startswith(".")) == []
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["bench", "--models", "contextualizer", "--output", "FOLDER/"], "file prefix"),
+    (["attention-map", "MODEL", "--text", "a b", "--output", "FOLDER/map"], ".png"),
+    (["push", "MODEL", "--repo-id", "a/b", "--dry-run", "--dry-run-dir", "FILE/preview"], "--dry-run-dir"),
+    (["train", "--model", "segment_lm", "--backbone", "FOLDER/missing", "--output-dir", "FOLDER/o"], "does not exist"),
+])
+def test_unusable_output_and_input_names_are_clear_errors(run, argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    argv = [arg.replace("FOLDER", str(tmp_path)).replace("FILE", str(tmp_path / "file"))
+            .replace("MODEL", str(run)) for arg in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["file"]

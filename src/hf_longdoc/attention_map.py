@@ -76,6 +76,8 @@ def attention_map_of_saved_model(model_dir, text, path, selector=None, overwrite
     `path`: a new file, or one hf-longdoc wrote and nobody changed since, unless `overwrite`."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    if not str(path).lower().endswith(".png"):
+        raise ValueError(f"`output` (--output) {path!r} must be a .png file name (e.g. out/attention_map.png).")
     require_writable_folder(os.path.dirname(os.path.abspath(path)), "`output` (--output)")
     check_files_free([path], overwrite, "--overwrite (overwrite=True)")
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()

@@ -25,9 +25,12 @@ def main(argv=None):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.run(args)
-    except (ValueError, TypeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, OSError) as error:
         print(f"hf-longdoc {args.command}: error: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # what was kept (an interrupted run, for --resume) is logged where it happens
+        print(f"hf-longdoc {args.command}: interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

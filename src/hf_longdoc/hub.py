@@ -20,7 +20,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
 from .modeling import family_of_config
-from .outputs import is_unchanged
+from .outputs import is_unchanged, require_writable_folder
 
 logger = logging.getLogger(__name__)
 
@@ -205,7 +205,8 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
 # What `push` uploads, and nothing else: weights, config, tokenizer files, the card and the metrics (the family's
 # source files are added by name, `family_source_files`). Dotfiles (.env), data, checkpoints, training arguments
 # (local paths) and anything a user put beside the model stay local.
-UPLOAD_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json",
+UPLOAD_FILES = ("config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+                "model.safetensors.index.json",
                 "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "vocab.txt",
                 "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
                 "chat_template.jinja", "README.md", "metrics.json")
@@ -271,6 +272,8 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     if dry_run_dir is not None and not dry_run:
         raise ValueError("`dry_run_dir` (--dry-run-dir) is where a dry run writes; pass --dry-run with it (nothing "
                          "is uploaded then), or leave it out to upload.")
+    if dry_run_dir is not None:
+        require_writable_folder(os.path.dirname(os.path.abspath(dry_run_dir)), "`dry_run_dir` (--dry-run-dir)")
     if dry_run_dir is not None and os.path.exists(dry_run_dir) and (not os.path.isdir(dry_run_dir)
                                                                    or os.listdir(dry_run_dir)):
         raise ValueError(f"`dry_run_dir` {dry_run_dir!r} exists and is not an empty folder; pass a new or empty one "

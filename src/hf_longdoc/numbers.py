@@ -24,9 +24,9 @@ class NumberRule:
         kind = "an integer" if self.integer else "a finite number"
         bounds = []
         if self.low is not None:
-            bounds.append(f"{'above' if self.low_open else 'at least'} {self.low:g}")
+            bounds.append(f"{'above' if self.low_open else 'at least'} {self.low:,}")
         if self.high is not None:
-            bounds.append(f"{'below' if self.high_open else 'at most'} {self.high:g}")
+            bounds.append(f"{'below' if self.high_open else 'at most'} {self.high:,}")
         text = f"{kind} {' and '.join(bounds)}".strip()
         return f"{text} ({self.meaning})" if self.meaning else text
 

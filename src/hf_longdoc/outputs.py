@@ -15,6 +15,7 @@ Two mechanisms, shared by every verb that writes:
 """
 
 import fnmatch
+import glob
 import hashlib
 import json
 import logging
@@ -28,12 +29,16 @@ from filelock import FileLock, Timeout
 logger = logging.getLogger(__name__)
 
 MANIFEST = ".hf_longdoc.json"
+# The source files `save_pretrained` copies next to a model: the families' and the tokenizer's modules
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_FILES = tuple(sorted({os.path.basename(path) for pattern in ("modeling/*/*.py", "tokenization/*.py")
+                             for path in glob.glob(os.path.join(PACKAGE, pattern))} - {"__init__.py"}))
 # Top-level names a `train` run may write (Transformers' and tokenizers' file names, the family's source files, our
 # metrics, arguments and card): a user's file with such a name would be replaced, so it needs `overwrite`.
 RUN_FILE_PATTERNS = ("config.json", "generation_config.json", "*.safetensors", "*.safetensors.index.json",
                      "tokenizer*", "vocab*", "merges.txt", "special_tokens_map.json", "added_tokens.json", "*.model",
-                     "chat_template*", "*.py", "metrics.json", "training_args.json", "README.md", "checkpoint-*",
-                     MANIFEST)
+                     "chat_template*", "modeling_*.py", "configuration_*.py", "tokenization_*.py", *SOURCE_FILES,
+                     "metrics.json", "training_args.json", "README.md", "checkpoint-*", MANIFEST)
 
 
 def file_digest(path):
@@ -133,28 +138,31 @@ class RunFolder:
     """The output folder of one `train` run: staged, locked, and replaced only on success.
 
     ```python
-    with RunFolder("out/model", overwrite=False, resume=False) as run:  # checks and locks; nothing is touched yet
-        ...                                                            # train into run.staging (run.checkpoint)
-        run.commit()                                                   # the result takes out/model's place
+    with RunFolder("out/model", settings={...}) as run:  # checks and locks; nothing is touched yet
+        ...                                             # train into run.staging (from run.checkpoint when resuming)
+        run.commit()                                    # the result takes out/model's place
     ```
-    `open` (on entering) refuses, before any data is read: a target that is a file or holds the current directory; a
-    target whose files are not the package's but have the names a run writes (`RUN_FILE_PATTERNS`), or that a user
-    changed since the package wrote them, unless `overwrite`; a target another live run holds. With `resume`, the
-    newest `checkpoint-N` of the interrupted run's staging folder is `checkpoint`. Without it, an interrupted run's
-    staging folder is discarded (logged). Leaving the block with an error keeps the staging folder when it holds a
-    checkpoint to resume (and says so), except after a `RunDiverged`; otherwise removes it. The earlier run is not
-    touched by a failure.
+    `open` (on entering) refuses, before any data is read: a target that is a file, the root, or holds the current
+    directory; a user's file (one the package did not write, or changed since) with a name a run writes
+    (`RUN_FILE_PATTERNS`), unless `overwrite`; a target another live run holds. With `resume`, the newest complete
+    `checkpoint-N` of the interrupted run's staging folder is `checkpoint`, and `settings` (the run's arguments, as
+    JSON) must equal the interrupted run's: a difference is a ValueError naming it. Without `resume`, an interrupted
+    run's staging folder is discarded (logged). Leaving the block with an error keeps the staging folder when it holds
+    a checkpoint to resume (and says so), except after a `RunDiverged`; otherwise removes it. The earlier run is not
+    touched by a failure. A symbolic link as target is followed: the folder it points to is the one replaced.
     """
 
-    def __init__(self, target, overwrite=False, resume=False, argument="`output_dir` (--output-dir)"):
-        self.target = os.path.abspath(os.path.expanduser(target))
-        parent, name = os.path.split(self.target.rstrip(os.sep))
-        self.parent, self.name, self.argument = parent, name, argument
-        self.staging = os.path.join(parent, f".{name}.partial")
-        self.previous = os.path.join(parent, f".{name}.previous")
-        self.overwrite, self.resume = overwrite, resume
+    SETTINGS = ".run_settings.json"  # in the staging folder: what `resume` must match; never committed
+
+    def __init__(self, target, overwrite=False, resume=False, settings=None, argument="`output_dir` (--output-dir)"):
+        self.target = os.path.realpath(os.path.expanduser(str(target)))
+        self.parent, self.name = os.path.split(self.target)
+        self.argument = argument
+        self.staging = os.path.join(self.parent, f".{self.name}.partial")
+        self.previous = os.path.join(self.parent, f".{self.name}.previous")
+        self.overwrite, self.resume, self.settings = overwrite, resume, settings
         self.checkpoint = None
-        self._lock = FileLock(os.path.join(parent, f".{name}.lock"), timeout=0)
+        self._lock = FileLock(os.path.join(self.parent or os.sep, f".{self.name}.lock"), timeout=0)
 
     # -- before the run -------------------------------------------------------------------------------------------
     def __enter__(self):
@@ -166,10 +174,12 @@ class RunFolder:
         if self.resume and self.overwrite:
             raise ValueError("Pass either `resume` (--resume: continue the interrupted run) or `overwrite` "
                              "(--overwrite: replace the user's files that a run writes), not both.")
+        if not self.name:
+            raise ValueError(f"{self.argument} {self.target!r} is the root folder; pass a folder for the run.")
         if os.path.exists(self.target) and not os.path.isdir(self.target):
             raise ValueError(f"{self.argument} {self.target!r} is a file; pass a folder (new, empty, or an earlier "
                              "run) for the run.")
-        working = os.path.abspath(os.getcwd())
+        working = os.path.realpath(os.getcwd())
         if working == self.target or working.startswith(self.target + os.sep):
             raise ValueError(f"{self.argument} {self.target!r} holds the current directory; the run replaces that "
                              "folder when it has succeeded, so choose a folder inside it (e.g. out/model).")
@@ -191,35 +201,39 @@ class RunFolder:
     def _entries(self, folder):
         return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
 
-    def _foreign_entries(self, folder, manifest):
-        """The entries of `folder` the package did not write as a run (the user's), the manifest excepted."""
-        return [e for e in self._entries(folder) if e != MANIFEST and e not in manifest["run"]]
+    def _users_entries(self, folder):
+        """The entries of `folder` that are the user's: everything but the manifest and the run files the package
+        wrote there and nobody changed since."""
+        manifest = read_manifest(folder)
+        return [e for e in self._entries(folder)
+                if e != MANIFEST and not (e in manifest["run"] and is_unchanged(folder, e, manifest, "run"))]
 
     def _check_target(self):
-        manifest = read_manifest(self.target)
-        foreign = self._foreign_entries(self.target, manifest)
-        taken = [e for e in foreign if any(fnmatch.fnmatch(e, pattern) for pattern in RUN_FILE_PATTERNS)]
-        taken += [e for e in manifest["run"] if os.path.exists(os.path.join(self.target, e))
-                  and not is_unchanged(self.target, e, manifest, "run")]
+        users = self._users_entries(self.target)
+        taken = [e for e in users if any(fnmatch.fnmatch(e, pattern) for pattern in RUN_FILE_PATTERNS)]
         if taken and not self.overwrite:
-            shown = ", ".join(sorted(taken)[:8]) + (f" and {len(taken) - 8} more" if len(taken) > 8 else "")
+            shown = ", ".join(taken[:8]) + (f" and {len(taken) - 8} more" if len(taken) > 8 else "")
+            manifest = read_manifest(self.target)
             older = (" (a run saved by an earlier hf-longdoc version has no manifest of its files)"
-                     if not manifest["run"] and {"config.json", "metrics.json"} <= set(foreign) else "")
+                     if not manifest["run"] and {"config.json", "metrics.json"} <= set(users) else "")
+            interrupted = (" To continue the interrupted run kept in " f"{self.staging!r} instead, pass --resume."
+                           if last_checkpoint(self.staging) else "")
             raise ValueError(f"{self.argument} {self.target!r} holds {shown}, which hf-longdoc did not write{older} "
-                             "(or which changed since) and which the run would replace; choose a new folder, move "
-                             "them away, or pass --overwrite (overwrite=True) to replace them (nothing else there is "
-                             "touched). To continue an interrupted run instead, pass --resume (resume=True).")
-        self.replaced = set(taken)
-        kept = [e for e in foreign if e not in self.replaced]
+                             "(or which changed since) and which a run may replace; choose a new folder, move them "
+                             "away, or pass --overwrite (overwrite=True) to let the run replace the files it "
+                             f"writes (nothing else there is touched).{interrupted}")
+        kept = [e for e in users if e not in taken]
         if kept:
             logger.info("Keeping what hf-longdoc did not write in %s: %s.", self.target, ", ".join(kept))
 
     def _prepare_staging(self):
+        settings_path = os.path.join(self.staging, self.SETTINGS)
         if self.resume:
             self.checkpoint = last_checkpoint(self.staging)
             if self.checkpoint is None:
-                raise ValueError(f"`resume` (--resume) continues an interrupted run from its last checkpoint, and "
-                                 f"there is none in {self.staging!r}; train without --resume.")
+                raise ValueError(f"`resume` (--resume) continues an interrupted run from its last complete "
+                                 f"checkpoint, and there is none in {self.staging!r}; train without --resume.")
+            self._check_resumed_settings(settings_path)
             logger.info("Resuming the interrupted run into %s from %s.", self.target, self.checkpoint)
             return
         if os.path.isdir(self.staging):
@@ -231,48 +245,85 @@ class RunFolder:
         except OSError as error:
             raise ValueError(f"{self.argument}: cannot create {self.staging!r} ({error.strerror or error}); choose "
                              "a folder you can write to.") from None
+        if self.settings is not None:
+            with open(settings_path, "w") as f:
+                json.dump(self.settings, f, indent=2, sort_keys=True, default=str)
         logger.info("Training into %s; %s is replaced only when the run has succeeded.", self.staging, self.target)
+
+    def _check_resumed_settings(self, path):
+        """A ValueError naming every argument where this run differs from the interrupted one: Trainer would
+        otherwise continue it with another schedule, data or size, and save the result under the new settings."""
+        if self.settings is None:
+            return
+        try:
+            with open(path) as f:
+                recorded = json.load(f)
+        except (OSError, ValueError):
+            raise ValueError(f"`resume` (--resume): {self.staging!r} does not record the settings of the interrupted "
+                             "run, so it cannot be checked; train without --resume.") from None
+        given = json.loads(json.dumps(self.settings, default=str))
+        differ = [key for key in sorted(set(recorded) | set(given)) if recorded.get(key) != given.get(key)]
+        if differ:
+            shown = "; ".join(f"{key}: {recorded.get(key)!r} there, {given.get(key)!r} here" for key in differ)
+            raise ValueError(f"`resume` (--resume): this run's settings differ from the interrupted run's ({shown}); "
+                             "pass the same arguments to continue it, or train without --resume.")
 
     # -- after the run --------------------------------------------------------------------------------------------
     def commit(self):
-        """Move the finished run into the target as one rename, carrying the user's files over; the earlier run's
-        files are then removed. Writes the run's manifest first."""
-        manifest = read_manifest(self.target)
-        run_files = {e: file_digest(os.path.join(self.staging, e)) for e in self._entries(self.staging)
-                     if os.path.isfile(os.path.join(self.staging, e)) and e != MANIFEST}
-        outputs = {e: digest for e, digest in manifest["outputs"].items() if e not in run_files}
+        """Move the finished run into the target as one rename, carrying the user's entries over; the earlier run's
+        own files are then removed. Writes the run's manifest first."""
+        settings_path = os.path.join(self.staging, self.SETTINGS)
+        if os.path.exists(settings_path):
+            os.remove(settings_path)
+        umask = os.umask(0)
+        os.umask(umask)
+        run_files = {}
+        for entry in self._entries(self.staging):
+            path = os.path.join(self.staging, entry)
+            if os.path.isfile(path) and entry != MANIFEST:
+                os.chmod(path, 0o666 & ~umask)  # some writers create owner-only files (mkstemp)
+                run_files[entry] = file_digest(path)
+        outputs = {e: digest for e, digest in read_manifest(self.target)["outputs"].items() if e not in run_files}
         write_manifest(self.staging, {"run": run_files, "outputs": outputs, "written": time.time()})
         if not os.path.exists(self.target):
             os.rename(self.staging, self.target)
             return
-        carried = [e for e in self._foreign_entries(self.target, manifest) if e not in self.replaced]
+        users = self._users_entries(self.target)
         os.rename(self.target, self.previous)
         os.rename(self.staging, self.target)  # from here on the new run is in place
-        self._carry_back(carried)
+        self._carry_back(users)
 
-    def _carry_back(self, carried):
-        """Move the user's entries from the earlier run's folder into the new one, then remove what is left there
-        (the earlier run's own files, and those `overwrite` allowed replacing)."""
-        for entry in carried:
+    def _carry_back(self, users):
+        """Move the user's entries from the earlier run's folder into the new one (those the new run wrote over are
+        replaced only with `overwrite`, else kept under another name), then remove what is left there: the earlier
+        run's own unchanged files."""
+        for entry in users:
             destination = os.path.join(self.target, entry)
-            if os.path.exists(destination):  # a name RUN_FILE_PATTERNS did not foresee: keep both
+            if os.path.lexists(destination):
+                if self.overwrite:
+                    logger.info("Replaced the user's %s (--overwrite).", destination)
+                    continue
                 kept = f"{destination}.kept-{int(time.time())}"
-                logger.warning("The new run wrote %s, which was the user's; the user's file is kept as %s.",
-                               destination, kept)
+                logger.warning("The new run wrote %s, which was the user's; the user's is kept as %s.", destination,
+                               kept)
                 destination = kept
             os.rename(os.path.join(self.previous, entry), destination)
         shutil.rmtree(self.previous)
 
     def _recover_interrupted_commit(self):
         """Finish or undo a commit that was cut between its renames (the lock is held, so no run is live)."""
-        if not os.path.isdir(self.previous):
+        if not os.path.isdir(self.previous) or os.path.islink(self.previous):
             return
         if not os.path.exists(self.target):
             logger.warning("Restoring %s from %s (a commit was interrupted).", self.target, self.previous)
             os.rename(self.previous, self.target)
             return
         logger.warning("Finishing an interrupted commit into %s.", self.target)
-        self._carry_back(self._foreign_entries(self.previous, read_manifest(self.previous)))
+        overwrite, self.overwrite = self.overwrite, False
+        try:
+            self._carry_back(self._users_entries(self.previous))
+        finally:
+            self.overwrite = overwrite
 
     def __exit__(self, kind, error, traceback):
         try:
@@ -297,9 +348,11 @@ class RunFolder:
 
 
 def last_checkpoint(folder):
-    """The newest `checkpoint-N` folder Trainer left in `folder` (None when there is none)."""
+    """The newest complete `checkpoint-N` folder Trainer left in `folder` (None when there is none): one with its
+    `trainer_state.json`, which Trainer writes last, so a checkpoint cut by a kill is skipped."""
     steps = [int(name.split("-")[1]) for name in (os.listdir(folder) if os.path.isdir(folder) else [])
-             if name.startswith("checkpoint-") and name.split("-")[1].isdigit()]
+             if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
+             and os.path.isfile(os.path.join(folder, name, "trainer_state.json"))]
     return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
 
 

@@ -199,7 +199,8 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
     elif tokenizer is None and family.own_tokenizer is None:  # the backbone's own: refused when it has none
-        tokenizer = load_tokenizer(backbone, "`backbone` (--backbone)")
+        tokenizer = load_tokenizer(backbone, "`backbone` (--backbone)", "save the backbone's tokenizer there with "
+                                   "`tokenizer.save_pretrained`, or pass --tokenizer")
     settings = {**label_settings(label_names, multi_label), **(config_overrides or {})}
     model, tokenizer = family.from_backbone(backbone, tokenizer, max_length, **settings)
     if tokenizer.pad_token is None:
@@ -224,6 +225,9 @@ def check_backbone(family, backbone):
 def check_backbone_folder(backbone):
     """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
     looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
+    if looks_local and not os.path.exists(os.path.expanduser(backbone)):
+        raise ValueError(f"`backbone` (--backbone) {backbone!r} does not exist; pass a folder saved with "
+                         "`save_pretrained` (model and tokenizer) or a Hub id.")
     if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
                          "`save_pretrained` (model and tokenizer) or a Hub id.")
@@ -296,9 +300,15 @@ def train(
         check_backbone(family, backbone)
     tokenizer = resolve_tokenizer(family, tokenizer, backbone, init_from)
     learning_rate = family.learning_rate if learning_rate is None else learning_rate
-    with RunFolder(output_dir, overwrite, resume) as run:  # checked and locked before any data is read
-        if run.checkpoint is not None:
-            check_resume_family(run.checkpoint, family)
+    settings = dict(model=model, dataset=dataset, text_column=text_column, label_column=label_column,
+                    tokenizer=getattr(tokenizer, "name_or_path", tokenizer), config_overrides=config_overrides or {},
+                    max_length=max_length, vocab_size=vocab_size, epochs=epochs, batch_size=batch_size,
+                    learning_rate=learning_rate, weight_decay=weight_decay, seed=seed, threshold=threshold,
+                    evidence=evidence, task_size=task_size, task_words=task_words, init_from=init_from,
+                    backbone=backbone, lr_scheduler=lr_scheduler, head_learning_rate=head_learning_rate,
+                    extra_scores=sorted(extra_scores or {}))
+    # checked and locked before any data is read; `resume` must repeat the interrupted run's settings
+    with RunFolder(output_dir, overwrite, resume, settings) as run:
         set_seed(seed)
         data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
                                                                  task_size, task_words)
@@ -404,39 +414,27 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
         return tokenizer
     if not os.path.isdir(init_from):
         raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
-    return load_tokenizer(init_from, "`init_from` (--init-from)")
+    return load_tokenizer(init_from, "`init_from` (--init-from)", "pass the tokenizer the model was trained with as "
+                          "`tokenizer` (--tokenizer)")
 
 
 # Config entries that say how a model is called or where it came from, not what it is
 RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or_path", "dtype", "torch_dtype",
-                  "return_dict", "output_hidden_states", "output_attentions", "use_cache"}
-
-
-def _checkpoint_config(checkpoint):
-    with open(os.path.join(checkpoint, "config.json")) as f:
-        return json.load(f)
-
-
-def check_resume_family(checkpoint, family):
-    """Before any data is read: a ValueError when `checkpoint` holds another family than the run trains."""
-    saved = _checkpoint_config(checkpoint).get("model_type")
-    if saved != family.config_class.model_type:
-        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} trained a {saved!r} model, and "
-                         f"this run trains {family.name!r}; pass --model {saved} (and its settings) to continue it, "
-                         "or train without --resume.")
+                  "return_dict", "output_hidden_states", "output_attentions", "use_cache", "id2label", "label2id"}
 
 
 def check_resume_matches(checkpoint, config):
     """A ValueError naming every setting where the model this run built differs from the one in `checkpoint`
     (labels, width, depth, ...): Trainer would fail deep inside loading the state, or continue another model."""
-    saved, built = _checkpoint_config(checkpoint), config.to_dict()
-    if saved.get("id2label") != {str(k): v for k, v in built.get("id2label", {}).items()}:
-        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} has the labels "
-                         f"{list(saved.get('id2label', {}).values())}, this run's data has "
-                         f"{list(built['id2label'].values())}; pass the same dataset and --label-column, or train "
+    saved, built = AutoConfig.from_pretrained(checkpoint).to_dict(), config.to_dict()  # both with their defaults
+    labels_there, labels_here = (list(dict(sorted(c["id2label"].items(), key=lambda kv: int(kv[0]))).values())
+                                 for c in (saved, built))
+    if labels_there != labels_here:
+        raise ValueError(f"`resume` (--resume): the interrupted run in {checkpoint!r} has the labels {labels_there}, "
+                         f"this run's data has {labels_here}; pass the same dataset and --label-column, or train "
                          "without --resume.")
-    differ = sorted(key for key in set(saved) | set(built) if key not in RESUME_IGNORED and key != "label2id"
-                    and key != "id2label" and json.dumps(saved.get(key), sort_keys=True, default=str)
+    differ = sorted(key for key in set(saved) | set(built) if key not in RESUME_IGNORED
+                    and json.dumps(saved.get(key), sort_keys=True, default=str)
                     != json.dumps(built.get(key), sort_keys=True, default=str))
     if differ:
         shown = "; ".join(f"{key}: {saved.get(key)!r} there, {built.get(key)!r} here" for key in differ[:6])
@@ -521,12 +519,18 @@ def split_seed_of(model_dir, seed=None):
     """(seed, built-in task sizes): the seed `train` drew the model's splits with and the built-in task's size (its
     metrics.json), with a ValueError when `seed` differs; a model without the record (not saved by `hf-longdoc
     train`, or by an older version) takes `seed` or 42."""
-    try:
-        with open(os.path.join(model_dir, "metrics.json")) as f:
-            record = json.load(f)
-        recorded, task = record.get("split_seed"), record.get("task") or {}
-    except (OSError, ValueError, AttributeError):
-        recorded, task = None, {}
+    recorded, task = None, {}
+    for name, key in (("metrics.json", "split_seed"), ("training_args.json", "data_seed")):  # what train wrote
+        try:
+            with open(os.path.join(model_dir, name)) as f:
+                record = json.load(f)
+            recorded, task = record[key], record.get("task") or {}
+            if name != "metrics.json":
+                logger.warning("%s has no metrics.json; the split seed %s comes from its %s (a built-in task's size "
+                               "is not recorded there: the default size is drawn).", model_dir, recorded, name)
+            break
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
     if recorded is None:
         logger.warning("%s does not record the seed its splits were drawn with; using --seed %s. A split drawn with "
                        "another seed than training used holds documents the model trained on.", model_dir,
@@ -534,6 +538,6 @@ def split_seed_of(model_dir, seed=None):
         return 42 if seed is None else seed, task
     if seed is not None and seed != recorded:
         raise ValueError(f"`seed` (--seed) {seed} differs from the seed {recorded} the model's splits were drawn with "
-                         f"(recorded in {model_dir}/metrics.json): that split would score documents the model "
+                         f"(recorded with the model in {model_dir}): that split would score documents the model "
                          "trained on. Leave out --seed, or leave out --split to score a whole held-out file.")
     return recorded, task

@@ -64,6 +64,9 @@ def run(args):
     from ..experiments.report import bench_output_paths, format_table, write_bench_outputs
     from ..outputs import check_files_free, require_writable_folder
 
+    if not os.path.basename(args.output) or os.path.isdir(args.output):
+        raise ValueError(f"`--output` {args.output!r} is a folder; pass a file prefix (e.g. out/bench writes "
+                         "out/bench.csv and out/bench.png).")
     require_writable_folder(os.path.dirname(os.path.abspath(args.output)), "`--output`")
     check_files_free(bench_output_paths(args.output), args.overwrite, "--overwrite")
     models = names(args.models)

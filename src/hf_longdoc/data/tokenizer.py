@@ -44,23 +44,21 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
 PROBE_TEXT = "The report was published in 2024 and describes a new method for reading long documents."
 
 
-def load_tokenizer(source, argument):
-    """`AutoTokenizer.from_pretrained(source)`, refusing (a ValueError naming `argument`) a tokenizer without a
-    vocabulary: Transformers builds one from a folder that holds a model config but no tokenizer files, and it maps
-    every word to [UNK], so a run would train and save as usual on nothing."""
+def load_tokenizer(source, argument, fix="save the tokenizer there with `tokenizer.save_pretrained`"):
+    """`AutoTokenizer.from_pretrained(source)`, refusing (a ValueError naming `argument`, and the `fix`) a tokenizer
+    without a vocabulary: Transformers builds one from a folder that holds a model config but no tokenizer files, and
+    it maps every word to [UNK], so a run would train and save as usual on nothing."""
     from transformers import AutoTokenizer
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
-        raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); save the tokenizer there "
-                         "with `tokenizer.save_pretrained`, or pass one that has it.") from None
+        raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); {fix}.") from None
     ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
     learned = len(tokenizer) - len(set(tokenizer.all_special_ids))
     if learned <= 0 or not ids or all(i == tokenizer.unk_token_id for i in ids):
         raise ValueError(f"{argument} {source!r} holds no usable tokenizer: its vocabulary has {max(learned, 0)} "
                          "entries besides the special tokens and it maps ordinary English text to "
                          f"{'nothing' if not ids else 'the unknown token'}, as Transformers' fallback does for a "
-                         "folder without tokenizer files. Save the tokenizer there with `tokenizer.save_pretrained`, "
-                         "or pass --tokenizer.")
+                         f"folder without tokenizer files; {fix}.")
     return tokenizer

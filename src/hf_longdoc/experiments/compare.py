@@ -220,7 +220,8 @@ class Task:
     def fit(cls, data, label_names, settings, inverted=True):
         """The task with the backbone's tokenizer, or a WordPiece tokenizer fitted on its train split."""
         if settings.backbone is not None:
-            tokenizer = load_tokenizer(settings.backbone, "`backbone` (--backbone)")
+            tokenizer = load_tokenizer(settings.backbone, "`backbone` (--backbone)",
+                                       "save the backbone's tokenizer there with `tokenizer.save_pretrained`")
         else:
             tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
                                                 model_max_length=settings.max_length)
