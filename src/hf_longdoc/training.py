@@ -5,6 +5,7 @@ import logging
 import os
 import shutil
 import tempfile
+from dataclasses import dataclass
 
 import torch
 from datasets import DatasetDict
@@ -21,12 +22,15 @@ from transformers import (
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .data.loading import require_hub
+from .head_fitting import cached_features, fit_head, labels_of
+from .head_fitting import freeze_backbone as freeze_backbone_parameters
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
 from .modeling import FAMILIES, Family, get_family
 from .numbers import (
     LEARNING_RATE,
     MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     SEED,
@@ -273,6 +277,8 @@ def train(
     resume=False,
     lr_scheduler="linear",
     head_learning_rate=None,
+    freeze_backbone=False,
+    head_epochs=None,
 ):
     """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
 
@@ -287,6 +293,8 @@ def train(
     (its new head, the elementwise byte embeddings; see `HeadRateTrainer`); None: `learning_rate` for every parameter.
     Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
     LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
+    `freeze_backbone` (with `backbone` or `init_from`) trains only the new head; `head_epochs` sets the epochs of the
+    head's first stage on cached frozen features (see `HeadStage`; None: the recipe's default).
     """
     family = get_family(model)  # an unknown family or setting fails before any data is made
     check_label_overrides(config_overrides)
@@ -294,6 +302,7 @@ def train(
     check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler, threshold, seed, vocab_size,
                       head_learning_rate)
     check_head_learning_rate(head_learning_rate, backbone is not None or init_from is not None)
+    stage = HeadStage.resolve(family, backbone is not None or init_from is not None, freeze_backbone, head_epochs)
     if backbone is None and init_from is None:
         family.build_config(**(config_overrides or {}))  # an impossible setting fails before any data is made
     if backbone is not None:
@@ -306,7 +315,7 @@ def train(
                     learning_rate=learning_rate, weight_decay=weight_decay, seed=seed, threshold=threshold,
                     evidence=evidence, task_size=task_size, task_words=task_words, init_from=init_from,
                     backbone=backbone, lr_scheduler=lr_scheduler, head_learning_rate=head_learning_rate,
-                    extra_scores=sorted(extra_scores or {}))
+                    freeze_backbone=freeze_backbone, head_epochs=stage.epochs, extra_scores=sorted(extra_scores or {}))
     # checked and locked before any data is read; `resume` must repeat the interrupted run's settings
     with RunFolder(output_dir, overwrite, resume, settings) as run:
         set_seed(seed)
@@ -348,6 +357,10 @@ def train(
             logging_steps=20,
         )
         head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
+        head_report = None
+        if run.checkpoint is None:  # a resumed run's head comes from its checkpoint
+            head_report = stage.run(classifier, family, head_parameters, encoded, tokenizer, head_learning_rate,
+                                    batch_size, seed, multi_label, threshold)
         if head_learning_rate is not None:
             logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                         len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
@@ -362,7 +375,8 @@ def train(
             processing_class=tokenizer,
             compute_metrics=compute_metrics_fn(multi_label, threshold),
         )
-        trainer.train(resume_from_checkpoint=run.checkpoint)
+        if stage.trains_end_to_end:
+            trainer.train(resume_from_checkpoint=run.checkpoint)
         trainer.check_finite_weights()
         test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
         validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
@@ -372,6 +386,8 @@ def train(
             "max_length": max_length,
             "backbone": backbone,
             "head_learning_rate": head_learning_rate,
+            "freeze_backbone": freeze_backbone,
+            "head_stage": head_report,
             "split_seed": seed,
             "task": {"evidence": evidence, "task_size": task_size, "task_words": task_words}
             if dataset in (None, BUILTIN_TASK) else None,
@@ -383,6 +399,62 @@ def train(
         save(trainer, tokenizer, run.staging, metrics, dataset_name, run.target)
         run.commit()
     return metrics
+
+
+@dataclass(frozen=True)
+class HeadStage:
+    """The recipe for the head of a model started from pretrained weights (see `head_fitting`).
+
+    With a family that can cache its frozen features (its registry `frozen_features`), the new head first trains
+    `epochs` on them (linear probing): then either that is all (`freeze_backbone`), or the whole model fine-tunes from
+    that warm start (LP-FT, the default). Without a cache, a frozen backbone runs in every epoch and only the head
+    learns (`freeze_backbone`), or the whole model fine-tunes from a random head."""
+
+    epochs: int = 0  # epochs of the head on cached features (0: no such stage)
+    freeze_backbone: bool = False
+
+    DEFAULT_EPOCHS = 50  # an upper bound: the stage stops 10 epochs after its best validation score
+
+    @classmethod
+    def resolve(cls, family, pretrained, freeze_backbone=False, epochs=None):
+        """The stage of a run, with a ValueError naming the argument that cannot apply."""
+        if freeze_backbone and not pretrained:
+            raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
+                             "--backbone or --init-from, or train every parameter from scratch without it.")
+        cache = pretrained and family is not None and family.frozen_features is not None
+        if epochs is None:
+            return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
+        NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
+        if epochs and not cache:
+            name = family.name if family is not None else "this model"
+            raise ValueError(f"`head_epochs` (--head-epochs) trains a new head on cached features of a pretrained "
+                             f"backbone, which {name} {'has no' if pretrained else 'does not start from'}; leave it "
+                             "out" + ("." if pretrained else ", or pass --backbone."))
+        if freeze_backbone and cache and not epochs:
+            raise ValueError("`head_epochs` (--head-epochs) 0 with `freeze_backbone` would train nothing; leave it "
+                             "out or give a number of epochs.")
+        return cls(epochs, freeze_backbone)
+
+    @property
+    def trains_end_to_end(self):
+        """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
+        return not (self.freeze_backbone and self.epochs)
+
+    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
+            threshold):
+        """Freeze the backbone if asked, and fit the head on cached features for `epochs`; returns the report (None
+        without the stage)."""
+        if self.freeze_backbone:
+            frozen = freeze_backbone_parameters(model, head_parameters)
+            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
+        if not self.epochs:
+            return None
+        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
+                 labels_of(encoded["train"], multi_label))
+        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
+                      labels_of(encoded["validation"], multi_label))
+        return fit_head(model, family, head_parameters, train, validation, self.epochs, learning_rate or 1e-3,
+                        batch_size, seed, multi_label, threshold)
 
 
 LABEL_SETTINGS = ("num_labels", "id2label", "label2id", "problem_type")

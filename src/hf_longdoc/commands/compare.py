@@ -2,7 +2,15 @@
 
 import os
 
-from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, SEED, VOCAB_SIZE
+from ..numbers import (
+    LEARNING_RATE,
+    MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SEED,
+    VOCAB_SIZE,
+)
 from .options import Formatter, integers, names, parse_config_overrides, word_range
 
 
@@ -24,6 +32,12 @@ def add_parser(subparsers):
                         help="fine-tune every model from this pretrained encoder (folder or Hub id) and read its "
                              "tokenizer: families that can wrap it, and bert-N / bert-N-headtail as the backbone "
                              "itself; the size flags then do not apply")
+    parser.add_argument("--freeze-backbone", action="store_true",
+                        help="with --backbone: every model trains only its new head (on cached frozen features where "
+                             "the family can cache them)")
+    parser.add_argument("--head-epochs", type=NON_NEGATIVE_INTEGER.parse, default=None,
+                        help="with --backbone: epochs of each family's new head on cached frozen features before "
+                             "fine-tuning; 0 skips it; None: 50 where the family caches features, else 0")
     parser.add_argument("--seeds", type=POSITIVE_INTEGER.parse, default=1, help="seeds 42, 43, ...: mean ± std")
     parser.add_argument("--split-seed", type=SEED.parse, default=None,
                         help="draw the data split (built-in task: its documents) once with this seed for every "
@@ -87,7 +101,8 @@ def run(args):
         learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
-        config_overrides=per_model_overrides(args.config), backbone=args.backbone)
+        config_overrides=per_model_overrides(args.config), backbone=args.backbone,
+        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs)
     words = word_range(args.task_words)
     compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
             models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,

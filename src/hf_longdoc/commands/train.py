@@ -4,7 +4,7 @@ import json
 import os
 
 from ..modeling import FAMILIES
-from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
+from ..numbers import LEARNING_RATE, MAX_LENGTH, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
 from .options import Formatter, add_data_arguments, parse_config_overrides, word_range
 
 
@@ -46,6 +46,13 @@ def add_parser(subparsers):
                         help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
                              "(segment_lm; sparse_longformer: a Longformer as it is, a BERT/RoBERTa converted; "
                              "elementwise: the encoder body behind new byte embeddings, --max-length in bytes)")
+    parser.add_argument("--freeze-backbone", action="store_true",
+                        help="with --backbone or --init-from: train only the new head (on features the frozen "
+                             "backbone computes once, where the family can cache them); the saved model is whole")
+    parser.add_argument("--head-epochs", type=NON_NEGATIVE_INTEGER.parse, default=None,
+                        help="with a pretrained backbone: epochs of the new head on cached frozen features before "
+                             "fine-tuning (linear probing, then fine-tuning); 0 skips it; None: 50 where the family "
+                             "caches features (it stops 10 epochs after the best validation score), else 0")
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
                         help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     add_data_arguments(parser)
@@ -64,6 +71,7 @@ def run(args):
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
+        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

@@ -50,6 +50,7 @@ from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMB
 from ..outputs import check_files_free, record_outputs, require_writable_folder
 from ..training import (
     HeadRateTrainer,
+    HeadStage,
     build_from_backbone,
     build_model,
     check_backbone,
@@ -96,6 +97,8 @@ class CompareSettings:
     segment_length: int = 128  # segment LMs: tokens per segment
     config_overrides: dict = field(default_factory=dict)  # model name -> config kwargs
     backbone: str | None = None  # a pretrained model every model starts from (folder or Hub id); None: from scratch
+    freeze_backbone: bool = False  # with a backbone: only the new heads train
+    head_epochs: int | None = None  # with a backbone: epochs of a head on cached frozen features (`HeadStage`)
 
     def check(self):
         """A ValueError naming the setting (and its flag) for a number no run can use, before anything is read."""
@@ -237,7 +240,7 @@ class Task:
         key = (max_length, head)
         if tokenizer is self.tokenizer and key in self.encoded:
             return self.encoded[key]
-        splits = DatasetDict(train=self.data["train"], test=self.data["test"])
+        splits = DatasetDict(train=self.data["train"], validation=self.data["validation"], test=self.data["test"])
         if self.inverted:
             splits["inverted"] = self.data["test"].map(lambda example: {"text": invert_sentences(example["text"])})
         encoded = tokenize(splits, tokenizer, max_length, head)
@@ -308,6 +311,13 @@ def tfidf_row(spec, task, seed):
     return row
 
 
+def head_stage(spec, settings):
+    """The `HeadStage` of `spec` in this run (`--head-epochs` applies to the families that cache frozen features)."""
+    cacheable = spec.family is not None and spec.family.frozen_features is not None
+    return HeadStage.resolve(spec.family, settings.backbone is not None, settings.freeze_backbone,
+                             settings.head_epochs if cacheable else None)
+
+
 def train_and_measure(spec, task, settings, seed, output_dir):
     """Train `spec` on the task's train split with the compare budget; returns its row of measurements on the test
     split (and its inverted copy)."""
@@ -318,18 +328,25 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     encoded = task.splits(tokenizer, max_length, spec.head)
     if spec.family is not None:
         fit_statistics(spec.family, model, encoded["train"]["input_ids"], tokenizer)
+    stage = head_stage(spec, settings)
+    head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
+    start = time.perf_counter()
+    with PeakMemory(model.device) as head_memory:
+        stage.run(model, spec.family, head, encoded, tokenizer, settings.head_learning_rate, settings.batch_size,
+                  seed, False, 0.3)
+    head_seconds = time.perf_counter() - start
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
                               logging_strategy="no", disable_tqdm=True)
-    head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     trainer = HeadRateTrainer(model=model, args=args, train_dataset=encoded["train"],
                               data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(),
                               head_parameters=head, head_learning_rate=settings.head_learning_rate)
     device = trainer.args.device
     with PeakMemory(device) as training_memory:
         start = time.perf_counter()
-        trainer.train()
-        train_seconds = time.perf_counter() - start
+        if stage.trains_end_to_end:
+            trainer.train()
+        train_seconds = time.perf_counter() - start + head_seconds
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
         test = trainer.predict(encoded["test"]).metrics
@@ -337,7 +354,8 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     row = {"model": spec.name, "seed": seed, "parameters": sum(p.numel() for p in model.parameters()),
            **{name: test[f"test_{name}"] for name in METRICS},
            "train_seconds": train_seconds, "inference_docs_per_s": len(encoded["test"]) / inference_seconds,
-           "train_peak_mib": training_memory.peak / 2**20, "inference_peak_mib": inference_memory.peak / 2**20,
+           "train_peak_mib": max(training_memory.peak, head_memory.peak) / 2**20,
+           "inference_peak_mib": inference_memory.peak / 2**20,
            "max_tokens": max_length}
     if "inverted" in encoded:
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
@@ -373,6 +391,8 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
         raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
+    for spec in specs:
+        head_stage(spec, settings)  # a frozen backbone or head epochs that cannot apply fail now
     require_writable_folder(output_dir, "`output_dir` (--output-dir)")
     check_files_free([os.path.join(output_dir, name) for name in COMPARE_OUTPUTS], overwrite,
                      "--overwrite (overwrite=True)")

@@ -90,6 +90,11 @@ class Family:
     # parameter-name prefixes inside the base model that a pretrained backbone does not supply (the head outside the
     # base model is new anyway); `training.new_parameter_names` reads them for `--head-learning-rate`
     new_with_backbone: tuple = ()
+    # a frozen backbone (see `head_fitting`): (model, input_ids, attention_mask) -> the tensors the new head reads,
+    # batch first, computed once per document; (model, *those tensors) -> logits. None: the frozen backbone runs again
+    # in every epoch
+    frozen_features: Callable | None = None
+    head_logits: Callable | None = None
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")  # config keys the model card lists
     card_limits: str = ""  # a sentence for the model card's "limits" section
 
@@ -256,6 +261,30 @@ def _sparse_bigbird_from_backbone(path, tokenizer, max_length, **settings):
     return SparseBigBirdForSequenceClassification.from_pretrained(path, **settings), tokenizer
 
 
+def _segment_vectors(model, input_ids, attention_mask):
+    """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7)."""
+    z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none")
+    return z, present
+
+
+def _segment_head_logits(model, z, present):
+    return model.head(z, present)[0]
+
+
+def _first_state(encoder_name):
+    """The final [CLS] state (b, 1, d) of the encoder at `model.<encoder_name>`: what a Longformer or Big Bird
+    classification head reads."""
+    def features(model, input_ids, attention_mask):
+        encoder = getattr(model, encoder_name)
+        return (encoder(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state[:, :1],)
+
+    return features
+
+
+def _classifier_logits(model, first_state):
+    return model.classifier(first_state)
+
+
 # `train` keeps every byte of a long word (the paper truncates it to v bytes), from scratch and around a backbone
 ELEMENTWISE_TRAIN_DEFAULTS = {"long_word": "split"}
 
@@ -388,6 +417,8 @@ FAMILIES = {
         # RoBERTa-style positions start after the pad id
         reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
         from_backbone=_sparse_longformer_from_backbone,
+        frozen_features=_first_state("longformer"),
+        head_logits=_classifier_logits,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                        "global_selector", "num_global_tokens", "max_position_embeddings",
                        "attention_probs_dropout_prob"),
@@ -411,6 +442,8 @@ FAMILIES = {
         fit_statistics=_fit_selector_statistics,
         reading_length=lambda config: config.max_position_embeddings,
         from_backbone=_sparse_bigbird_from_backbone,
+        frozen_features=_first_state("bert"),
+        head_logits=_classifier_logits,
         card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_type",
                        "block_size", "num_random_blocks", "global_selector", "num_global_tokens",
                        "max_position_embeddings", "attention_probs_dropout_prob"),
@@ -439,6 +472,8 @@ FAMILIES = {
         # m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)
         reading_length=lambda config: config.num_segments * (config.segment_length - 2) + 2,
         from_backbone=_segment_lm_from_backbone,
+        frozen_features=_segment_vectors,
+        head_logits=_segment_head_logits,
         card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
                        "segment_pooling", "gradient_mode"),
     ),

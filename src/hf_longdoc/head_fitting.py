@@ -1,0 +1,112 @@
+"""Train a pretrained model's new head on features its frozen backbone computes once: the linear-probe stage.
+
+A frozen backbone maps a document to the same vectors in every epoch, so they are computed once (the family's
+registry `frozen_features`: a segment LM's segment vectors z and their mask, a sparse Longformer's [CLS] state) and
+the head (`head_logits`: the biLSTM, attention and classifier of Eq. 3-7; Longformer's classification head) trains on
+that cache for many epochs in seconds. Two uses:
+
+- `--freeze-backbone`: the head is all that trains (for users without a GPU); the saved model is still the whole
+  `PreTrainedModel`, backbone included, and runs through `pipeline` as any other.
+- the first stage of linear probing then fine-tuning (LP-FT; Kumar et al., "Fine-Tuning can Distort Pretrained Features
+  and Underperform Out-of-Distribution", ICLR 2022, https://arxiv.org/abs/2202.10054, Section 4): fine-tuning then
+  starts from a head that already reads the pretrained features, instead of a random one whose large early gradients
+  disturb the backbone.
+
+The cache lives in memory only: nothing is written into the run's folder.
+"""
+
+import copy
+import logging
+import time
+
+import torch
+from transformers import DataCollatorWithPadding, EvalPrediction
+
+from .metrics import compute_metrics_fn
+from .outputs import RunDiverged
+
+logger = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True):
+    """The tensors `family.frozen_features` gives for every document of `dataset` (tokenized, with `input_ids` and
+    `attention_mask`), batch first, computed once in eval mode."""
+    from tqdm.auto import tqdm
+
+    collator = DataCollatorWithPadding(tokenizer)
+    rows = dataset.select_columns(["input_ids", "attention_mask"])
+    model.eval()
+    parts = []
+    starts = range(0, len(rows), batch_size)
+    for start in tqdm(starts, desc="Encoding with the frozen backbone", unit="batch", disable=not progress):
+        batch = collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
+        features = family.frozen_features(model, batch["input_ids"].to(model.device),
+                                          batch["attention_mask"].to(model.device))
+        parts.append([feature.detach() for feature in features])
+    return [torch.cat(tensors) for tensors in zip(*parts)]
+
+
+def labels_of(dataset, multi_label):
+    """The labels of a tokenized split as the tensor the loss reads."""
+    return torch.tensor(dataset["label"], dtype=torch.float32 if multi_label else torch.long)
+
+
+def fit_head(model, family, head_parameters, train, validation, epochs=50, learning_rate=1e-3, batch_size=8, seed=42,
+             multi_label=False, threshold=0.3, patience=10):
+    """Train the parameters named `head_parameters` on cached features: `train` and `validation` are
+    (features, labels) from `cached_features` and `labels_of`. AdamW at `learning_rate`, mini-batches of `batch_size`
+    in a seeded order, for at most `epochs`; the head of the epoch with the best validation accuracy (micro-F1 for
+    multi-label) is kept, and training stops after `patience` epochs without a better one. A non-finite loss is a
+    `RunDiverged`. Returns what happened (epochs run, best epoch, its validation score, seconds)."""
+    head = {name: p for name, p in model.named_parameters() if name in set(head_parameters)}
+    if not head:
+        raise ValueError("No head parameters to fit: the model has no parameters its backbone does not supply.")
+    optimizer = torch.optim.AdamW(head.values(), lr=learning_rate, weight_decay=0.01)
+    score = compute_metrics_fn(multi_label, threshold)
+    key = "micro_f1" if multi_label else "accuracy"
+    (features, labels), (validation_features, validation_labels) = train, validation
+    generator = torch.Generator().manual_seed(seed)
+    best_score, best_state, best_epoch, start = float("-inf"), None, 0, time.perf_counter()
+    for epoch in range(1, epochs + 1):
+        model.train()  # the head's dropout; the backbone does not run
+        for rows in torch.randperm(len(labels), generator=generator).split(batch_size):
+            logits = family.head_logits(model, *(feature[rows] for feature in features))
+            loss = model.loss_function(labels=labels[rows].to(logits.device), pooled_logits=logits,
+                                       config=model.config)
+            if not torch.isfinite(loss):
+                raise RunDiverged(f"Fitting the head on frozen features diverged in epoch {epoch} (loss {loss.item()}) "
+                                  f"with learning rate {learning_rate:g}; lower --head-learning-rate.")
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            logits = family.head_logits(model, *validation_features)
+        value = score(EvalPrediction(predictions=logits.float().cpu().numpy(),
+                                     label_ids=validation_labels.numpy()))[key]
+        if value > best_score:
+            best_score, best_epoch = value, epoch
+            best_state = {name: copy.deepcopy(p.detach()) for name, p in head.items()}
+        elif epoch - best_epoch >= patience:
+            break
+    with torch.no_grad():
+        for name, p in head.items():
+            p.copy_(best_state[name])
+    report = {"epochs_run": epoch, "best_epoch": best_epoch, f"validation_{key}": best_score,
+              "seconds": time.perf_counter() - start, "learning_rate": learning_rate}
+    logger.info("Fitted the head on frozen features: %s", report)
+    return report
+
+
+def freeze_backbone(model, head_parameters):
+    """Leave only the parameters named `head_parameters` trainable; returns how many tensors were frozen."""
+    head = set(head_parameters)
+    frozen = 0
+    for name, p in model.named_parameters():
+        p.requires_grad_(name in head)
+        frozen += name not in head
+    return frozen
+
+
+__all__ = ["cached_features", "fit_head", "freeze_backbone", "labels_of"]

@@ -1,0 +1,117 @@
+"""A new head trained on features a frozen pretrained backbone computes once (`--freeze-backbone`), and the same stage
+as the warm start of fine-tuning (linear probing, then fine-tuning). Tiny random BERT checkpoints; nothing is
+downloaded."""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel, pipeline
+
+from hf_longdoc import FAMILIES
+from hf_longdoc.cli import main
+from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
+from hf_longdoc.head_fitting import cached_features, fit_head, labels_of
+from hf_longdoc.training import HeadStage, build_from_backbone, new_parameter_names
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    texts = make_long_document_task(train_size=16, validation_size=4, test_size=8, min_words=40, max_words=80,
+                                    seed=1)["train"]["text"]
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=256)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("family", ["segment_lm", "sparse_longformer"])
+def test_head_logits_on_cached_features_equal_the_whole_model(pretrained, family):
+    """The cache is exactly what the model computes: the head over it gives the model's own logits."""
+    from datasets import Dataset
+
+    selector = {"global_selector": "first_n", "num_global_tokens": 4} if family == "sparse_longformer" else None
+    model, tokenizer = build_from_backbone(family, str(pretrained), ["a", "b", "c"], False, selector, max_length=200)
+    model.eval()
+    texts = ["markets rallied " * 60, "the match ended " * 20, "a film about rain " * 35]
+    dataset = Dataset.from_dict(dict(tokenizer(texts, truncation=True)))
+    features = cached_features(model, FAMILIES[family], dataset, tokenizer, batch_size=2, progress=False)
+    with torch.no_grad():
+        from_cache = FAMILIES[family].head_logits(model, *features)
+        whole = model(**tokenizer(texts, truncation=True, padding=True, return_tensors="pt")).logits
+    torch.testing.assert_close(from_cache, whole, rtol=1e-5, atol=1e-5)
+
+
+def test_fit_head_learns_a_separable_task_and_keeps_the_best_epoch(pretrained):
+    model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False, max_length=200)
+    family = FAMILIES["segment_lm"]
+    head = new_parameter_names(model, family)
+    torch.manual_seed(0)
+    z = torch.randn(200, model.config.num_segments, model.config.hidden_size)
+    labels = (z[:, 0, 0] > 0).long()  # readable from segment 1
+    present = torch.ones(200, model.config.num_segments, dtype=torch.bool)
+    backbone_before = {n: p.clone() for n, p in model.named_parameters() if n not in head}
+    report = fit_head(model, family, head, ((z[:160], present[:160]), labels[:160]),
+                      ((z[160:], present[160:]), labels[160:]), epochs=15, learning_rate=1e-2, batch_size=16)
+    assert report["validation_accuracy"] >= 0.85 and 1 <= report["best_epoch"] <= report["epochs_run"]
+    with torch.no_grad():
+        predicted = family.head_logits(model, z[160:], present[160:]).argmax(-1)
+    assert (predicted == labels[160:]).float().mean().item() == pytest.approx(report["validation_accuracy"])
+    assert all(torch.equal(p, backbone_before[n]) for n, p in model.named_parameters() if n not in head)
+
+
+def test_freeze_backbone_trains_only_the_head_and_saves_a_whole_model(pretrained, tmp_path):
+    output = tmp_path / "frozen"
+    assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
+                 "--task-size", "24", "--task-words", "60,150", "--freeze-backbone", "--head-epochs", "5",
+                 "--output-dir", str(output)]) == 0
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["freeze_backbone"] is True and metrics["head_stage"]["epochs_run"] <= 5
+    saved, source = load_file(output / "model.safetensors"), load_file(pretrained / "model.safetensors")
+    for name, weight in source.items():  # the backbone is exactly the checkpoint's (its pooler is not used)
+        assert name.startswith("pooler.") or torch.equal(saved[f"segment_lm.backbone.{name}"], weight), name
+    classifier = pipeline("text-classification", model=str(output))
+    assert classifier("markets rallied as the bank held rates " * 30)[0]["label"].startswith("topic_")
+    assert AutoModelForSequenceClassification.from_pretrained(output).config.model_type == "segment_lm"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["frozen"]  # no cache or staging left beside it
+
+
+def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp_path):
+    """With a backbone, the head first trains on cached features (LP), then everything fine-tunes (FT)."""
+    output = tmp_path / "lpft"
+    assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
+                 "--task-size", "24", "--task-words", "60,150", "--epochs", "1", "--output-dir", str(output)]) == 0
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["head_stage"]["epochs_run"] >= 1 and metrics["freeze_backbone"] is False
+    saved, source = load_file(output / "model.safetensors"), load_file(pretrained / "model.safetensors")
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(saved[f"segment_lm.backbone.{name}"], source[name])  # fine-tuned after the warm-up
+    tokenizer = AutoTokenizer.from_pretrained(output)
+    assert tokenizer.model_max_length <= 200
+
+
+def test_head_stage_settings_that_cannot_apply_are_refused(pretrained, tmp_path, capsys):
+    assert HeadStage.resolve(FAMILIES["segment_lm"], True).epochs == HeadStage.DEFAULT_EPOCHS
+    assert HeadStage.resolve(FAMILIES["segment_lm"], False).epochs == 0  # from scratch: nothing pretrained to probe
+    assert HeadStage.resolve(FAMILIES["elementwise"], True, freeze_backbone=True).trains_end_to_end
+    cases = [(["--model", "contextualizer", "--freeze-backbone"], "--freeze-backbone"),
+             (["--model", "contextualizer", "--head-epochs", "3"], "--head-epochs"),
+             (["--model", "segment_lm", "--backbone", str(pretrained), "--freeze-backbone", "--head-epochs", "0"],
+              "train nothing"),
+             (["--model", "elementwise", "--backbone", str(pretrained), "--head-epochs", "3"], "--head-epochs")]
+    for argv, message in cases:
+        assert main(["train", *argv, "--output-dir", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and not (tmp_path / "out").exists()
+
+
+def test_labels_of_reads_single_and_multi_label_splits():
+    from datasets import Dataset
+
+    assert labels_of(Dataset.from_dict({"label": [1, 0]}), False).dtype == torch.long
+    assert labels_of(Dataset.from_dict({"label": [[1.0, 0.0]]}), True).dtype == torch.float32
