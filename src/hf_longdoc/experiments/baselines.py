@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
+import torch
 from transformers import (
     AlbertConfig,
     AlbertForSequenceClassification,
@@ -26,6 +27,9 @@ from transformers import (
     RobertaConfig,
     RobertaForSequenceClassification,
 )
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from ..modeling.segment.modeling_segment import cut_into_segments
 
 
 @dataclass(frozen=True)
@@ -141,3 +145,37 @@ def truncating_baseline(data, multi_label=False, max_tokens=512):
         scores[name] = float(f1_score(y_test, predicted, average="micro") if multi_label
                              else accuracy_score(y_test, predicted))
     return scores
+
+
+class ChunkMeanClassifier(torch.nn.Module):
+    """`bert-chunks`: a pretrained sequence classifier over every chunk of a document, its logits averaged over the
+    chunks the document has; the literature's simplest long baseline. The document's tokens are cut into `num_chunks`
+    chunks of `chunk_length` - 2 tokens, each read as [CLS] chunk [SEP] (the segment LM's cutting), and every chunk is
+    trained through (no stop-gradient)."""
+
+    def __init__(self, classifier, num_chunks, chunk_length, cls_token_id, sep_token_id, pad_token_id):
+        super().__init__()
+        self.classifier, self.config = classifier, classifier.config
+        self.num_chunks, self.chunk_length = num_chunks, chunk_length
+        self.ids = (cls_token_id, sep_token_id, pad_token_id)
+        self.base_model_prefix = f"classifier.{classifier.base_model_prefix}"  # its new head: `classifier.classifier`
+
+    @property
+    def device(self):
+        return self.classifier.device
+
+    def forward(self, input_ids, attention_mask=None, labels=None, token_type_ids=None):
+        attention_mask = torch.ones_like(input_ids) if attention_mask is None else attention_mask
+        chunks, mask, present = cut_into_segments(input_ids, attention_mask, self.num_chunks, self.chunk_length,
+                                                  *self.ids)  # (b, k, L), (b, k, L), (b, k)
+        b, k, length = chunks.shape
+        read = present.view(-1)
+        logits = self.classifier(input_ids=chunks.view(b * k, length)[read],
+                                 attention_mask=mask.view(b * k, length)[read].long()).logits  # (present chunks, c)
+        per_chunk = logits.new_zeros(b * k, logits.shape[-1]).index_put((read.nonzero().flatten(),), logits)
+        weights = present.to(logits.dtype)[..., None]  # (b, k, 1)
+        mean = (per_chunk.view(b, k, -1) * weights).sum(dim=1) / weights.sum(dim=1)  # (b, c)
+        loss = None
+        if labels is not None:
+            loss = self.classifier.loss_function(labels=labels, pooled_logits=mean, config=self.config)
+        return SequenceClassifierOutput(loss=loss, logits=mean)

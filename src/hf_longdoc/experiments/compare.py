@@ -63,7 +63,14 @@ from ..training import (
     new_parameter_names,
     training_arguments,
 )
-from .baselines import BASELINES, baseline_tokenizer, build_baseline, parse_baseline, tfidf_classifier
+from .baselines import (
+    BASELINES,
+    ChunkMeanClassifier,
+    baseline_tokenizer,
+    build_baseline,
+    parse_baseline,
+    tfidf_classifier,
+)
 from .bench import check_models, run_bench
 from .measure import PeakMemory
 from .report import COMPARE_OUTPUTS, write_compare_report, write_csv
@@ -74,6 +81,11 @@ METRICS = ("accuracy", "macro_f1", "micro_f1")
 EVIDENCE_POSITIONS = ("start", "middle", "end")
 FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1
 TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over the full text
+# baselines of a pretrained `--backbone` only: the checkpoint through its own AutoModelForSequenceClassification at all
+# its positions, and the checkpoint over every chunk of the document with the logits averaged
+NATIVE, CHUNKS = "native", "bert-chunks"
+CHECKPOINT_BASELINES = (NATIVE, CHUNKS)
+CHUNK_TOKENS = 512  # `bert-chunks` reads chunks of 512 tokens (fewer when the checkpoint has fewer positions)
 
 
 @dataclass
@@ -133,13 +145,13 @@ class ModelSpec:
     name: str  # as given: `slstm`, `sparse_longformer:pmi`, `bert-512`, `longformer`, `tfidf`
     family: Family | None  # None for a baseline
     setting: dict  # the variant as config kwargs
-    baseline: str | None = None  # a key of BASELINES, or tfidf
+    baseline: str | None = None  # a key of BASELINES, tfidf, native or bert-chunks
     truncation: int | None = None  # bert-N: tokens read
     head: int | None = None  # bert-N-headtail: tokens kept from the start, the rest from the end
 
     def bench_name(self):
         """The name `hf-longdoc bench` measures this model under (None: not a neural model)."""
-        if self.baseline == TFIDF:
+        if self.baseline == TFIDF or self.baseline in CHECKPOINT_BASELINES:
             return None
         return self.baseline if self.family is None else self.name
 
@@ -151,8 +163,8 @@ def parse_models(models, baselines):
         family, setting = resolve(name)  # raises for an unknown family or variant
         specs.append(ModelSpec(name, family, setting))
     for name in baselines:
-        if name == TFIDF:
-            specs.append(ModelSpec(name, None, {}, baseline=TFIDF))
+        if name in (TFIDF, *CHECKPOINT_BASELINES):
+            specs.append(ModelSpec(name, None, {}, baseline=name))
             continue
         parsed = parse_baseline(name)
         if parsed is None or parsed.kind == "roberta" or \
@@ -160,7 +172,9 @@ def parse_models(models, baselines):
             raise ValueError(f"Unknown baseline {name!r}; use `bert-<N>` (a BERT reading the first N tokens, e.g. "
                              "bert-512), `bert-<N>-headtail` (the first 128 and the last N - 130 tokens), "
                              "`albert-<N>`, `canine-<N>` (the elementwise paper's ORIG models; CANINE reads "
-                             "characters), `longformer`, `bigbird` or `tfidf`.")
+                             "characters), `longformer`, `bigbird`, `tfidf`, or with --backbone `native` (the "
+                             "checkpoint at all its positions) and `bert-chunks` (its logits averaged over 512-token "
+                             "chunks).")
         specs.append(ModelSpec(name, None, {}, baseline=parsed.kind, truncation=parsed.tokens, head=parsed.head))
     if not specs:
         raise ValueError("Give at least one model in `--models` or `--baselines`.")
@@ -185,6 +199,9 @@ def check_specs(specs, settings):
     if settings.backbone is not None:
         check_pretrained_specs(specs, settings)
         return
+    if needs := [spec.name for spec in specs if spec.baseline in CHECKPOINT_BASELINES]:
+        raise ValueError(f"The {', '.join(needs)} baseline{'s' if len(needs) > 1 else ''} fine-tune a pretrained "
+                         "checkpoint; pass --backbone.")
     for spec in specs:
         if spec.family is not None:
             spec.family.build_config(settings.size(), **spec.setting, **overrides_of(spec, settings))
@@ -218,6 +235,10 @@ class Task:
     tokenizer: object
     inverted: bool = True  # whether models are also tested on the sentence-inverted test split
     encoded: dict = field(default_factory=dict)  # max_length -> tokenized train / test (/ inverted test)
+    tokenizer_limit: int | None = None  # the tokenizer's model_max_length as loaded (models built later change it)
+
+    def __post_init__(self):
+        self.tokenizer_limit = self.tokenizer.model_max_length
 
     @classmethod
     def fit(cls, data, label_names, settings, inverted=True):
@@ -281,6 +302,16 @@ def build_pretrained_model(spec, settings, task):
     if spec.family is None:
         model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
                                                                    **label_settings(labels, False))
+        native = native_length(model.config, task.tokenizer_limit)
+        if spec.baseline == NATIVE:
+            return model, task.tokenizer, native, rate or 1e-4
+        if spec.baseline == CHUNKS:
+            chunk = min(CHUNK_TOKENS, native)
+            chunks = -(-(settings.max_length - 2) // (chunk - 2))
+            tokenizer = task.tokenizer
+            model = ChunkMeanClassifier(model, chunks, chunk, tokenizer.cls_token_id, tokenizer.sep_token_id,
+                                        tokenizer.pad_token_id)
+            return model, tokenizer, settings.max_length, rate or 1e-4
         return model, task.tokenizer, spec.truncation, rate or 1e-4
     family = spec.family
     own = family.own_tokenizer is not None  # (elementwise bytes) reads its config's full length, as from scratch
@@ -288,6 +319,13 @@ def build_pretrained_model(spec, settings, task):
     model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
                                            None if own else settings.max_length, None if own else task.tokenizer)
     return model, tokenizer, tokenizer.model_max_length, rate or family.learning_rate
+
+
+def native_length(config, limit):
+    """The most tokens a checkpoint reads through its own classifier: its positions (8,192 for ModernBERT), or fewer
+    where its tokenizer's `limit` (`model_max_length` as saved) says so (RoBERTa's 514 positions hold 512 tokens)."""
+    positions = getattr(config, "max_position_embeddings", None) or 512
+    return min(positions, limit) if isinstance(limit, int) and limit < 10**6 else positions
 
 
 def tfidf_row(spec, task, seed):
