@@ -115,3 +115,16 @@ def test_labels_of_reads_single_and_multi_label_splits():
 
     assert labels_of(Dataset.from_dict({"label": [1, 0]}), False).dtype == torch.long
     assert labels_of(Dataset.from_dict({"label": [[1.0, 0.0]]}), True).dtype == torch.float32
+
+
+def test_compare_with_a_frozen_backbone_trains_only_heads(pretrained, tmp_path):
+    import csv
+
+    output = tmp_path / "compare"
+    assert main(["compare", "--backbone", str(pretrained), "--models", "segment_lm:att", "--baselines",
+                 "bert-128,tfidf", "--freeze-backbone", "--head-epochs", "3", "--task-size", "24", "--task-words",
+                 "60,150", "--epochs", "1", "--max-length", "200", "--evidence", "none", "--output-dir",
+                 str(output)]) == 0
+    rows = {row["model"]: row for row in csv.DictReader((output / "summary.csv").open())}
+    assert set(rows) == {"segment_lm:att", "bert-128", "tfidf"}
+    assert all(0.0 <= float(row["accuracy"]) <= 1.0 for row in rows.values())

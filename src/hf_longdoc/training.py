@@ -287,7 +287,8 @@ def train(
     recorded under that name (`hf-longdoc train --baseline` adds the truncating TF-IDF baseline this way). `init_from`
     starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given);
     `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
-    `output_dir` must be new, empty or an earlier run (see `check_output_dir` for `overwrite` and `resume`).
+    `output_dir` is replaced only when the run has succeeded, keeping files hf-longdoc did not write (see `RunFolder`
+    for `overwrite` and `resume`).
     `lr_scheduler` is a Transformers schedule name (after a 10% warm-up; linear decay by default, as the papers
     fine-tune). `head_learning_rate` is the rate of the parameters a `backbone` or `init_from` model does not supply
     (its new head, the elementwise byte embeddings; see `HeadRateTrainer`); None: `learning_rate` for every parameter.
@@ -357,10 +358,9 @@ def train(
             logging_steps=20,
         )
         head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
-        head_report = None
-        if run.checkpoint is None:  # a resumed run's head comes from its checkpoint
-            head_report = stage.run(classifier, family, head_parameters, encoded, tokenizer, head_learning_rate,
-                                    batch_size, seed, multi_label, threshold)
+        head_report = stage.run(classifier, family, head_parameters, encoded, tokenizer, head_learning_rate,
+                                batch_size, seed, multi_label, threshold,
+                                fit=run.checkpoint is None)  # a resumed run's head comes from its checkpoint
         if head_learning_rate is not None:
             logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                         len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
@@ -441,13 +441,13 @@ class HeadStage:
         return not (self.freeze_backbone and self.epochs)
 
     def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold):
-        """Freeze the backbone if asked, and fit the head on cached features for `epochs`; returns the report (None
-        without the stage)."""
+            threshold, fit=True):
+        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`; returns the
+        report (None without the stage)."""
         if self.freeze_backbone:
             frozen = freeze_backbone_parameters(model, head_parameters)
             logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
-        if not self.epochs:
+        if not (self.epochs and fit):
             return None
         train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
                  labels_of(encoded["train"], multi_label))
