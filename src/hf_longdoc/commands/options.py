@@ -8,10 +8,11 @@ from ..numbers import SEED, THRESHOLD
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Every optional flag's default shows in --help (a required one has none to show)."""
+    """Every optional flag's default shows in --help (a required one has none to show, and a switch's is its
+    absence)."""
 
     def _get_help_string(self, action):
-        return action.help if action.required else super()._get_help_string(action)
+        return action.help if action.required or action.nargs == 0 else super()._get_help_string(action)
 
 
 def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42):

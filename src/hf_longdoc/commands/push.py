@@ -12,10 +12,11 @@ def add_parser(subparsers):
     parser.add_argument("--dry-run-dir", default=None,
                         help="with --dry-run: a new or empty folder where it writes (None: a new temporary folder)")
     visibility = parser.add_mutually_exclusive_group()
-    visibility.add_argument("--private", dest="private", action="store_true", default=True,
+    visibility.add_argument("--private", dest="private", action="store_true",
                             help="create the repository as private (the default)")
     visibility.add_argument("--public", dest="private", action="store_false",
-                            help="create the repository as public")
+                            help="create the repository as public (Hub repositories are otherwise public)")
+    parser.set_defaults(private=True)
     parser.add_argument("--replace-card", action="store_true",
                         help="write a new model card even where the folder's README.md was edited or is not "
                              "hf-longdoc's")
