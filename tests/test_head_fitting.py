@@ -90,7 +90,9 @@ def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp
     assert metrics["head_stage"]["epochs_run"] >= 1 and metrics["freeze_backbone"] is False
     saved, source = load_file(output / "model.safetensors"), load_file(pretrained / "model.safetensors")
     name = "encoder.layer.0.attention.self.query.weight"
-    assert not torch.equal(saved[f"segment_lm.backbone.{name}"], source[name])  # fine-tuned after the warm-up
+    # fine-tuned after the warm-up, unless the warm start scored better on validation (then it is what was kept)
+    kept = metrics["head_stage"]["kept"]
+    assert torch.equal(saved[f"segment_lm.backbone.{name}"], source[name]) == kept
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert tokenizer.model_max_length <= 200
 
@@ -128,3 +130,17 @@ def test_compare_with_a_frozen_backbone_trains_only_heads(pretrained, tmp_path):
     rows = {row["model"]: row for row in csv.DictReader((output / "summary.csv").open())}
     assert set(rows) == {"segment_lm:att", "bert-128", "tfidf"}
     assert all(0.0 <= float(row["accuracy"]) <= 1.0 for row in rows.values())
+
+
+def test_the_warm_start_is_kept_when_fine_tuning_ends_below_it():
+    from hf_longdoc.head_fitting import keep_the_better, state_copy
+
+    model = torch.nn.Linear(3, 2)
+    warm = state_copy(model)
+    with torch.no_grad():
+        model.weight.add_(1.0)  # "fine-tuned"
+    tuned = state_copy(model)
+    assert not keep_the_better(model, warm, 0.70, 0.75) and torch.equal(model.weight, tuned["weight"])
+    assert not keep_the_better(model, warm, 0.70, 0.70)  # a tie keeps the fine-tuned model
+    assert keep_the_better(model, warm, 0.76, 0.66) and torch.equal(model.weight, warm["weight"])
+    assert warm["weight"].device.type == "cpu"

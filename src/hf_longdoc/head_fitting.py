@@ -99,6 +99,24 @@ def fit_head(model, family, head_parameters, train, validation, epochs=50, learn
     return report
 
 
+def state_copy(model):
+    """A copy of the model's weights in CPU memory: the warm start to return to (see `keep_the_better`)."""
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
+
+
+def keep_the_better(model, warm_state, warm_score, tuned_score):
+    """Return to the warm start (`warm_state`, whose head trained on frozen features) when fine-tuning ended below it
+    on validation: fine-tuning a small dataset can distort the pretrained features (measured: MiniLM's segment LM on
+    reviews after news, validation .763 after the head stage, .663 after two epochs at 1e-4). Returns whether it
+    did."""
+    if warm_score is None or tuned_score is None or not warm_score > tuned_score:
+        return False
+    model.load_state_dict(warm_state)
+    logger.warning("Fine-tuning ended below the head trained on frozen features on validation (%.4f against %.4f); "
+                   "keeping that head and the pretrained backbone.", tuned_score, warm_score)
+    return True
+
+
 def freeze_backbone(model, head_parameters):
     """Leave only the parameters named `head_parameters` trainable; returns how many tensors were frozen."""
     head = set(head_parameters)
@@ -109,4 +127,4 @@ def freeze_backbone(model, head_parameters):
     return frozen
 
 
-__all__ = ["cached_features", "fit_head", "freeze_backbone", "labels_of"]
+__all__ = ["cached_features", "fit_head", "freeze_backbone", "keep_the_better", "labels_of", "state_copy"]

@@ -22,7 +22,7 @@ from transformers import (
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .data.loading import require_hub
-from .head_fitting import cached_features, fit_head, labels_of
+from .head_fitting import cached_features, fit_head, keep_the_better, labels_of, state_copy
 from .head_fitting import freeze_backbone as freeze_backbone_parameters
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
@@ -361,6 +361,7 @@ def train(
         head_report = stage.run(classifier, family, head_parameters, encoded, tokenizer, head_learning_rate,
                                 batch_size, seed, multi_label, threshold,
                                 fit=run.checkpoint is None)  # a resumed run's head comes from its checkpoint
+        warm_state = state_copy(classifier) if head_report and stage.trains_end_to_end else None
         if head_learning_rate is not None:
             logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                         len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
@@ -378,6 +379,10 @@ def train(
         if stage.trains_end_to_end:
             trainer.train(resume_from_checkpoint=run.checkpoint)
         trainer.check_finite_weights()
+        if warm_state is not None:  # Trainer loaded its best epoch; the warm start competes with it
+            key = "micro_f1" if multi_label else "accuracy"
+            head_report["kept"] = keep_the_better(classifier, warm_state, head_report[f"validation_{key}"],
+                                                  trainer.state.best_metric)
         test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
         validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
         metrics = {

@@ -43,6 +43,7 @@ from ..data import (
     make_long_document_task,
     tokenize,
 )
+from ..head_fitting import keep_the_better, state_copy
 from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
@@ -370,8 +371,9 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     start = time.perf_counter()
     with PeakMemory(model.device) as head_memory:
-        stage.run(model, spec.family, head, encoded, tokenizer, settings.head_learning_rate, settings.batch_size,
-                  seed, False, 0.3)
+        head_report = stage.run(model, spec.family, head, encoded, tokenizer, settings.head_learning_rate,
+                                settings.batch_size, seed, False, 0.3)
+    warm_state = state_copy(model) if head_report and stage.trains_end_to_end else None
     head_seconds = time.perf_counter() - start
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
@@ -384,6 +386,9 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         start = time.perf_counter()
         if stage.trains_end_to_end:
             trainer.train()
+        if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
+            tuned = trainer.predict(encoded["validation"]).metrics["test_accuracy"]
+            keep_the_better(model, warm_state, head_report["validation_accuracy"], tuned)
         train_seconds = time.perf_counter() - start + head_seconds
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
