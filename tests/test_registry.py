@@ -136,6 +136,8 @@ def test_every_flag_shows_its_default_in_help():
         for action in parser._actions:
             if not action.option_strings or action.default in (None, False) or action.dest == "help":
                 continue
+            if action.nargs == 0:  # a switch (--public): its default is its absence, which help says in words
+                continue
             if "".join(f"(default: {action.default})".split()) not in text:
                 missing.append(f"{verb} {action.option_strings[0]}")
     assert not missing, missing
