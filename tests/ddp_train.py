@@ -3,6 +3,7 @@
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -14,10 +15,18 @@ sys.path.insert(0, os.path.dirname(__file__))
 from families import FAMILY_CASES  # noqa: E402
 
 
+def free_port():
+    """A loopback port no process holds now: a fixed port hangs the rendezvous when a stray run still holds it (a CI
+    run once waited out its 600 s timeout there)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return str(probe.getsockname()[1])
+
+
 def launch(name, output_dir, overrides=None):
     """Run this script on 2 processes; returns (completed process, each rank's final weights or None)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29533",
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", free_port(),
                __file__, name, str(output_dir), json.dumps(overrides or {})]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600,
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
