@@ -63,13 +63,20 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     with caplog.at_level("INFO"):
         model, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128)
     assert model.config.segment_pooling == expected
+    # a sentence embedding reads sentence-length segments, enough of them for max_length; others the paper's 256
+    length = 32 if expected == "mean" or (modes or {}).get("pooling_mode_cls_token") else 256
+    assert model.config.segment_length == length
+    assert model.config.num_segments == -(-(128 - 2) // (length - 2))
     if modes and expected == "mean":
-        assert "the paper reads [CLS]" in caplog.text
+        assert "the paper reads [CLS]" in caplog.text and "a sentence's length" in caplog.text
     if modes and "pooling_mode_max_tokens" in modes:
         assert "cannot compute" in caplog.text
     chosen, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
                                     config_overrides={"segment_pooling": "last"})
     assert chosen.config.segment_pooling == "last"  # an explicit choice always wins
+    paper, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
+                                   config_overrides={"segment_length": 64, "num_segments": 3})
+    assert (paper.config.segment_length, paper.config.num_segments) == (64, 3)
 
 
 def test_the_sparse_longformer_fine_tunes_without_attention_dropout_unless_asked(pretrained, caplog):

@@ -21,7 +21,6 @@ from .elementwise import ElementwiseConfig, ElementwiseForSequenceClassification
 from .elementwise.modeling_elementwise import backbone_materials
 from .segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .segment.configuration_segment import VARIANTS as SEGMENT_VARIANTS
-from .segment.configuration_segment import segments_to_read
 from .slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .slstm.modeling_slstm import chunk_sizes
 from .sparse_longformer import (
@@ -222,14 +221,11 @@ def _fit_selector_statistics(model, input_ids, tokenizer):
 
 def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
     """The segment LM around a pretrained encoder or decoder and its tokenizer: segments of L = `segment_length`
-    tokens (default: the config's 256, at most the backbone's positions) and as many as `max_length` tokens need."""
-    backbone = AutoConfig.from_pretrained(path)
-    positions = getattr(backbone, "max_position_embeddings", None) or getattr(backbone, "n_positions", None) or 512
-    length = settings.pop("segment_length", min(SegmentLMConfig().segment_length, positions))
-    settings.setdefault("num_segments", segments_to_read(max_length, length))
+    tokens (default: a sentence's for a sentence-embedding checkpoint, else the paper's 256, at most the backbone's
+    positions; see `from_backbone_pretrained`) and as many as `max_length` tokens need."""
     tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
     model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
-                                                                        segment_length=length, **settings)
+                                                                        max_length=max_length, **settings)
     return model, tokenizer  # a decoder's tokenizer has gained a classification token
 
 

@@ -45,7 +45,7 @@ from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, cached_file, logging
 
-from .configuration_segment import SegmentLMConfig
+from .configuration_segment import SegmentLMConfig, segments_to_read
 
 logger = logging.get_logger(__name__)
 
@@ -408,6 +408,12 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return z, present, encode_selected if mode in ("paper", "selected") else None
 
 
+# L for a sentence-embedding checkpoint: a sentence's worth of tokens (30 and the two the model adds), what such a
+# checkpoint was trained to embed. Measured with all-MiniLM-L6-v2, frozen, its biLSTM + attention head trained on the
+# cached segment vectors (movie reviews after 600+ tokens of news, 2,048 tokens, test accuracy over three head seeds):
+# L = 256 (the paper's) .698, 128 .760, 64 .779, 32 .823; a mean over 254 tokens blurs what a sentence says.
+SENTENCE_SEGMENT_LENGTH = 32
+
 # a sentence-transformers Pooling module's modes -> the `segment_pooling` that computes the same vector
 SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
                                   "pooling_mode_lasttoken": "last"}
@@ -451,17 +457,20 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         self.post_init()
 
     @classmethod
-    def from_backbone_pretrained(cls, path_or_id, tokenizer=None, **config_kwargs):
+    def from_backbone_pretrained(cls, path_or_id, tokenizer=None, max_length=None, **config_kwargs):
         """A segment LM around the pretrained backbone in `path_or_id` (a folder or Hub id): its weights load
         unchanged (the pooler aside), the segments are wrapped with the tokenizer's [CLS]/[SEP] (the tokenizer saved
-        there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest. A tokenizer
+        there, or `tokenizer`), and `config_kwargs` (variant, num_segments, num_labels, ...) set the rest; with
+        `max_length` and no `num_segments`, m is as many segments as it takes to read `max_length` tokens. A tokenizer
         without [CLS] (GPT-2) gets an added classification token, appended to every segment as in the paper, and
         the backbone's embeddings grow by one row; save that tokenizer with the model.
 
         z_i is read as the checkpoint embeds text: a sentence-transformers checkpoint (all-MiniLM-L6-v2, ...) that
         declares mean pooling gets `segment_pooling="mean"` (its [CLS] state was never trained to summarise a
-        segment: MiniLM on BBC articles past token 512, one epoch, .806 with the mean against .613 with [CLS]); any
-        other gets the paper's [CLS]. Passing `segment_pooling` overrides this."""
+        segment: MiniLM on BBC articles past token 512, one epoch, .806 with the mean against .613 with [CLS]), and
+        segments of a sentence's length (`SENTENCE_SEGMENT_LENGTH`, what it was trained to embed); any other gets the
+        paper's [CLS] over segments of 256 tokens (at most its positions). Passing `segment_pooling` or
+        `segment_length` overrides this."""
         from transformers import AutoTokenizer
 
         pretrained = AutoModel.from_pretrained(path_or_id)
@@ -485,6 +494,16 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
             logger.info(f"Segment vectors are the {pooling} pooling of the segment's states, the sentence embedding "
                         f"{path_or_id} was trained to produce (its sentence-transformers Pooling module); the paper "
                         "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
+        if "segment_length" not in config_kwargs:
+            positions = getattr(pretrained.config, "max_position_embeddings", None) or getattr(
+                pretrained.config, "n_positions", None) or SegmentLMConfig().segment_length
+            config_kwargs["segment_length"] = min(SENTENCE_SEGMENT_LENGTH if pooling is not None
+                                                  else SegmentLMConfig().segment_length, positions)
+            if pooling is not None:
+                logger.info(f"Segments of {config_kwargs['segment_length']} tokens, a sentence's length, which "
+                            f"{path_or_id} was trained to embed (the paper's are 256: set `segment_length` for that).")
+        if max_length is not None and "num_segments" not in config_kwargs:
+            config_kwargs["num_segments"] = segments_to_read(max_length, config_kwargs["segment_length"])
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
         model = cls(config)
         missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)
@@ -519,5 +538,5 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
+__all__ = ["SENTENCE_SEGMENT_LENGTH", "SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
            "cut_into_segments"]
