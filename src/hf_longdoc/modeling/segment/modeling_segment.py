@@ -27,6 +27,11 @@ the segments the classifier relies on, at the memory cost of two segments, not m
 - Every other z_i is a stop-gradient feature: it trains the head (biLSTM, attention, classifier), never the LM.
 `gradient_mode="full"` sends gradient through every path (the exact gradient, with activation checkpointing).
 
+One default departs from the paper's setting (Section 4 reads segments of 256 tokens, its LMs' input size):
+`from_backbone_pretrained` gives a sentence-embedding checkpoint (a sentence-transformers folder that declares its
+pooling) segments of a sentence's length (`SENTENCE_SEGMENT_LENGTH`), pooled as it declares, because such a checkpoint
+was trained to embed sentences (measured beside the constant); `segment_length=256` restores the paper's.
+
 Shapes: b batch · n tokens · m segments · L segment length · d hidden (the backbone's) · q biLSTM size · k segments
 in one backbone call.
 
