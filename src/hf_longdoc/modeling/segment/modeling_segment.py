@@ -500,10 +500,11 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
                         f"{path_or_id} was trained to produce (its sentence-transformers Pooling module); the paper "
                         "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
         if "segment_length" not in config_kwargs:
+            paper_length = SegmentLMConfig().segment_length
             positions = getattr(pretrained.config, "max_position_embeddings", None) or getattr(
-                pretrained.config, "n_positions", None) or SegmentLMConfig().segment_length
-            config_kwargs["segment_length"] = min(SENTENCE_SEGMENT_LENGTH if pooling is not None
-                                                  else SegmentLMConfig().segment_length, positions)
+                pretrained.config, "n_positions", None) or paper_length
+            config_kwargs["segment_length"] = min(SENTENCE_SEGMENT_LENGTH if pooling is not None else paper_length,
+                                                  positions)
             if pooling is not None:
                 logger.info(f"Segments of {config_kwargs['segment_length']} tokens, a sentence's length, which "
                             f"{path_or_id} was trained to embed (the paper's are 256: set `segment_length` for that).")
@@ -543,5 +544,5 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         return output if return_dict else output.to_tuple()
 
 
-__all__ = ["SENTENCE_SEGMENT_LENGTH", "SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
-           "cut_into_segments"]
+__all__ = ["SENTENCE_SEGMENT_LENGTH", "SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification",
+           "SegmentLMPreTrainedModel", "cut_into_segments"]
