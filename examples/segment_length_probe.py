@@ -1,7 +1,7 @@
 """How long should a segment be? The segment LM around a frozen pretrained checkpoint, at several segment lengths L.
 
 For each L, every document's segment vectors z_i are computed once with the frozen backbone (the head stage of
-`hf-longdoc train --freeze-backbone`), then the biLSTM + attention head (Eq. 3-5 of Liu et al., 2020) is fitted on
+`hf-longdoc train --freeze-backbone`), then the biLSTM + attention head (Eq. 3-5 of Olson et al., 2019) is fitted on
 that cache with several seeds, on one split; the script prints test accuracy (mean ± std over the head seeds) per L,
 beside TF-IDF + logistic regression over the full text on the same split. docs/results.md's segment-length rows:
 

@@ -149,6 +149,15 @@ def test_every_module_opens_with_a_docstring():
         assert docstring, f"{path.relative_to(SRC)} has no module docstring"
 
 
+def test_shipped_files_cite_what_a_user_can_open():
+    """Modeling files ship to the Hub with every saved model: they cite papers by arXiv, DOI or URL, never the
+    project's own notes, which no user has."""
+    for path in SRC.rglob("*.py"):
+        text = path.read_text()
+        for unreadable in ("shared/papers", "DESIGN.md", "../shared"):
+            assert unreadable not in text, f"{path.relative_to(SRC)} cites {unreadable}"
+
+
 def test_nothing_imports_upward():
     """cli -> commands -> experiments -> training -> hub / registry -> modeling, data, tokenization, metrics."""
     layers = {"commands": 1, "experiments": 2, "training": 3, "hub": 4, "data": 5, "modeling": 5,

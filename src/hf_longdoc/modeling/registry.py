@@ -49,7 +49,8 @@ THESIS_CITATION = (
     "@mastersthesis{haman2023local,\n"
     f"  title={{{THESIS_TITLE}}},\n"
     "  author={Haman, Bekir Ufuk},\n"
-    "  school={{\\.I}zmir Institute of Technology},\n  year={2023}\n}"
+    "  school={{\\.I}zmir Institute of Technology},\n  year={2023},\n"
+    "  note={Refined Patents data: https://huggingface.co/datasets/ufukhaman/uspto_balanced_200k_ipc_classification}\n}"
 )
 SPARSE_LONGFORMER_TOKENS = {"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"}  # Longformer's names
 # `train` and `compare` fine-tune the sparse Longformer without dropout on the attention probabilities: with it,
@@ -451,10 +452,10 @@ FAMILIES = {
         heads={"AutoModelForSequenceClassification": SegmentLMForSequenceClassification},
         paper_title="Adapting Pretrained Language Models for Long Document Classification",
         paper_citation=(
-            "@misc{liu2020adapting,\n"
+            "@misc{olson2019adapting,\n"
             "  title={Adapting Pretrained Language Models for Long Document Classification},\n"
-            "  author={Liu, Xiaoming and others},\n  year={2020},\n"
-            "  note={OpenReview, ICLR 2020 submission}\n}"
+            "  author={Olson, Matthew Lyle and Zhang, Lisa and Yu, Chun-Nam},\n  year={2019},\n"
+            "  howpublished={ICLR 2020 submission},\n  url={https://openreview.net/forum?id=ryxW804FPH}\n}"
         ),
         summary=(
             "A pretrained language model reads the document as m segments; the segment vectors are combined by "

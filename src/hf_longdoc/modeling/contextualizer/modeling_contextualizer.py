@@ -1,7 +1,7 @@
 """Contextualizer: a linear-time document encoder that refines one context vector with second-order attention.
 
 Paper: D. Maupomé and M.-J. Meurs, "Contextualizer: Connecting the Dots of Context with Second-Order Attention",
-Information 13(6):290, 2022 (`shared/papers/001_16656ef1ca152100.txt`, Section 2). The equations of Section 2 are
+Information 13(6):290, 2022 (https://doi.org/10.3390/info13060290, Section 2). The equations of Section 2 are
 numbered here in the order they appear:
 
     Eq. 1  p(i)_j = exp(i·s_j) / Σ_i' exp(i'·s_j)          positional encoding, a softmax over the document's positions
@@ -12,7 +12,7 @@ numbered here in the order they appear:
     Eq. 7  z(k) = LayerNorm(z̃(k))
     Eq. 8  c(k) = c(k-1) + z(k)
 
-Choices the paper leaves open (fixed in DESIGN.md; paper behaviour is the default):
+Choices the paper leaves open (the paper's behaviour is the default):
 - Eq. 1 is a masked softmax over the real positions (pads never count), in fp32; positions count real tokens only,
   so left and right padding give the same encoding. s starts at 0 (every position weighted alike) because i·s_j
   with i in the thousands saturates the softmax for any sizeable random s.

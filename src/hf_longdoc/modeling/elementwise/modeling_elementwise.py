@@ -1,6 +1,6 @@
 """Elementwise embedding over any Transformers encoder (BERT, ALBERT, CANINE).
 
-Paper: D. Kim and J. Kim, "Elementwise Language Representation" (`shared/papers/000_e0390bf542c201df.txt`).
+Paper: D. Kim and J. Kim, "Elementwise Language Representation" 2023 (https://arxiv.org/abs/2302.13475).
 - Section 4.2 (the reshape): e(i) <- Reshape_(1,w)[{e(i)[j] ⊕ g(p)}_{j=1..v}] ⊕ f(i), then dropout and LayerNorm, then
   the unchanged backbone with h = v heads reads the u materials through `inputs_embeds`.
   g is the global focus embedding (c-dim, indexed by the element's position in the whole sequence); f the local one

@@ -1,7 +1,7 @@
 """Segment LMs: a pretrained LM reads a long document as m segments; a head combines the segment vectors z_i.
 
-Paper: X. Liu et al., "Adapting Pretrained Language Models for Long Document Classification", 2020
-(`shared/papers/004_a595ad5ed53c6bd8.txt`, Section 3, Appendix A).
+Paper: M. L. Olson, L. Zhang, C.-N. Yu, "Adapting Pretrained Language Models for Long Document Classification",
+ICLR 2020 submission (https://openreview.net/forum?id=ryxW804FPH, Section 3, Appendix A).
 
     z_i = LM(x_i) ∈ R^d                                  the segment's representation (CLS / last token / mean)
     Eq. 1  base        p = C(z_1)

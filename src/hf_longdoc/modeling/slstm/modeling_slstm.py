@@ -1,7 +1,7 @@
 """S-LSTM: a graph recurrent encoder with one node per token and one sentence node, updated L times in parallel.
 
 Paper: Y. Wang, L. Yang, Z. Teng, M. Zhou, Y. Zhang, "Pre-Training a Graph Recurrent Network for Language
-Representation", 2022 (`shared/papers/002_fe6a7c215d87ca4b.txt`, Sections 3-4), after Zhang et al.'s S-LSTM (2018).
+Representation", 2022 (https://arxiv.org/abs/2209.03834, Sections 3-4), after Zhang et al.'s S-LSTM (2018).
 
     Eq. 1  graph: token node i linked to i±1 (window k) and to the sentence node g, with self-loops
     Eq. 2  x_i = E(w_i) + P(i)

@@ -2,8 +2,8 @@
 that hold its selected tokens.
 
 Thesis: B. U. Haman, "Transformers Using Local Attention Mappings for Long Text Document Classification", İzmir
-Institute of Technology, 2023 (`shared/papers/003_fffa6e9b0d63ed79.txt`, Chapters 5.4-5.5, 6: every selector on Big
-Bird as on Longformer).
+Institute of Technology, M.Sc. thesis, 2023 (Chapters 5.4-5.5, 6: every selector on Big Bird as on Longformer; its
+data: https://huggingface.co/datasets/ufukhaman/uspto_balanced_200k_ipc_classification).
 
 Every parameter keeps Big Bird's name and shape (`bert.*`, `classifier.*`), so any Transformers `BigBirdModel` /
 `BigBirdForSequenceClassification` checkpoint loads unchanged.
@@ -11,7 +11,7 @@ Every parameter keeps Big Bird's name and shape (`bert.*`, `classifier.*`), so a
 How selected tokens enter Big Bird. In block-sparse attention (Zaheer et al., 2020) a query block attends to the two
 global blocks (first and last), its three sliding blocks and `num_random_blocks` (r) random blocks; the first and last
 query blocks attend to everything. Attention is computed block by block, so a single token cannot be made global
-inside it without a dense mask. So, as DESIGN.md decides, the selection works at block granularity: each query block
+inside it without a dense mask. So the selection works at block granularity: each query block
 attends, instead of r random blocks, to the r blocks holding the most selected tokens of its document (ties: the
 earlier block), leaving out the blocks it attends to anyway (the global blocks and its own three). A document with
 fewer selected blocks than r gets the earliest remaining blocks. Nothing is random: training and evaluation read the

@@ -1,7 +1,8 @@
 """The sparse-map Longformer: Transformers' Longformer with its global tokens chosen per document by a selector.
 
 Thesis: B. U. Haman, "Transformers Using Local Attention Mappings for Long Text Document Classification", İzmir
-Institute of Technology, 2023 (`shared/papers/003_fffa6e9b0d63ed79.txt`, Chapters 4.3-4.4, 5.4-5.5, 6).
+Institute of Technology, M.Sc. thesis, 2023 (Chapters 4.3-4.4, 5.4-5.5, 6; its Refined Patents data:
+https://huggingface.co/datasets/ufukhaman/uspto_balanced_200k_ipc_classification).
 
 Every parameter keeps Longformer's name and shape (`embeddings.*`, `encoder.layer.N.attention.self.query_global`,
 ..., the classifier's `longformer.*` and `classifier.*`), so `from_pretrained` of any Longformer checkpoint loads
