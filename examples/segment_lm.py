@@ -36,7 +36,7 @@ from hf_longdoc.data import (
     load_text_classification_dataset,
     make_long_document_task,
 )
-from hf_longdoc.modeling.segment.modeling_segment import cut_into_segments
+from hf_longdoc.modeling.segment_lm.modeling_segment import cut_into_segments
 
 VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
 GRADIENTS = {"x_1 gradients": "paper", "No x_1 gradients": "selected"}  # Table 4's rows -> gradient_mode

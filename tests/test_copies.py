@@ -18,7 +18,7 @@ CONTEXTUALIZER = "hf_longdoc.modeling.contextualizer.modeling_contextualizer."
 EXPECTED_COPIES = {
     CONTEXTUALIZER + "check_labels": {
         "modeling/elementwise/modeling_elementwise.py",
-        "modeling/segment/modeling_segment.py",
+        "modeling/segment_lm/modeling_segment.py",
         "modeling/slstm/modeling_slstm.py",
         "modeling/sparse_longformer/modeling_sparse_longformer.py",
     },
@@ -32,13 +32,13 @@ EXPECTED_COPIES = {
     },
     "hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.check_right_padded": {
         "modeling/elementwise/modeling_elementwise.py",
-        "modeling/segment/modeling_segment.py",
+        "modeling/segment_lm/modeling_segment.py",
     },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_with_sizes": {
-        "modeling/segment/configuration_segment.py",
+        "modeling/segment_lm/configuration_segment.py",
     },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from": {
-        "modeling/segment/configuration_segment.py",
+        "modeling/segment_lm/configuration_segment.py",
     },
 }
 
@@ -136,7 +136,7 @@ def test_expected_copies_are_marked():
 
 
 def test_check_copies_reports_drift():
-    path = PACKAGE / "modeling/segment/modeling_segment.py"
+    path = PACKAGE / "modeling/segment_lm/modeling_segment.py"
     source = path.read_text(encoding="utf-8")
     assert check_copies(source, path) == []
     drifted = source.replace("(`config.num_labels`)", "(`num_labels`)")

@@ -149,6 +149,22 @@ def test_every_module_opens_with_a_docstring():
         assert docstring, f"{path.relative_to(SRC)} has no module docstring"
 
 
+def test_each_family_registers_itself_from_its_own_folder():
+    """A family is one folder: its `family.py` registers it, the registry imports no family, and the folder is named
+    after the family (the thesis' two families share `sparse_longformer/`, whose selection code they both use)."""
+    registry = (SRC / "modeling/registry.py").read_text()
+    folders = {path.parent.name for path in (SRC / "modeling").glob("*/family.py")}
+    imported = [node.module for node in ast.walk(ast.parse(registry)) if isinstance(node, ast.ImportFrom)
+                and node.level == 1 and (node.module or "").split(".")[0] in folders]
+    assert not imported, f"registry.py imports family internals: {imported}"
+    for family in FAMILIES.values():
+        module = family.config_class.__module__.rsplit(".", 1)[0]
+        folder = SRC / pathlib.Path(*module.split(".")[1:])
+        assert "register_family(" in (folder / "family.py").read_text()
+        assert folder.name in (family.name, "sparse_longformer"), f"{family.name} lives in {folder.name}/"
+        assert "family" not in {p.stem for p in folder.glob("*.py") if p.stem.startswith(("modeling", "config"))}
+
+
 def test_shipped_files_cite_what_a_user_can_open():
     """Modeling files ship to the Hub with every saved model: they cite papers by arXiv, DOI or URL, never the
     project's own notes, which no user has."""

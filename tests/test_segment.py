@@ -4,8 +4,8 @@ segments; the gradient modes against plain autograd (Eq. 8, Appendix A); backbon
 import pytest
 import torch
 
-from hf_longdoc.modeling.segment.configuration_segment import SegmentLMConfig
-from hf_longdoc.modeling.segment.modeling_segment import SegmentHead
+from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
+from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentHead
 
 BACKBONE = {"model_type": "bert", "hidden_size": 12, "num_hidden_layers": 1, "num_attention_heads": 2,
             "intermediate_size": 16, "max_position_embeddings": 64}
@@ -148,7 +148,7 @@ def test_decoder_backbones_pool_the_last_token():
 
 
 def test_documents_are_cut_into_wrapped_segments():
-    from hf_longdoc.modeling.segment.modeling_segment import cut_into_segments
+    from hf_longdoc.modeling.segment_lm.modeling_segment import cut_into_segments
 
     CLS, SEP, PAD = 101, 102, 0
     # a tokenized document: [CLS] 1..9 [SEP], and a short one padded
@@ -165,7 +165,7 @@ def test_documents_are_cut_into_wrapped_segments():
 
 
 def _classifier(variant, gradient_mode, m=3, segments_per_pass=16):
-    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+    from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification
 
     torch.manual_seed(0)
     backbone = {**BACKBONE, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
@@ -274,7 +274,7 @@ def test_from_backbone_pretrained_loads_a_local_bert_and_its_tokenizer(tmp_path)
     from transformers import BertConfig, BertModel
 
     from hf_longdoc.data import fit_wordpiece_tokenizer
-    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+    from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification
 
     texts = ["the reactor core runs hot", "a zirconium alloy resists corrosion"] * 10
     tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=120, model_max_length=512)
@@ -325,7 +325,7 @@ BACKBONES = {
 @pytest.mark.parametrize("backbone", list(BACKBONES))
 @pytest.mark.parametrize("mode", ["paper", "full"])
 def test_encoder_and_decoder_backbones_train_with_both_gradient_modes(backbone, mode):
-    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+    from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification
 
     settings = {**BACKBONES[backbone], "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     if backbone == "gpt2":
@@ -351,7 +351,7 @@ def test_from_backbone_pretrained_gpt2_appends_an_added_classification_token(tmp
     from tokenizers import ByteLevelBPETokenizer
     from transformers import GPT2Config, GPT2Model, PreTrainedTokenizerFast
 
-    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMForSequenceClassification
+    from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification
 
     texts = ["the reactor core runs hot", "a zirconium alloy resists corrosion"] * 10
     bpe = ByteLevelBPETokenizer()
@@ -376,7 +376,7 @@ def test_from_backbone_pretrained_gpt2_appends_an_added_classification_token(tmp
 
 @pytest.mark.parametrize("stopped_segment_dropout", [False, True])
 def test_stopped_segments_are_encoded_without_dropout_unless_asked(stopped_segment_dropout):
-    from hf_longdoc.modeling.segment.modeling_segment import SegmentLMModel
+    from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMModel
 
     torch.manual_seed(0)
     backbone = {**BACKBONE, "hidden_dropout_prob": 0.5, "attention_probs_dropout_prob": 0.5}

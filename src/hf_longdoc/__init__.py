@@ -4,14 +4,14 @@ Importing the package registers every family with the Auto classes, so saved mod
 `AutoModelForSequenceClassification.from_pretrained(path)` and no `trust_remote_code`.
 """
 
-from .modeling import FAMILIES, get_family, register_families
+from .modeling import FAMILIES, get_family
 from .modeling.contextualizer import (
     ContextualizerConfig,
     ContextualizerForSequenceClassification,
     ContextualizerModel,
 )
 from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
-from .modeling.segment import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
+from .modeling.segment_lm import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
 from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .modeling.sparse_longformer import (
     SparseBigBirdConfig,
@@ -25,7 +25,6 @@ from .tokenization import ElementwiseTokenizer
 
 __version__ = "0.2.0"
 
-register_families()
 
 __all__ = [
     "FAMILIES",

@@ -29,7 +29,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from ..modeling.segment.modeling_segment import cut_into_segments
+from ..modeling.segment_lm.modeling_segment import cut_into_segments
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,143 @@
+"""The registry entries of the thesis' two families, `sparse_longformer` and `sparse_bigbird`: how each loads a
+pretrained checkpoint, the statistics they fit before training, what their frozen backbone gives the head, their
+paper and training defaults. Both live in this folder because they share the selection code (selection.py).
+
+Not part of a saved model's remote code (only the configuration and modeling files are): the package reads it, the
+Hub never does.
+"""
+
+import logging
+
+from transformers import AutoConfig, AutoTokenizer
+
+from ..registry import Family, register_family, special_token_ids
+from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES
+from .configuration_sparse_bigbird import SparseBigBirdConfig
+from .configuration_sparse_longformer import ATTENTION_BACKENDS, GLOBAL_SELECTORS, SparseLongformerConfig
+from .modeling_sparse_bigbird import SparseBigBirdForSequenceClassification, SparseBigBirdModel
+from .modeling_sparse_longformer import SparseLongformerForSequenceClassification, SparseLongformerModel
+
+logger = logging.getLogger(__name__)
+
+# the sparse-map families' paper (Longformer and Big Bird are its two backbones)
+THESIS_TITLE = "Transformers Using Local Attention Mappings for Long Text Document Classification"
+THESIS_CITATION = (
+    "@mastersthesis{haman2023local,\n"
+    f"  title={{{THESIS_TITLE}}},\n"
+    "  author={Haman, Bekir Ufuk},\n"
+    "  school={{\\.I}zmir Institute of Technology},\n  year={2023},\n"
+    "  note={Refined Patents data: https://huggingface.co/datasets/ufukhaman/uspto_balanced_200k_ipc_classification}\n}"
+)
+SPARSE_LONGFORMER_TOKENS = {"bos_token_id": "start", "eos_token_id": "end", "sep_token_id": "end"}  # Longformer's names
+# `train` and `compare` fine-tune the sparse Longformer without dropout on the attention probabilities: with it,
+# PyTorch's CPU attention cannot use its fused kernel and a training step at window 512 is 3-4x slower (hidden-state
+# dropout stays on); `--config attention_probs_dropout_prob=0.1` restores Longformer's value
+SPARSE_LONGFORMER_TRAIN_DEFAULTS = {"attention_probs_dropout_prob": 0.0}
+
+def _fit_selector_statistics(model, input_ids, tokenizer):
+    """Fit TF-IDF and PMI on the training documents when the selector needs them, unless the model holds them already
+    (one started from a fitted model)."""
+    if model.config.global_selector not in ("tfidf", "pmi"):
+        return None
+    selector = model.base_model.selector
+    if int(selector.idf_num_documents) and int(selector.pmi_num_documents):
+        return None
+    return model.fit_global_selector(input_ids, tokenizer=tokenizer)
+
+
+def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
+    """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens; the special
+    token ids come from its tokenizer (a BERT config holds none)."""
+    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+    settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS),
+                **settings}
+    if settings["attention_probs_dropout_prob"] == 0.0:
+        logger.info("Fine-tuning without attention-probability dropout (the fused CPU attention kernel has none; "
+                    "--config attention_probs_dropout_prob=0.1 restores the checkpoint's, at 3-4x the step time).")
+    if AutoConfig.from_pretrained(path).model_type in ("longformer", "sparse_longformer"):
+        return SparseLongformerForSequenceClassification.from_pretrained(path, **settings), tokenizer
+    model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length,
+                                                                                **settings)
+    return model, tokenizer
+
+
+def _sparse_bigbird_from_backbone(path, tokenizer, max_length, **settings):
+    """A Big Bird checkpoint as it is (any other model type: a ValueError saying what loads)."""
+    model_type = AutoConfig.from_pretrained(path).model_type
+    if model_type not in ("big_bird", "sparse_bigbird"):
+        raise ValueError(f"--backbone {path} is a {model_type!r} model; sparse_bigbird loads Big Bird checkpoints "
+                         "(model_type 'big_bird'). For a BERT or RoBERTa checkpoint use --model sparse_longformer, "
+                         "which converts it to a long model.")
+    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+    settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **settings}
+    return SparseBigBirdForSequenceClassification.from_pretrained(path, **settings), tokenizer
+
+
+def _first_state(encoder_name):
+    """The final [CLS] state (b, 1, d) of the encoder at `model.<encoder_name>`: what a Longformer or Big Bird
+    classification head reads."""
+    def features(model, input_ids, attention_mask):
+        encoder = getattr(model, encoder_name)
+        return (encoder(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state[:, :1],)
+
+    return features
+
+
+def _classifier_logits(model, first_state):
+    return model.classifier(first_state)
+
+
+register_family(Family(
+    name="sparse_longformer",
+    config_class=SparseLongformerConfig,
+    model_class=SparseLongformerModel,
+    heads={"AutoModelForSequenceClassification": SparseLongformerForSequenceClassification},
+    paper_title=THESIS_TITLE,
+    paper_citation=THESIS_CITATION,
+    summary=(
+        "A Longformer (sliding-window attention plus global tokens; Longformer checkpoints load unchanged) whose "
+        "global tokens are chosen per document by TF-IDF or PMI statistics fitted on the training documents "
+        "(or randomly, or the first n), instead of [CLS] alone."
+    ),
+    defaults={"num_global_tokens": 64, **SPARSE_LONGFORMER_TRAIN_DEFAULTS},
+    learning_rate=1e-4,
+    special_tokens=SPARSE_LONGFORMER_TOKENS,
+    variants={"global_selector": GLOBAL_SELECTORS, "attention_backend": ATTENTION_BACKENDS},
+    bench_reference=("longformer", "speedup"),  # our model on Transformers' own attention
+    fit_statistics=_fit_selector_statistics,
+    # RoBERTa-style positions start after the pad id
+    reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
+    from_backbone=_sparse_longformer_from_backbone,
+    frozen_features=_first_state("longformer"),
+    head_logits=_classifier_logits,
+    card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
+                   "global_selector", "num_global_tokens", "max_position_embeddings",
+                   "attention_probs_dropout_prob"),
+))
+
+
+register_family(Family(
+    name="sparse_bigbird",
+    config_class=SparseBigBirdConfig,
+    model_class=SparseBigBirdModel,
+    heads={"AutoModelForSequenceClassification": SparseBigBirdForSequenceClassification},
+    paper_title=THESIS_TITLE,
+    paper_citation=THESIS_CITATION,
+    summary=(
+        "Big Bird (global, sliding and random blocks; Big Bird checkpoints load unchanged) whose random blocks "
+        "are replaced, per document, by the blocks holding the tokens TF-IDF or PMI statistics (or random, or "
+        "first-n selection) pick: the thesis' second backbone. `cls` is vanilla Big Bird."
+    ),
+    defaults={**SPARSE_LONGFORMER_TRAIN_DEFAULTS},
+    learning_rate=1e-4,
+    special_tokens=SPARSE_LONGFORMER_TOKENS,
+    variants={"global_selector": GLOBAL_SELECTORS, "attention_type": BIGBIRD_ATTENTION_TYPES},
+    fit_statistics=_fit_selector_statistics,
+    reading_length=lambda config: config.max_position_embeddings,
+    from_backbone=_sparse_bigbird_from_backbone,
+    frozen_features=_first_state("bert"),
+    head_logits=_classifier_logits,
+    card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_type",
+                   "block_size", "num_random_blocks", "global_selector", "num_global_tokens",
+                   "max_position_embeddings", "attention_probs_dropout_prob"),
+))
