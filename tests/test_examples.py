@@ -254,3 +254,44 @@ def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
     assert all(0.0 <= score <= 1.0 for scores in results.values() for score in scores) and 0.0 <= tfidf <= 1.0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [row.get("segment_length") for row in printed] == [16, 40, None]
+
+
+def _zip(entries):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        for name, data in entries.items():
+            zipped.writestr(name, data)
+    return buffer.getvalue()
+
+
+def test_get_data_reads_the_public_archives_into_the_documented_rows(tmp_path):
+    import get_data
+
+    reviews = get_data.movie_reviews(_zip({
+        "movie_reviews/README": "about",
+        "movie_reviews/neg/cv000_29416.txt": "plot : two teen couples .\n",
+        "movie_reviews/pos/cv912_5562.txt": "a fine film .\n",
+    }))
+    assert reviews == [
+        {"id": "mr-neg-cv000_29416", "text": "plot : two teen couples .\n", "label": "neg", "fold": 0},
+        {"id": "mr-pos-cv912_5562", "text": "a fine film .\n", "label": "pos", "fold": 9},
+    ]
+    stories = {f"bbc/{label}/{i:03d}.txt": f"{label} title {i}\n\nBody of story {i}.".encode()
+               for label in ("sport", "tech") for i in range(1, 6)}
+    stories["bbc/sport/006.txt"] = b"sport title 1\n\nBody   of story 1."  # a duplicate up to whitespace: dropped
+    stories["bbc/tech/007.txt"] = "Price \u00a3600m\n\nIn pounds.".encode("latin-1")  # a Latin-1 original
+    news = get_data.bbc_news(_zip(stories), folds=5)
+    assert len(news) == 11 and "bbc-sport-006" not in {row["id"] for row in news}
+    assert news[0]["title"] == "sport title 1" and news[0]["text"].endswith("Body of story 1.")
+    assert any(row["text"].startswith("Price \u00a3600m") for row in news)
+    assert sorted({row["fold"] for row in news}) == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="no bbc"):
+        get_data.bbc_news(_zip({"other/file.txt": b"x"}))
+    out = tmp_path / "reviews.jsonl"
+    get_data.write_jsonl(reviews, out)
+    with pytest.raises(FileExistsError, match="--overwrite"):
+        get_data.write_jsonl(reviews, out)
+    assert [json.loads(line) for line in out.read_text().splitlines()] == reviews
