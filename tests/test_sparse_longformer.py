@@ -512,3 +512,49 @@ def test_saved_model_keeps_fitted_statistics_with_and_without_hf_longdoc(selecto
                            tmp_path / "out.safetensors", workdir=tmp_path)
     out = load_file(str(tmp_path / "out.safetensors"))
     assert torch.equal(out["logits"], expected) and torch.equal(out["chosen"], chosen)
+
+
+def test_neighbour_blocks_lays_each_query_block_beside_its_window():
+    from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import neighbour_blocks
+
+    x = torch.arange(1, 9)[None]  # one document of 8 tokens, blocks of c = 2; 0 marks "beyond the ends"
+    expected = torch.tensor([[0, 0, 1, 2, 3, 4], [1, 2, 3, 4, 5, 6], [3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 0, 0]])
+    assert torch.equal(neighbour_blocks(x, 0, 4, 2)[0], expected)
+    assert torch.equal(neighbour_blocks(x, 1, 3, 2)[0], expected[1:3])  # a group of blocks sees the same keys
+    prefix = torch.tensor([[100, 200]])
+    with_prefix = neighbour_blocks(x, 0, 4, 2, prefix)[0]
+    assert torch.equal(with_prefix[:, :2], prefix.expand(4, 2)) and torch.equal(with_prefix[:, 2:], expected)
+
+
+def test_window_mask_is_longformers_band_over_real_local_keys():
+    """Against the rule of Beltagy et al. (Sec. 3.1), written per (query, key) pair: a real query i attends to key j
+    when |i - j| ≤ c and j is a real token that is not global. A pad query (its output row is zeroed) also sees
+    itself, so that no softmax row is empty."""
+    from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import window_mask
+
+    c, n = 2, 8
+    is_pad = torch.tensor([[False] * 6 + [True] * 2, [False] * 8])
+    is_global = torch.zeros(2, n, dtype=torch.bool)
+    is_global[0, 0] = is_global[1, 5] = True
+    mask = window_mask(is_pad, is_global, c)
+    assert mask.shape == (2, n // c, c, 3 * c)
+    for doc in range(2):
+        for i in range(n):
+            block, row = divmod(i, c)
+            for slot in range(3 * c):
+                j = (block - 1) * c + slot
+                if not 0 <= j < n:
+                    expected = False
+                else:
+                    local = abs(i - j) <= c and not is_pad[doc, j] and not is_global[doc, j]
+                    expected = local or bool(is_pad[doc, i] and j == i)
+                assert bool(mask[doc, block, row, slot]) == expected, (doc, i, j)
+
+
+def test_global_slots_list_each_documents_global_tokens_in_order():
+    from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import global_slots
+
+    is_global = torch.tensor([[0, 1, 0, 1], [1, 0, 0, 0]], dtype=torch.bool)
+    positions, used = global_slots(is_global)
+    assert torch.equal(used, torch.tensor([[True, True], [True, False]]))
+    assert positions[0].tolist() == [1, 3] and positions[1, 0].item() == 0

@@ -193,6 +193,46 @@ def bert_like_config(pretrained_model_name_or_path):
     return config
 
 
+def neighbour_blocks(x, first, last, c, prefix=None):
+    """For query blocks `first`..`last`-1 of `x` (rows, n, ...), n a multiple of the block size `c`: what each block
+    attends to in the window, blocks i-1, i and i+1 side by side (zeros beyond the document's ends), after `prefix`
+    (rows, G, ...) when given. Returns (rows, last - first, [G +] 3c, ...)."""
+    n, rows, rest, lo, hi = x.shape[1], x.shape[0], x.shape[2:], (first - 1) * c, (last + 1) * c
+    span = x[:, max(lo, 0): min(hi, n)]  # (rows, ≤ (g + 2)·c, ...)
+    if lo < 0 or hi > n:
+        span = torch.cat([span.new_zeros(rows, max(-lo, 0), *rest), span,
+                          span.new_zeros(rows, max(hi - n, 0), *rest)], dim=1)  # (rows, (g + 2)·c, ...)
+    span = span.view(rows, last - first + 2, c, *rest)  # (rows, g + 2, c, ...)
+    parts = [span[:, :-2], span[:, 1:-1], span[:, 2:]]  # blocks i-1, i, i+1: (rows, g, c, ...) each
+    if prefix is not None:
+        parts.insert(0, prefix[:, None].expand(rows, last - first, *prefix.shape[1:]))  # (rows, g, G, ...)
+    return torch.cat(parts, dim=2)
+
+
+def window_mask(is_pad, is_global, c):
+    """(b, blocks, c, 3c) bool: which of its `neighbour_blocks` keys each query may attend to in the window, the band
+    |i - j| ≤ c over real, non-global keys (global keys come in front, once; Longformer's rule). A pad query, whose
+    output row is zeroed, also sees itself, so no softmax row is empty."""
+    b, n = is_pad.shape
+    blocks = n // c
+    positions = torch.arange(n, device=is_pad.device)
+    query_pos = positions.view(blocks, c)  # (blocks, c)
+    key_pos = neighbour_blocks(positions[None, :] + 1, 0, blocks, c)[0] - 1  # (blocks, 3c); -1: beyond the ends
+    band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c)
+    key_ok = neighbour_blocks(~(is_pad | is_global), 0, blocks, c)  # (b, blocks, 3c); beyond the ends: False
+    allowed = band & key_ok[:, :, None, :]
+    return allowed | ((key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1))
+
+
+def global_slots(is_global):
+    """The positions of each document's global tokens, in order, padded to the batch's most (G): (b, G) positions
+    and (b, G) bool, True where the slot holds one of the document's own global tokens."""
+    count = is_global.sum(dim=1)  # (b,)
+    slots = int(count.max())
+    positions = torch.sort((~is_global).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # globals first
+    return positions, torch.arange(slots, device=is_global.device) < count[:, None]
+
+
 class SparseLongformerSelfAttention(LongformerSelfAttention):
     """Longformer's self-attention (same parameters) with the `blocked` backend next to Transformers' own."""
 
@@ -205,6 +245,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, is_global_attn),)
 
     def blocked_attention(self, hidden_states, is_pad, is_global, any_global):
+        """Longformer's attention (window and global rows) as dense blocks: the index work is `window_mask`,
+        `global_slots` and `neighbour_blocks`; hidden states (b, n, d), n a multiple of the window."""
         b, n, d = hidden_states.shape
         heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
         blocks = n // c
@@ -214,35 +256,11 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                            torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
         q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))  # (b, n, heads, head_dim)
 
-        def neighbours(x, first, last, prefix=None):
-            """For query blocks first..last-1 of x (b, n, ...): [prefix, blocks i-1, i, i+1], zeros beyond the ends."""
-            rows, rest, lo, hi = x.shape[0], x.shape[2:], (first - 1) * c, (last + 1) * c
-            span = x[:, max(lo, 0): min(hi, n)]  # (rows, ≤ (g + 2)·c, ...)
-            if lo < 0 or hi > n:
-                span = torch.cat([span.new_zeros(rows, max(-lo, 0), *rest), span,
-                                  span.new_zeros(rows, max(hi - n, 0), *rest)], dim=1)  # (rows, (g + 2)·c, ...)
-            span = span.view(rows, last - first + 2, c, *rest)  # (rows, g + 2, c, ...)
-            parts = [span[:, :-2], span[:, 1:-1], span[:, 2:]]  # blocks i-1, i, i+1: (rows, g, c, ...) each
-            if prefix is not None:
-                parts.insert(0, prefix[:, None].expand(rows, last - first, *prefix.shape[1:]))  # (rows, g, G, ...)
-            return torch.cat(parts, dim=2)  # (rows, g, [G +] 3c, ...)
-
-        device = hidden_states.device
-        query_pos = torch.arange(n, device=device).view(blocks, c)  # (blocks, c)
-        # the position of every key a query block sees, (blocks, 3c)
-        key_pos = neighbours(torch.arange(n, device=device)[None, :] + 1, 0, blocks)[0] - 1  # -1: beyond the ends
-        band = (key_pos[:, None, :] - query_pos[:, :, None]).abs() <= c  # (blocks, c, 3c); beyond the ends: key_ok
-        key_ok = neighbours(~(is_pad | is_global), 0, blocks)  # (b, blocks, 3c)
-        allowed = band & key_ok[:, :, None, :]  # (b, blocks, c, 3c)
-        # a pad query may see no key at all; let it see itself so softmax stays finite (its row is zeroed below)
-        allowed |= (key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1)  # (b, blocks, c, 3c)
-
+        allowed = window_mask(is_pad, is_global, c)  # (b, blocks, c, 3c)
         prefix, slots = (None, None), 0
         if any_global:
-            count = is_global.sum(dim=1)  # (b,)
-            slots = int(count.max())  # G
-            global_pos = torch.sort((~is_global).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # (b, G)
-            slot_ok = torch.arange(slots, device=device) < count[:, None]  # (b, G)
+            global_pos, slot_ok = global_slots(is_global)  # (b, G) each
+            slots = global_pos.shape[1]
             gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)  # (b, G, heads, head_dim)
             prefix = (k.gather(1, gather), v.gather(1, gather))  # the global keys and values, (b, G, heads, head_dim)
             # the global slots in front of the window: (b, blocks, c, G + 3c)
@@ -254,7 +272,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         out = q.new_empty(b, n, d)  # q's dtype: the compute dtype under autocast
         for first in range(0, blocks, per_call):
             last = min(first + per_call, blocks)
-            keys, values = (neighbours(x, first, last, p).flatten(0, 1).transpose(1, 2)
+            keys, values = (neighbour_blocks(x, first, last, c, p).flatten(0, 1).transpose(1, 2)
                             for x, p in zip((k, v), prefix))  # (b·g, heads, G + 3c, head_dim)
             group = F.scaled_dot_product_attention(  # (b·g, heads, c, head_dim), mask broadcast over heads
                 q_blocks[:, first:last].flatten(0, 1).transpose(1, 2), keys, values,  # (b·g, heads, c, head_dim)
@@ -275,7 +293,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         global_out = F.scaled_dot_product_attention(q_global, k_global, v_global,
                                                     attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
         global_out = global_out.transpose(1, 2).reshape(b, slots, d)  # (b, G, d)
-        rows = torch.arange(b, device=device)[:, None].expand(b, slots)  # (b, G)
+        rows = torch.arange(b, device=hidden_states.device)[:, None].expand(b, slots)  # (b, G)
         # the G global rows of each document written over its window rows in `out`, (b, n, d)
         return out.index_put_((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
 
