@@ -14,30 +14,23 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    SchedulerType,
     Trainer,
     TrainingArguments,
     set_seed,
 )
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
-from .data.loading import require_hub
-from .head_fitting import cached_features, fit_head, keep_the_better, labels_of, state_copy
-from .head_fitting import freeze_backbone as freeze_backbone_parameters
+from .head_fitting import keep_the_better, state_copy
 from .hub import make_model_card
 from .metrics import compute_metrics_fn
-from .modeling import FAMILIES, Family, get_family
+from .modeling import Family, get_family
 from .numbers import (
-    LEARNING_RATE,
-    MAX_LENGTH,
-    NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
-    POSITIVE_NUMBER,
     SEED,
     THRESHOLD,
-    VOCAB_SIZE,
 )
 from .outputs import RunDiverged, RunFolder
+from .run_settings import RunSettings, check_backbone
 
 logger = logging.getLogger(__name__)
 
@@ -117,49 +110,6 @@ class HeadRateTrainer(Trainer):
         return optimizer
 
 
-def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear", threshold=0.3, seed=42,
-                      vocab_size=8000, head_learning_rate=None):
-    """A ValueError naming the argument (and its CLI flag) for a number a run cannot use, before anything is loaded:
-    `max_length` 0 or 1 would silently turn truncation off, `epochs` inf would never end, a `threshold` outside (0, 1)
-    would make every label always (or never) predicted."""
-    MAX_LENGTH.check(max_length, "max_length", "max-length")
-    POSITIVE_NUMBER.check(epochs, "epochs", "epochs")
-    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
-    if learning_rate is not None:
-        LEARNING_RATE.check(learning_rate, "learning_rate", "learning-rate")
-    if head_learning_rate is not None:
-        LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
-    THRESHOLD.check(threshold, "threshold", "threshold")
-    SEED.check(seed, "seed", "seed")
-    VOCAB_SIZE.check(vocab_size, "vocab_size", "vocab-size")
-    check_lr_scheduler(lr_scheduler)
-    for name, rate in (("learning_rate", learning_rate), ("head_learning_rate", head_learning_rate)):
-        if rate is not None and rate > 1:
-            logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
-                           "stops with an error.", name, rate)
-
-
-def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--backbone or --init-from"):
-    """A ValueError naming `head_learning_rate` (--head-learning-rate) unless it is None or a positive number for a
-    model started from pretrained weights (`pretrained`, which the flags `starts_from` give): from scratch every
-    parameter is new."""
-    if head_learning_rate is None:
-        return
-    LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
-    if not pretrained:
-        raise ValueError("`head_learning_rate` (--head-learning-rate) is the rate of the parameters a pretrained model "
-                         f"does not supply; a model trained from scratch has only new ones: pass {starts_from}, or "
-                         "set --learning-rate alone.")
-
-
-def check_lr_scheduler(lr_scheduler):
-    """A ValueError naming `lr_scheduler` (--lr-scheduler) unless it is a Transformers schedule name."""
-    schedules = [kind.value for kind in SchedulerType]
-    if lr_scheduler not in schedules:
-        raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
-                         f"{lr_scheduler!r}.")
-
-
 def label_settings(label_names, multi_label):
     """The config's label settings: `num_labels`, `id2label`, `label2id` and `problem_type`."""
     return dict(
@@ -216,29 +166,6 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     return model, tokenizer
 
 
-def check_backbone(family, backbone):
-    """A ValueError, before any data is made, when `family` cannot start from a pretrained model or `backbone` is a
-    local path that holds no model."""
-    if family.from_backbone is None:
-        able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
-        raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
-                         f"{able}.")
-    check_backbone_folder(backbone)
-
-
-def check_backbone_folder(backbone):
-    """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
-    looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
-    if looks_local and not os.path.exists(os.path.expanduser(backbone)):
-        raise ValueError(f"`backbone` (--backbone) {backbone!r} does not exist; pass a folder saved with "
-                         "`save_pretrained` (model and tokenizer) or a Hub id.")
-    if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
-        raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
-                         "`save_pretrained` (model and tokenizer) or a Hub id.")
-    if not looks_local:
-        require_hub("`backbone` (--backbone)", backbone)
-
-
 def fit_statistics(family, model, train_input_ids, tokenizer):
     """Fit what the family computes from the training documents before training (the sparse-map Longformer's TF-IDF
     and PMI statistics), unless the model holds it already (a model started from a fitted one)."""
@@ -250,249 +177,134 @@ def fit_statistics(family, model, train_input_ids, tokenizer):
                     report)
 
 
-def train(
-    model="contextualizer",
-    output_dir="out/model",
-    dataset=None,
-    text_column="text",
-    label_column="label",
-    tokenizer=None,
-    config_overrides=None,
-    max_length=4096,
-    vocab_size=8000,
-    epochs=4,
-    batch_size=8,
-    learning_rate=None,
-    weight_decay=0.01,
-    seed=42,
-    threshold=0.3,
-    evidence="end",
-    task_size=None,
-    task_words=None,
-    extra_scores=None,
-    report_to="none",
-    init_from=None,
-    backbone=None,
-    overwrite=False,
-    resume=False,
-    lr_scheduler="linear",
-    head_learning_rate=None,
-    freeze_backbone=False,
-    head_epochs=None,
-):
-    """Train `model` on `dataset` (or the built-in task), evaluate on test, and save everything to `output_dir`.
-
-    Writes the model (safetensors + config + source files), the tokenizer, `metrics.json` and a model card; returns the
-    metrics dict. `extra_scores` maps a name to a function (data, multi_label) -> scores computed on the same task and
-    recorded under that name (`hf-longdoc train --baseline` adds the truncating TF-IDF baseline this way). `init_from`
-    starts the encoder from a saved model of the same family (and its tokenizer, unless `tokenizer` is given);
-    `backbone` builds the family around a pretrained language model (a folder or Hub id) and uses its tokenizer.
-    `output_dir` is replaced only when the run has succeeded, keeping files hf-longdoc did not write (see `RunFolder`
-    for `overwrite` and `resume`).
-    `lr_scheduler` is a Transformers schedule name (after a 10% warm-up; linear decay by default, as the papers
-    fine-tune). `head_learning_rate` is the rate of the parameters a `backbone` or `init_from` model does not supply
-    (its new head, the elementwise byte embeddings; see `HeadRateTrainer`); None: `learning_rate` for every parameter.
-    Documents are cut at what the model really reads (`max_length`, or less where the family reads less: a segment
-    LM reads m·(L − 2) tokens), and the saved tokenizer's `model_max_length` says so.
-    `freeze_backbone` (with `backbone` or `init_from`) trains only the new head; `head_epochs` sets the epochs of the
-    head's first stage on cached frozen features (see `HeadStage`; None: the recipe's default).
-    """
-    family = get_family(model)  # an unknown family or setting fails before any data is made
-    check_label_overrides(config_overrides)
-    family.check_settings(config_overrides or {})
-    check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler, threshold, seed, vocab_size,
-                      head_learning_rate)
-    check_head_learning_rate(head_learning_rate, backbone is not None or init_from is not None)
-    stage = HeadStage.resolve(family, backbone is not None or init_from is not None, freeze_backbone, head_epochs)
-    if backbone is None and init_from is None:
-        family.build_config(**(config_overrides or {}))  # an impossible setting fails before any data is made
-    if backbone is not None:
-        check_backbone(family, backbone)
-    tokenizer = resolve_tokenizer(family, tokenizer, backbone, init_from)
-    learning_rate = family.learning_rate if learning_rate is None else learning_rate
-    settings = dict(model=model, dataset=dataset, text_column=text_column, label_column=label_column,
-                    tokenizer=getattr(tokenizer, "name_or_path", tokenizer), config_overrides=config_overrides or {},
-                    max_length=max_length, vocab_size=vocab_size, epochs=epochs, batch_size=batch_size,
-                    learning_rate=learning_rate, weight_decay=weight_decay, seed=seed, threshold=threshold,
-                    evidence=evidence, task_size=task_size, task_words=task_words, init_from=init_from,
-                    backbone=backbone, lr_scheduler=lr_scheduler, head_learning_rate=head_learning_rate,
-                    freeze_backbone=freeze_backbone, head_epochs=stage.epochs, extra_scores=sorted(extra_scores or {}))
-    # checked and locked before any data is read; `resume` must repeat the interrupted run's settings
-    with RunFolder(output_dir, overwrite, resume, settings) as run:
-        set_seed(seed)
-        data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, seed, evidence,
-                                                                 task_size, task_words)
-        classifier = None
-        if backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
-            classifier, tokenizer = build_from_backbone(family, backbone, label_names, multi_label, config_overrides,
-                                                        max_length, tokenizer)
-        if tokenizer is None:
-            config = family.build_config(**(config_overrides or {}))  # an invalid override fails before any fitting
-            tokenizer = family.tokenizer_for(config, data["train"]["text"], vocab_size, max_length)
-            max_length = tokenizer.model_max_length
-        elif backbone is None:
-            tokenizer.model_max_length = max_length
-        if init_from is not None:
-            limit = getattr(AutoConfig.from_pretrained(init_from), "max_position_embeddings", None)
-            if limit and max_length > limit:
-                logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
-                               init_from, limit, limit, max_length)
-                max_length = tokenizer.model_max_length = limit
-        scores = {name: score(data, multi_label) for name, score in (extra_scores or {}).items()}
-        if classifier is None:
-            classifier = build_model(family, tokenizer, label_names, multi_label, config_overrides, init_from)
-        if run.checkpoint is not None:
-            check_resume_matches(run.checkpoint, classifier.config)
-        reads = family.reads(classifier.config)
-        if reads is not None and reads < max_length:
-            logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
-                           "and the saved tokenizer truncates there.", family.name, reads, max_length, reads)
-            max_length = tokenizer.model_max_length = reads
-        encoded = tokenize(data, tokenizer, max_length)
-        fit_statistics(family, classifier, encoded["train"]["input_ids"], tokenizer)
-        args = training_arguments(
-            run.staging, epochs, batch_size, learning_rate, seed, weight_decay=weight_decay, report_to=report_to,
-            lr_scheduler_type=lr_scheduler,
-            eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
-            metric_for_best_model="micro_f1" if multi_label else "accuracy", greater_is_better=True,
-            logging_steps=20,
-        )
-        head_parameters = new_parameter_names(classifier, family if backbone is not None else None)
-        head_report = stage.run(classifier, family, head_parameters, encoded, tokenizer, head_learning_rate,
-                                batch_size, seed, multi_label, threshold,
-                                fit=run.checkpoint is None)  # a resumed run's head comes from its checkpoint
-        warm_state = state_copy(classifier) if head_report and stage.trains_end_to_end else None
-        if head_learning_rate is not None:
-            logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
-                        len(head_parameters), ", ".join(head_parameters[:3]), head_learning_rate, learning_rate)
-        trainer = HeadRateTrainer(
-            model=classifier,
-            args=args,
-            head_parameters=head_parameters,
-            head_learning_rate=head_learning_rate,
-            train_dataset=encoded["train"],
-            eval_dataset=encoded["validation"],
-            data_collator=DataCollatorWithPadding(tokenizer),
-            processing_class=tokenizer,
-            compute_metrics=compute_metrics_fn(multi_label, threshold),
-        )
-        if stage.trains_end_to_end:
-            trainer.train(resume_from_checkpoint=run.checkpoint)
-        trainer.check_finite_weights()
-        if warm_state is not None:  # Trainer loaded its best epoch; the warm start competes with it
-            key = "micro_f1" if multi_label else "accuracy"
-            head_report["kept"] = keep_the_better(classifier, warm_state, head_report[f"validation_{key}"],
-                                                  trainer.state.best_metric)
-        test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
-        validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
-        metrics = {
-            "model": model,
-            "dataset": dataset_name,
-            "max_length": max_length,
-            "backbone": backbone,
-            "head_learning_rate": head_learning_rate,
-            "freeze_backbone": freeze_backbone,
-            "head_stage": head_report,
-            "split_seed": seed,
-            "task": {"evidence": evidence, "task_size": task_size, "task_words": task_words}
-            if dataset in (None, BUILTIN_TASK) else None,
-            "sizes": {split: len(part) for split, part in encoded.items()},
-            "test": without_prefix(test, "test"),
-            "validation": without_prefix(validation, "validation"),
-        }
-        metrics.update(scores)
-        save(trainer, tokenizer, run.staging, metrics, dataset_name, run.target)
-        run.commit()
+def train(**settings):
+    """Train a family on a dataset (or the built-in task), evaluate it on test, and save everything to `output_dir`:
+    the model (safetensors, config, source files), its tokenizer, `metrics.json` and a model card. Returns the
+    metrics. The keyword arguments are `RunSettings`' fields, documented there; all are checked before any data is
+    read, and `output_dir` is replaced only when the run has succeeded (see `RunFolder`)."""
+    run = RunSettings(**settings).resolve()
+    with RunFolder(run.output_dir, run.overwrite, run.resume, run.recorded()) as folder:
+        set_seed(run.seed)
+        task = load_run_task(run)
+        model, tokenizer, max_length = build_run_model(run, task, folder.checkpoint)
+        encoded = tokenize(task.data, tokenizer, max_length)
+        fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
+        trainer, head_report = fit(run, task, model, tokenizer, encoded, folder)
+        metrics = run_metrics(run, task, trainer, encoded, max_length, head_report)
+        save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
+        folder.commit()
     return metrics
 
 
-@dataclass(frozen=True)
-class HeadStage:
-    """The recipe for the head of a model started from pretrained weights (see `head_fitting`).
+@dataclass
+class RunTask:
+    """A run's data: the splits, the label names (ids in this order), single- or multi-label, the dataset's name,
+    and the run's `extra_scores` computed on it."""
 
-    With a family that can cache its frozen features (its registry `frozen_features`), the new head first trains
-    `epochs` on them (linear probing): then either that is all (`freeze_backbone`), or the whole model fine-tunes from
-    that warm start (LP-FT, the default). Without a cache, a frozen backbone runs in every epoch and only the head
-    learns (`freeze_backbone`), or the whole model fine-tunes from a random head."""
-
-    epochs: int = 0  # epochs of the head on cached features (0: no such stage)
-    freeze_backbone: bool = False
-
-    DEFAULT_EPOCHS = 50  # an upper bound: the stage stops 10 epochs after its best validation score
-
-    @classmethod
-    def resolve(cls, family, pretrained, freeze_backbone=False, epochs=None):
-        """The stage of a run, with a ValueError naming the argument that cannot apply."""
-        if freeze_backbone and not pretrained:
-            raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
-                             "--backbone or --init-from, or train every parameter from scratch without it.")
-        cache = pretrained and family is not None and family.frozen_features is not None
-        if epochs is None:
-            return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
-        NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
-        if epochs and not cache:
-            name = family.name if family is not None else "this model"
-            raise ValueError(f"`head_epochs` (--head-epochs) trains a new head on cached features of a pretrained "
-                             f"backbone, which {name} {'has no' if pretrained else 'does not start from'}; leave it "
-                             "out" + ("." if pretrained else ", or pass --backbone."))
-        if freeze_backbone and cache and not epochs:
-            raise ValueError("`head_epochs` (--head-epochs) 0 with `freeze_backbone` would train nothing; leave it "
-                             "out or give a number of epochs.")
-        return cls(epochs, freeze_backbone)
-
-    @property
-    def trains_end_to_end(self):
-        """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
-        return not (self.freeze_backbone and self.epochs)
-
-    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold, fit=True):
-        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`; returns the
-        report (None without the stage)."""
-        if self.freeze_backbone:
-            frozen = freeze_backbone_parameters(model, head_parameters)
-            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
-        if not (self.epochs and fit):
-            return None
-        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
-                 labels_of(encoded["train"], multi_label))
-        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
-                      labels_of(encoded["validation"], multi_label))
-        return fit_head(model, family, head_parameters, train, validation, self.epochs, learning_rate or 1e-3,
-                        batch_size, seed, multi_label, threshold)
+    data: DatasetDict
+    label_names: list
+    multi_label: bool
+    name: str
+    scores: dict
 
 
-LABEL_SETTINGS = ("num_labels", "id2label", "label2id", "problem_type")
+def load_run_task(run):
+    """The `RunTask` of `run` (its `dataset`, or the built-in task), split with its seed."""
+    data, label_names, multi_label, name = load_task(run.dataset, run.text_column, run.label_column, run.seed,
+                                                     run.evidence, run.task_size, run.task_words)
+    scores = {key: score(data, multi_label) for key, score in (run.extra_scores or {}).items()}
+    return RunTask(data, label_names, multi_label, name, scores)
 
 
-def check_label_overrides(config_overrides):
-    """A ValueError for a config override of what the dataset decides: the label names, their ids and number, and
-    single- or multi-label. An `id2label` in another order than the data's ids would name every prediction wrongly
-    while the run reports a perfect score."""
-    given = [key for key in LABEL_SETTINGS if key in (config_overrides or {})]
-    if given:
-        raise ValueError(f"`config_overrides` (--config) sets {', '.join(given)}, which the dataset decides: the "
-                         "label names and their number come from --label-column (single- or multi-label from its "
-                         "values), in sorted order. Remove the override; rename the labels in the data to change "
-                         "them.")
+def build_run_model(run, task, checkpoint=None):
+    """(model, tokenizer, max_length): the family around `run.backbone`, from `run.init_from`, or fresh at its
+    `train` defaults, with the run's tokenizer (fitted here when none is given); `max_length` is what the model really
+    reads, which the tokenizer's `model_max_length` says (every cut is logged). A resumed run (`checkpoint`) must have
+    built the same model."""
+    family, max_length, tokenizer, model = run.family, run.max_length, run.tokenizer, None
+    if run.backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
+        model, tokenizer = build_from_backbone(family, run.backbone, task.label_names, task.multi_label,
+                                               run.config_overrides, max_length, tokenizer)
+    elif tokenizer is None:
+        config = family.build_config(**run.config_overrides)
+        tokenizer = family.tokenizer_for(config, task.data["train"]["text"], run.vocab_size, max_length)
+        max_length = tokenizer.model_max_length
+    else:
+        tokenizer.model_max_length = max_length
+    if run.init_from is not None:
+        limit = getattr(AutoConfig.from_pretrained(run.init_from), "max_position_embeddings", None)
+        if limit and max_length > limit:
+            logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
+                           run.init_from, limit, limit, max_length)
+            max_length = tokenizer.model_max_length = limit
+    if model is None:
+        model = build_model(family, tokenizer, task.label_names, task.multi_label, run.config_overrides, run.init_from)
+    if checkpoint is not None:
+        check_resume_matches(checkpoint, model.config)
+    reads = family.reads(model.config)
+    if reads is not None and reads < max_length:
+        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
+                       "and the saved tokenizer truncates there.", family.name, reads, max_length, reads)
+        max_length = tokenizer.model_max_length = reads
+    return model, tokenizer, max_length
 
 
-def resolve_tokenizer(family, tokenizer, backbone, init_from):
-    """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
-    object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
-    used (`build_from_backbone` loads and checks it)."""
-    if isinstance(tokenizer, str):
-        tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
-        if tokenizer.pad_token is None and backbone is None:
-            raise ValueError("The tokenizer given with `tokenizer` (--tokenizer) has no pad token; set one and save "
-                             "it before training.")
-        return tokenizer
-    if tokenizer is not None or init_from is None:
-        return tokenizer
-    if not os.path.isdir(init_from):
-        raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
-    return load_tokenizer(init_from, "`init_from` (--init-from)", "pass the tokenizer the model was trained with as "
-                          "`tokenizer` (--tokenizer)")
+def fit(run, task, model, tokenizer, encoded, folder):
+    """The run's training: the head stage on cached frozen features where it applies (`HeadStage`), then Trainer end
+    to end unless only the head trains, evaluated on validation every epoch with the best epoch kept; the head
+    stage's warm start is kept instead when fine-tuning ends below it. Returns (trainer, the head stage's report)."""
+    head_parameters = new_parameter_names(model, run.family if run.backbone is not None else None)
+    head_report = run.stage.run(model, run.family, head_parameters, encoded, tokenizer, run.head_learning_rate,
+                                run.batch_size, run.seed, task.multi_label, run.threshold,
+                                fit=folder.checkpoint is None)  # a resumed run's head comes from its checkpoint
+    warm_state = state_copy(model) if head_report and run.stage.trains_end_to_end else None
+    if run.head_learning_rate is not None:
+        logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
+                    len(head_parameters), ", ".join(head_parameters[:3]), run.head_learning_rate, run.learning_rate)
+    key = "micro_f1" if task.multi_label else "accuracy"
+    args = training_arguments(
+        folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, weight_decay=run.weight_decay,
+        report_to=run.report_to, lr_scheduler_type=run.lr_scheduler, eval_strategy="epoch", save_strategy="epoch",
+        save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=key, greater_is_better=True,
+        logging_steps=20,
+    )
+    trainer = HeadRateTrainer(
+        model=model, args=args, head_parameters=head_parameters, head_learning_rate=run.head_learning_rate,
+        train_dataset=encoded["train"], eval_dataset=encoded["validation"],
+        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
+        compute_metrics=compute_metrics_fn(task.multi_label, run.threshold),
+    )
+    if run.stage.trains_end_to_end:
+        trainer.train(resume_from_checkpoint=folder.checkpoint)
+    trainer.check_finite_weights()
+    if warm_state is not None:  # Trainer loaded its best epoch; the warm start competes with it
+        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"],
+                                              trainer.state.best_metric)
+    return trainer, head_report
+
+
+def run_metrics(run, task, trainer, encoded, max_length, head_report):
+    """What `metrics.json` records: the run's settings that shape the result, test and validation scores."""
+    test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
+    validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
+    builtin = run.dataset in (None, BUILTIN_TASK)
+    metrics = {
+        "model": run.model,
+        "dataset": task.name,
+        "max_length": max_length,
+        "backbone": run.backbone,
+        "head_learning_rate": run.head_learning_rate,
+        "freeze_backbone": run.freeze_backbone,
+        "head_stage": head_report,
+        "split_seed": run.seed,
+        "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words}
+        if builtin else None,
+        "sizes": {split: len(part) for split, part in encoded.items()},
+        "test": without_prefix(test, "test"),
+        "validation": without_prefix(validation, "validation"),
+    }
+    metrics.update(task.scores)
+    return metrics
 
 
 # Config entries that say how a model is called or where it came from, not what it is

@@ -49,16 +49,18 @@ from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
 from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
 from ..outputs import check_files_free, record_outputs, require_writable_folder
-from ..training import (
-    HeadRateTrainer,
+from ..run_settings import (
     HeadStage,
-    build_from_backbone,
-    build_model,
     check_backbone,
     check_backbone_folder,
     check_head_learning_rate,
     check_label_overrides,
     check_lr_scheduler,
+)
+from ..training import (
+    HeadRateTrainer,
+    build_from_backbone,
+    build_model,
     fit_statistics,
     label_settings,
     new_parameter_names,

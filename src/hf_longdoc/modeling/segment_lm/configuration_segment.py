@@ -1,6 +1,6 @@
 """Configuration of the segment LMs (Olson et al., "Adapting Pretrained Language Models for Long Document
-Classification", https://openreview.net/forum?id=ryxW804FPH): a pretrained Transformers LM reads a document as m segments, and a head combines the segment
-representations (Base / Cat / RNN / ATT / ablated ATT, Eq. 1-7).
+Classification", https://openreview.net/forum?id=ryxW804FPH): a pretrained Transformers LM reads a document as m
+segments, and a head combines the segment representations (Base / Cat / RNN / ATT / ablated ATT, Eq. 1-7).
 
 Self-contained (Hub rule): imports only transformers and the standard library.
 """

@@ -1,0 +1,279 @@
+"""The settings of one training run: documented argument by argument and validated once, before any data is read.
+
+`RunSettings` is what `training.train` (and `hf-longdoc train`) takes. `RunSettings.resolve` checks every argument
+(numbers, rates, labels, the family and its settings, the backbone folder, the tokenizer, the head stage) and
+resolves what the rest of the run reads: the family, its learning rate, the tokenizer and the head stage.
+"""
+
+import logging
+import os
+from dataclasses import dataclass, field, fields
+
+from transformers import SchedulerType
+
+from .data import load_tokenizer
+from .data.loading import require_hub
+from .head_fitting import cached_features, fit_head, labels_of
+from .head_fitting import freeze_backbone as freeze_backbone_parameters
+from .modeling import FAMILIES, Family, get_family
+from .numbers import (
+    LEARNING_RATE,
+    MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SEED,
+    THRESHOLD,
+    VOCAB_SIZE,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSettings:
+    """One training run, argument by argument (the keyword arguments of `train`; the CLI flag is the same name with
+    dashes).
+
+    - `model`: the family's name (`hf-longdoc train --help` lists them).
+    - `output_dir`: where the model, its tokenizer, `metrics.json`, `training_args.json` and the card go. An earlier
+      run there is replaced only when this one succeeds; files hf-longdoc did not write are kept (`outputs.RunFolder`).
+    - `dataset`: a CSV / JSONL / parquet file or a Hub dataset id with `text_column` and `label_column` (a column of
+      lists is multi-label); None: the built-in synthetic task (`evidence`, `task_size`, `task_words` shape it).
+    - `tokenizer`: a saved tokenizer (folder, Hub id or object); None: the backbone's, the family's own, or WordPiece
+      fitted on the training split with `vocab_size` ids.
+    - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
+    - `max_length`: tokens (bytes for elementwise) a document is read up to; longer ones are cut, and the cut is
+      logged. A family that reads less cuts there.
+    - `epochs`, `batch_size`, `learning_rate` (None: the family's), `weight_decay`, `lr_scheduler` (a Transformers
+      schedule after a 10% warm-up), `seed` (the split and the initial weights), `threshold` (multi-label decisions),
+      `report_to` (Trainer's loggers).
+    - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
+    - `init_from`: a saved model of the same family whose encoder (and tokenizer) the run starts from.
+    - `backbone`: a pretrained checkpoint (folder or Hub id) the family is built around, with its tokenizer.
+    - `overwrite`: replace files in `output_dir` that hf-longdoc did not write; `resume`: continue the interrupted run
+      there, which must have the same settings.
+    - `head_learning_rate`: with `backbone` or `init_from`, the rate of the parameters they do not supply (the head,
+      the elementwise byte embeddings); None: `learning_rate`.
+    - `freeze_backbone`: with `backbone` or `init_from`, train only the new head; `head_epochs`: the epochs of the
+      head on cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches
+      them, else 0).
+    """
+
+    model: str = "contextualizer"
+    output_dir: str = "out/model"
+    dataset: object = None
+    text_column: str = "text"
+    label_column: str = "label"
+    tokenizer: object = None
+    config_overrides: dict | None = None
+    max_length: int = 4096
+    vocab_size: int = 8000
+    epochs: float = 4
+    batch_size: int = 8
+    learning_rate: float | None = None
+    weight_decay: float = 0.01
+    seed: int = 42
+    threshold: float = 0.3
+    evidence: str = "end"
+    task_size: int | None = None
+    task_words: tuple | None = None
+    extra_scores: dict | None = None
+    report_to: str = "none"
+    init_from: str | None = None
+    backbone: str | None = None
+    overwrite: bool = False
+    resume: bool = False
+    lr_scheduler: str = "linear"
+    head_learning_rate: float | None = None
+    freeze_backbone: bool = False
+    head_epochs: int | None = None
+    family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
+    stage: "HeadStage | None" = field(default=None, init=False, repr=False)
+
+    @property
+    def pretrained(self):
+        """Whether the run starts from pretrained weights (a backbone or a saved model)."""
+        return self.backbone is not None or self.init_from is not None
+
+    def resolve(self):
+        """Check every argument, in the order a user would fix them, and resolve the family, the learning rate, the
+        tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
+        self.family = get_family(self.model)  # an unknown family or setting fails before any data is made
+        self.config_overrides = dict(self.config_overrides or {})
+        check_label_overrides(self.config_overrides)
+        self.family.check_settings(self.config_overrides)
+        check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
+                          self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
+        check_head_learning_rate(self.head_learning_rate, self.pretrained)
+        self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
+        if not self.pretrained:
+            self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
+        if self.backbone is not None:
+            check_backbone(self.family, self.backbone)
+        self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
+        self.learning_rate = self.family.learning_rate if self.learning_rate is None else self.learning_rate
+        return self
+
+    def recorded(self):
+        """The settings as `RunFolder` records them (a resumed run must repeat them)."""
+        left_out = ("family", "stage", "output_dir", "overwrite", "resume", "report_to")
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
+        settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
+                        head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))
+        return settings
+
+
+def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear", threshold=0.3, seed=42,
+                      vocab_size=8000, head_learning_rate=None):
+    """A ValueError naming the argument (and its CLI flag) for a number a run cannot use, before anything is loaded:
+    `max_length` 0 or 1 would silently turn truncation off, `epochs` inf would never end, a `threshold` outside (0, 1)
+    would make every label always (or never) predicted."""
+    MAX_LENGTH.check(max_length, "max_length", "max-length")
+    POSITIVE_NUMBER.check(epochs, "epochs", "epochs")
+    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
+    if learning_rate is not None:
+        LEARNING_RATE.check(learning_rate, "learning_rate", "learning-rate")
+    if head_learning_rate is not None:
+        LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
+    THRESHOLD.check(threshold, "threshold", "threshold")
+    SEED.check(seed, "seed", "seed")
+    VOCAB_SIZE.check(vocab_size, "vocab_size", "vocab-size")
+    check_lr_scheduler(lr_scheduler)
+    for name, rate in (("learning_rate", learning_rate), ("head_learning_rate", head_learning_rate)):
+        if rate is not None and rate > 1:
+            logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
+                           "stops with an error.", name, rate)
+
+
+def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--backbone or --init-from"):
+    """A ValueError naming `head_learning_rate` (--head-learning-rate) unless it is None or a positive number for a
+    model started from pretrained weights (`pretrained`, which the flags `starts_from` give): from scratch every
+    parameter is new."""
+    if head_learning_rate is None:
+        return
+    LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
+    if not pretrained:
+        raise ValueError("`head_learning_rate` (--head-learning-rate) is the rate of the parameters a pretrained model "
+                         f"does not supply; a model trained from scratch has only new ones: pass {starts_from}, or "
+                         "set --learning-rate alone.")
+
+
+def check_lr_scheduler(lr_scheduler):
+    """A ValueError naming `lr_scheduler` (--lr-scheduler) unless it is a Transformers schedule name."""
+    schedules = [kind.value for kind in SchedulerType]
+    if lr_scheduler not in schedules:
+        raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
+                         f"{lr_scheduler!r}.")
+
+
+LABEL_SETTINGS = ("num_labels", "id2label", "label2id", "problem_type")
+
+
+def check_label_overrides(config_overrides):
+    """A ValueError for a config override of what the dataset decides: the label names, their ids and number, and
+    single- or multi-label. An `id2label` in another order than the data's ids would name every prediction wrongly
+    while the run reports a perfect score."""
+    given = [key for key in LABEL_SETTINGS if key in (config_overrides or {})]
+    if given:
+        raise ValueError(f"`config_overrides` (--config) sets {', '.join(given)}, which the dataset decides: the "
+                         "label names and their number come from --label-column (single- or multi-label from its "
+                         "values), in sorted order. Remove the override; rename the labels in the data to change "
+                         "them.")
+
+
+def resolve_tokenizer(family, tokenizer, backbone, init_from):
+    """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
+    object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
+    used (`build_from_backbone` loads and checks it)."""
+    if isinstance(tokenizer, str):
+        tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
+        if tokenizer.pad_token is None and backbone is None:
+            raise ValueError("The tokenizer given with `tokenizer` (--tokenizer) has no pad token; set one and save "
+                             "it before training.")
+        return tokenizer
+    if tokenizer is not None or init_from is None:
+        return tokenizer
+    if not os.path.isdir(init_from):
+        raise ValueError(f"`init_from` {init_from!r} is not a folder; pass the output folder of a saved model.")
+    return load_tokenizer(init_from, "`init_from` (--init-from)", "pass the tokenizer the model was trained with as "
+                          "`tokenizer` (--tokenizer)")
+
+
+def check_backbone(family, backbone):
+    """A ValueError, before any data is made, when `family` cannot start from a pretrained model or `backbone` is a
+    local path that holds no model."""
+    if family.from_backbone is None:
+        able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
+        raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
+                         f"{able}.")
+    check_backbone_folder(backbone)
+
+
+def check_backbone_folder(backbone):
+    """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
+    looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
+    if looks_local and not os.path.exists(os.path.expanduser(backbone)):
+        raise ValueError(f"`backbone` (--backbone) {backbone!r} does not exist; pass a folder saved with "
+                         "`save_pretrained` (model and tokenizer) or a Hub id.")
+    if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
+        raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
+                         "`save_pretrained` (model and tokenizer) or a Hub id.")
+    if not looks_local:
+        require_hub("`backbone` (--backbone)", backbone)
+
+
+@dataclass(frozen=True)
+class HeadStage:
+    """The recipe for the head of a model started from pretrained weights (see `head_fitting`).
+
+    With a family that can cache its frozen features (its registry `frozen_features`), the new head first trains
+    `epochs` on them (linear probing): then either that is all (`freeze_backbone`), or the whole model fine-tunes from
+    that warm start (LP-FT, the default). Without a cache, a frozen backbone runs in every epoch and only the head
+    learns (`freeze_backbone`), or the whole model fine-tunes from a random head."""
+
+    epochs: int = 0  # epochs of the head on cached features (0: no such stage)
+    freeze_backbone: bool = False
+
+    DEFAULT_EPOCHS = 50  # an upper bound: the stage stops 10 epochs after its best validation score
+
+    @classmethod
+    def resolve(cls, family, pretrained, freeze_backbone=False, epochs=None):
+        """The stage of a run, with a ValueError naming the argument that cannot apply."""
+        if freeze_backbone and not pretrained:
+            raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
+                             "--backbone or --init-from, or train every parameter from scratch without it.")
+        cache = pretrained and family is not None and family.frozen_features is not None
+        if epochs is None:
+            return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
+        NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
+        if epochs and not cache:
+            name = family.name if family is not None else "this model"
+            raise ValueError(f"`head_epochs` (--head-epochs) trains a new head on cached features of a pretrained "
+                             f"backbone, which {name} {'has no' if pretrained else 'does not start from'}; leave it "
+                             "out" + ("." if pretrained else ", or pass --backbone."))
+        if freeze_backbone and cache and not epochs:
+            raise ValueError("`head_epochs` (--head-epochs) 0 with `freeze_backbone` would train nothing; leave it "
+                             "out or give a number of epochs.")
+        return cls(epochs, freeze_backbone)
+
+    @property
+    def trains_end_to_end(self):
+        """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
+        return not (self.freeze_backbone and self.epochs)
+
+    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
+            threshold, fit=True):
+        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`; returns the
+        report (None without the stage)."""
+        if self.freeze_backbone:
+            frozen = freeze_backbone_parameters(model, head_parameters)
+            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
+        if not (self.epochs and fit):
+            return None
+        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
+                 labels_of(encoded["train"], multi_label))
+        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
+                      labels_of(encoded["validation"], multi_label))
+        return fit_head(model, family, head_parameters, train, validation, self.epochs, learning_rate or 1e-3,
+                        batch_size, seed, multi_label, threshold)
