@@ -87,7 +87,6 @@ TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over 
 # baselines of a pretrained `--backbone` only: the checkpoint through its own AutoModelForSequenceClassification at all
 # its positions, and the checkpoint over every chunk of the document with the logits averaged
 NATIVE, CHUNKS = "native", "bert-chunks"
-CHECKPOINT_BASELINES = (NATIVE, CHUNKS)
 CHUNK_TOKENS = 512  # `bert-chunks` reads chunks of 512 tokens (fewer when the checkpoint has fewer positions)
 
 
@@ -145,18 +144,161 @@ class CompareSettings:
 
 @dataclass
 class ModelSpec:
-    name: str  # as given: `slstm`, `sparse_longformer:pmi`, `bert-512`, `longformer`, `tfidf`
-    family: Family | None  # None for a baseline
-    setting: dict  # the variant as config kwargs
-    baseline: str | None = None  # a key of BASELINES, tfidf, native or bert-chunks
-    truncation: int | None = None  # bert-N: tokens read
-    head: int | None = None  # bert-N-headtail: tokens kept from the start, the rest from the end
+    """One entry of a comparison: a family (`slstm`, `sparse_longformer:pmi`) or a baseline (`bert-512`, `tfidf`,
+    ...). Each kind of entry says how it is checked, built and measured, so the run never asks which kind it holds;
+    a new baseline is one more entry."""
+
+    name: str  # as given
+    family: Family | None = None  # the family of a model entry; None for a baseline
+    setting: dict = field(default_factory=dict)  # the variant as config settings
+    head: int | None = None  # tokens kept from the start when the document is read head + tail; None: the first ones
+
+    def override_targets(self):
+        """The `--config MODEL.KEY=VALUE` targets that reach this entry (baselines take no overrides)."""
+        return ()
+
+    def check(self, settings, positions=None):
+        """A ValueError, before any training, when this entry cannot run with `settings` (`positions`: the
+        backbone's, when there is one)."""
+
+    def build(self, settings, task):
+        """(model, tokenizer, tokens read, learning rate) at the compare budget, or around `settings.backbone`."""
+        raise NotImplementedError
 
     def bench_name(self):
-        """The name `hf-longdoc bench` measures this model under (None: not a neural model)."""
-        if self.baseline == TFIDF or self.baseline in CHECKPOINT_BASELINES:
-            return None
-        return self.baseline if self.family is None else self.name
+        """The name `hf-longdoc bench` measures this entry under (None: not measured there)."""
+        return None
+
+    def fit_statistics(self, model, train_input_ids, tokenizer):
+        """Fit what the model computes from the training documents before training (nothing, unless a family)."""
+
+    def measure(self, task, settings, seed, output_dir):
+        """Train on the task's train split and return the row of measurements on its test split."""
+        return train_and_measure(self, task, settings, seed, output_dir)
+
+
+@dataclass
+class FamilySpec(ModelSpec):
+    """A family of the package, sized by the budget's `from_size` or around the backbone."""
+
+    def override_targets(self):
+        return (self.name, self.family.name)
+
+    def check(self, settings, positions=None):
+        if settings.backbone is None:  # every config built once: a bad size or override fails in seconds
+            self.family.build_config(settings.size(), **self.setting, **overrides_of(self, settings))
+            return
+        check_backbone(self.family, settings.backbone)
+        self.family.check_settings({**self.setting, **overrides_of(self, settings)})
+
+    def build(self, settings, task):
+        family, labels = self.family, task.label_names
+        if settings.backbone is not None:
+            own = family.own_tokenizer is not None  # (elementwise bytes) reads its config's full length
+            overrides = {**settings.backbone_settings(family), **self.setting, **overrides_of(self, settings)}
+            model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
+                                                   None if own else settings.max_length,
+                                                   None if own else task.tokenizer)
+            return model, tokenizer, tokenizer.model_max_length, settings.learning_rate or family.learning_rate
+        size, tokenizer, max_length = settings.size(), task.tokenizer, settings.max_length
+        overrides = {**self.setting, **overrides_of(self, settings)}
+        if family.own_tokenizer is not None:  # e.g. bytes: the family's tokenizer for the sized config
+            tokenizer = family.tokenizer_for(family.build_config(size, **overrides), None)
+            max_length = tokenizer.model_max_length
+        model = build_model(family, tokenizer, labels, False, overrides, size=size)
+        return model, tokenizer, max_length, settings.learning_rate or family.learning_rate
+
+    def bench_name(self):
+        return self.name
+
+    def fit_statistics(self, model, train_input_ids, tokenizer):
+        fit_statistics(self.family, model, train_input_ids, tokenizer)
+
+
+@dataclass
+class TransformersBaseline(ModelSpec):
+    """Transformers' own model of the budget's size (`bert-N`, `bert-N-headtail`, `albert-N`, `canine-N`,
+    `longformer`, `bigbird`) on the task's tokenizer; with a backbone, `bert-N` is the checkpoint itself reading N
+    tokens (`bert-N-headtail`: the first 128 and the last N - 130)."""
+
+    kind: str = "bert"  # a key of `BASELINES`
+    truncation: int | None = None  # tokens read; None: the whole budget
+
+    def check(self, settings, positions=None):
+        if settings.backbone is None:
+            return
+        if self.kind != "bert":
+            raise ValueError(f"The `{self.name}` baseline is trained from scratch; with `--backbone` the pretrained "
+                             "baselines are bert-N and bert-N-headtail (the backbone itself), and "
+                             "`sparse_longformer:cls` is the backbone converted to a Longformer.")
+        if self.truncation is not None and positions is not None and self.truncation > positions:
+            raise ValueError(f"{self.name} reads {self.truncation} tokens but the backbone has {positions} "
+                             f"positions; use bert-{positions}.")
+
+    def build(self, settings, task):
+        labels = label_settings(task.label_names, False)
+        if settings.backbone is not None:
+            model = AutoModelForSequenceClassification.from_pretrained(settings.backbone, **labels)
+            return model, task.tokenizer, self.truncation, settings.learning_rate or 1e-4
+        max_length = self.truncation or settings.max_length
+        tokenizer = baseline_tokenizer(self.kind, max_length, task.tokenizer)
+        ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                   sep_token_id=tokenizer.sep_token_id) if self.truncation is None else {}
+        model = build_baseline(self.kind, settings.hidden_size, settings.num_layers, settings.num_heads, max_length,
+                               attention_window=settings.window, vocab_size=len(tokenizer),
+                               pad_token_id=tokenizer.pad_token_id, **labels, **ids)
+        return model, tokenizer, max_length, settings.learning_rate or 1e-4
+
+    def bench_name(self):
+        return self.kind
+
+
+@dataclass
+class CheckpointBaseline(ModelSpec):
+    """A baseline only a pretrained `--backbone` has."""
+
+    def check(self, settings, positions=None):
+        if settings.backbone is None:
+            raise ValueError(f"The {self.name} baseline fine-tunes a pretrained checkpoint; pass --backbone.")
+
+    def checkpoint(self, settings, task):
+        """The backbone through its own classifier, and the most tokens it reads that way."""
+        model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
+                                                                   **label_settings(task.label_names, False))
+        return model, native_length(model.config, task.tokenizer_limit)
+
+
+class NativeBaseline(CheckpointBaseline):
+    """`native`: the checkpoint through its own `AutoModelForSequenceClassification` at all its positions (8,192
+    tokens for ModernBERT, 512 for MiniLM)."""
+
+    def build(self, settings, task):
+        model, native = self.checkpoint(settings, task)
+        return model, task.tokenizer, native, settings.learning_rate or 1e-4
+
+
+class ChunksBaseline(CheckpointBaseline):
+    """`bert-chunks`: the checkpoint over every chunk of `CHUNK_TOKENS` tokens of the document, its logits averaged
+    (every chunk trained through)."""
+
+    def build(self, settings, task):
+        model, native = self.checkpoint(settings, task)
+        chunk, tokenizer = min(CHUNK_TOKENS, native), task.tokenizer
+        chunks = -(-(settings.max_length - 2) // (chunk - 2))
+        model = ChunkMeanClassifier(model, chunks, chunk, tokenizer.cls_token_id, tokenizer.sep_token_id,
+                                    tokenizer.pad_token_id)
+        return model, tokenizer, settings.max_length, settings.learning_rate or 1e-4
+
+
+class TfidfBaseline(ModelSpec):
+    """`tfidf`: TF-IDF + logistic regression over the full text; nothing neural is trained."""
+
+    def measure(self, task, settings, seed, output_dir):
+        return tfidf_row(self, task, seed)
+
+
+# the baselines named as they are; `bert-N`-style names are parsed into a `TransformersBaseline`
+NAMED_BASELINES = {TFIDF: TfidfBaseline, NATIVE: NativeBaseline, CHUNKS: ChunksBaseline}
 
 
 def parse_models(models, baselines):
@@ -164,10 +306,10 @@ def parse_models(models, baselines):
     specs = []
     for name in models:
         family, setting = resolve(name)  # raises for an unknown family or variant
-        specs.append(ModelSpec(name, family, setting))
+        specs.append(FamilySpec(name, family, setting))
     for name in baselines:
-        if name in (TFIDF, *CHECKPOINT_BASELINES):
-            specs.append(ModelSpec(name, None, {}, baseline=name))
+        if name in NAMED_BASELINES:
+            specs.append(NAMED_BASELINES[name](name))
             continue
         parsed = parse_baseline(name)
         if parsed is None or parsed.kind == "roberta" or \
@@ -178,7 +320,7 @@ def parse_models(models, baselines):
                              "characters), `longformer`, `bigbird`, `tfidf`, or with --backbone `native` (the "
                              "checkpoint at all its positions) and `bert-chunks` (its logits averaged over 512-token "
                              "chunks).")
-        specs.append(ModelSpec(name, None, {}, baseline=parsed.kind, truncation=parsed.tokens, head=parsed.head))
+        specs.append(TransformersBaseline(name, head=parsed.head, kind=parsed.kind, truncation=parsed.tokens))
     if not specs:
         raise ValueError("Give at least one model in `--models` or `--baselines`.")
     return specs
@@ -186,46 +328,24 @@ def parse_models(models, baselines):
 
 def overrides_of(spec, settings):
     """The `config_overrides` that apply to `spec`: those given for its family, then those for its exact name."""
-    if spec.family is None:
-        return {}
     overrides = settings.config_overrides
-    return {**overrides.get(spec.family.name, {}), **overrides.get(spec.name, {})}
+    return {key: value for target in reversed(spec.override_targets()) for key, value in overrides.get(target,
+                                                                                                      {}).items()}
 
 
 def check_specs(specs, settings):
-    """Every model's config built once before any training, so a bad size or override fails in seconds, not after
-    hours; an override for a model that is not in the run (or a baseline) is an error too."""
-    targets = {name for spec in specs if spec.family is not None for name in (spec.name, spec.family.name)}
+    """Every entry checked before any training, so a bad size or override fails in seconds, not after hours; an
+    override for a model that is not in the run (or a baseline) is an error too."""
+    targets = {name for spec in specs for name in spec.override_targets()}
     if unknown := sorted(set(settings.config_overrides) - targets):
         raise ValueError(f"`--config` names {', '.join(unknown)}, which is not a model of this run (models: "
                          f"{', '.join(sorted(targets)) or 'none'}; baselines take no overrides).")
+    positions = None
     if settings.backbone is not None:
-        check_pretrained_specs(specs, settings)
-        return
-    if needs := [spec.name for spec in specs if spec.baseline in CHECKPOINT_BASELINES]:
-        raise ValueError(f"The {', '.join(needs)} baseline{'s' if len(needs) > 1 else ''} fine-tune a pretrained "
-                         "checkpoint; pass --backbone.")
+        check_backbone_folder(settings.backbone)
+        positions = getattr(AutoConfig.from_pretrained(settings.backbone), "max_position_embeddings", None)
     for spec in specs:
-        if spec.family is not None:
-            spec.family.build_config(settings.size(), **spec.setting, **overrides_of(spec, settings))
-
-
-def check_pretrained_specs(specs, settings):
-    """The checks of a run around a pretrained backbone: every family can wrap it, every setting exists, and every
-    `bert-N` reads no more than the backbone's positions."""
-    check_backbone_folder(settings.backbone)
-    positions = getattr(AutoConfig.from_pretrained(settings.backbone), "max_position_embeddings", None)
-    for spec in specs:
-        if spec.family is not None:
-            check_backbone(spec.family, settings.backbone)
-            spec.family.check_settings({**spec.setting, **overrides_of(spec, settings)})
-        elif spec.baseline in BASELINES and spec.baseline != "bert":
-            raise ValueError(f"The `{spec.name}` baseline is trained from scratch; with `--backbone` the pretrained "
-                             "baselines are bert-N and bert-N-headtail (the backbone itself), and "
-                             "`sparse_longformer:cls` is the backbone converted to a Longformer.")
-        elif spec.truncation is not None and positions is not None and spec.truncation > positions:
-            raise ValueError(f"{spec.name} reads {spec.truncation} tokens but the backbone has {positions} positions; "
-                             f"use bert-{positions}.")
+        spec.check(settings, positions)
 
 
 @dataclass
@@ -273,57 +393,6 @@ class Task:
         return encoded
 
 
-def build_compared_model(spec, settings, task):
-    """(model, tokenizer, tokens read, learning rate) of `spec` at the compare budget: a family sized by its
-    `from_size` (on its own tokenizer if it has one), or a baseline on the task's WordPiece tokenizer."""
-    tokenizer, max_length = task.tokenizer, spec.truncation or settings.max_length
-    labels = task.label_names
-    if settings.backbone is not None:
-        return build_pretrained_model(spec, settings, task)
-    if spec.family is None:
-        tokenizer = baseline_tokenizer(spec.baseline, max_length, tokenizer)
-        ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                   sep_token_id=tokenizer.sep_token_id) if spec.truncation is None else {}
-        model = build_baseline(spec.baseline, settings.hidden_size, settings.num_layers, settings.num_heads,
-                               max_length, attention_window=settings.window, vocab_size=len(tokenizer),
-                               pad_token_id=tokenizer.pad_token_id, num_labels=len(labels),
-                               id2label=dict(enumerate(labels)), label2id={n: i for i, n in enumerate(labels)}, **ids)
-        return model, tokenizer, max_length, settings.learning_rate or 1e-4
-    family, size = spec.family, settings.size()
-    overrides = {**spec.setting, **overrides_of(spec, settings)}
-    if family.own_tokenizer is not None:  # e.g. bytes: the family's tokenizer for the sized config
-        tokenizer = family.tokenizer_for(family.build_config(size, **overrides), None)
-        max_length = tokenizer.model_max_length
-    model = build_model(family, tokenizer, labels, False, overrides, size=size)
-    return model, tokenizer, max_length, settings.learning_rate or family.learning_rate
-
-
-def build_pretrained_model(spec, settings, task):
-    """(model, tokenizer, tokens read, learning rate) of `spec` around the pretrained backbone: a family through its
-    registry `from_backbone`, or the backbone itself with a new classification head (`bert-N`)."""
-    labels, rate = task.label_names, settings.learning_rate
-    if spec.family is None:
-        model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
-                                                                   **label_settings(labels, False))
-        native = native_length(model.config, task.tokenizer_limit)
-        if spec.baseline == NATIVE:
-            return model, task.tokenizer, native, rate or 1e-4
-        if spec.baseline == CHUNKS:
-            chunk = min(CHUNK_TOKENS, native)
-            chunks = -(-(settings.max_length - 2) // (chunk - 2))
-            tokenizer = task.tokenizer
-            model = ChunkMeanClassifier(model, chunks, chunk, tokenizer.cls_token_id, tokenizer.sep_token_id,
-                                        tokenizer.pad_token_id)
-            return model, tokenizer, settings.max_length, rate or 1e-4
-        return model, task.tokenizer, spec.truncation, rate or 1e-4
-    family = spec.family
-    own = family.own_tokenizer is not None  # (elementwise bytes) reads its config's full length, as from scratch
-    overrides = {**settings.backbone_settings(family), **spec.setting, **overrides_of(spec, settings)}
-    model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
-                                           None if own else settings.max_length, None if own else task.tokenizer)
-    return model, tokenizer, tokenizer.model_max_length, rate or family.learning_rate
-
-
 def native_length(config, limit):
     """The most tokens a checkpoint reads through its own classifier: its positions (8,192 for ModernBERT), or fewer
     where its tokenizer's `limit` (`model_max_length` as saved) says so (RoBERTa's 514 positions hold 512 tokens)."""
@@ -362,13 +431,10 @@ def head_stage(spec, settings):
 def train_and_measure(spec, task, settings, seed, output_dir):
     """Train `spec` on the task's train split with the compare budget; returns its row of measurements on the test
     split (and its inverted copy)."""
-    if spec.baseline == TFIDF:
-        return tfidf_row(spec, task, seed)
     set_seed(seed)
-    model, tokenizer, max_length, learning_rate = build_compared_model(spec, settings, task)
+    model, tokenizer, max_length, learning_rate = spec.build(settings, task)
     encoded = task.splits(tokenizer, max_length, spec.head)
-    if spec.family is not None:
-        fit_statistics(spec.family, model, encoded["train"]["input_ids"], tokenizer)
+    spec.fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
     stage = head_stage(spec, settings)
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     start = time.perf_counter()
@@ -467,10 +533,9 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
                           for position in evidence}
         for spec in specs:
             with tempfile.TemporaryDirectory(prefix="hf-longdoc-compare-") as scratch:  # Trainer's output folder
-                row = train_and_measure(spec, task, settings, seed, scratch)
+                row = spec.measure(task, settings, seed, scratch)
                 for position, evidence_task in evidence_tasks.items():
-                    row[f"evidence_{position}"] = train_and_measure(spec, evidence_task, settings, seed,
-                                                                    scratch)["accuracy"]
+                    row[f"evidence_{position}"] = spec.measure(evidence_task, settings, seed, scratch)["accuracy"]
             rows.append(row)
             results = os.path.join(output_dir, "results.csv")
             write_csv(results, rows)  # an interrupted run keeps what it measured
