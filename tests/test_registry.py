@@ -165,6 +165,16 @@ def test_each_family_registers_itself_from_its_own_folder():
         assert "family" not in {p.stem for p in folder.glob("*.py") if p.stem.startswith(("modeling", "config"))}
 
 
+def test_trains_small_model_comes_from_from_size():
+    """`from_size` is the one source of a model of a given size: `train`'s default model is the family's `train_size`
+    through it (with the family's policy `defaults`), never a second set of sizes."""
+    for family in FAMILIES.values():
+        assert not set(family.defaults) & {"hidden_size", "num_hidden_layers", "num_recurrent_steps", "rank"}
+        if family.train_size is not None:
+            expected = family.config_class.from_size(**family.size_arguments(family.train_size), **family.defaults)
+            assert family.build_config().to_dict() == expected.to_dict()
+
+
 def test_shipped_files_cite_what_a_user_can_open():
     """Modeling files ship to the Hub with every saved model: they cite papers by arXiv, DOI or URL, never the
     project's own notes, which no user has."""

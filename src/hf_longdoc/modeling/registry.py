@@ -1,7 +1,6 @@
-"""The family registry: everything code outside `modeling/` needs to know about a method, so it never names one.
-
-Each family registers itself from its own folder (`modeling/<family>/family.py` calls `register_family`, as peft's
-methods call `register_peft_method`); this module holds only the schema and the lookups, and imports no family.
+"""The family registry: what code outside `modeling/` needs to know about a method, so it never names one. Each
+family registers itself from its own folder (`modeling/<family>/family.py` calls `register_family`, as peft's methods
+call `register_peft_method`); this module holds the schema and the lookups, and imports no family.
 
 The contract of a `Family` (what a new family provides; each hook receives and returns exactly what is written):
 
@@ -11,7 +10,8 @@ Required: `name` (`--model NAME`; `NAME:variant` picks a variant); `config_class
 "AutoModelForSequenceClassification"); `paper_title`, `paper_citation` (BibTeX) and `summary` for the model card.
 
 Optional:
-- `defaults`: config settings `train` applies unless the user sets them (training policy); `learning_rate`: its rate.
+- `train_size`: the `from_size` arguments of `train`'s model (None: the config's defaults); `defaults`: settings
+  `train` applies unless the user sets them (training policy, not sizes); `learning_rate`: `train`'s rate.
 - `own_tokenizer(config, max_length or None) -> tokenizer` (else WordPiece is fitted on the training split), and
   `tokenizer_class`, what `AutoTokenizer` loads for the config; `special_tokens`: config key -> "start" | "end", the
   ids a tokenizer supplies ([CLS] or bos, [SEP] or eos).
@@ -26,12 +26,10 @@ Optional:
   that a checkpoint does not supply (they learn at `--head-learning-rate`, as the head does).
 - `frozen_features(model, input_ids, attention_mask) -> tensors, batch first`: what the new head reads from a frozen
   backbone, computed once per document; `head_logits(model, *those tensors) -> logits`.
-- `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section.
-"""
+- `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section."""
 
 import functools
 import inspect
-import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -45,7 +43,6 @@ AUTO_CLASSES = {
 }
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
 FAMILIES = {}  # name -> Family, in registration order
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -59,6 +56,7 @@ class Family:
     paper_title: str
     paper_citation: str
     summary: str
+    train_size: dict | None = None
     defaults: dict = field(default_factory=dict)
     learning_rate: float = 2e-3
     own_tokenizer: Callable | None = None
@@ -99,11 +97,11 @@ class Family:
             AutoTokenizer.register(self.config_class, slow_tokenizer_class=self.tokenizer_class, exist_ok=True)
 
     def reads(self, config):
-        """The most input ids a model with `config` reads, or None when it has no limit."""
+        """The most input ids a model with `config` reads (None: no limit)."""
         return self.reading_length(config) if self.reading_length is not None else None
 
     def ids_per_position(self, config):
-        """How many input ids one encoder position covers (v bytes per material for elementwise models)."""
+        """Input ids one encoder position covers (elementwise: v bytes)."""
         return getattr(config, self.position_width) if self.position_width else 1
 
     def variant_setting(self, variant):
@@ -128,11 +126,13 @@ class Family:
         return {key: value for key, value in size.items() if key in accepted and value is not None}
 
     def build_config(self, size=None, **settings):
-        """The config sized by `size` (see `size_arguments`), else `train`'s defaults; `settings` override either."""
+        """The config sized by `size` (see `size_arguments`), else `train`'s model: `train_size` with `defaults` (the
+        config's own defaults without a `train_size`); `settings` override either."""
         self.check_settings(settings)
-        if size is None:
+        if size is None and self.train_size is None:
             return self.config_class(**{**self.defaults, **settings})
-        return self.config_class.from_size(**{**self.size_arguments(size), **settings})
+        defaults = self.defaults if size is None else {}
+        return self.config_class.from_size(**{**self.size_arguments(size or self.train_size), **defaults, **settings})
 
     def has_setting(self, key):
         """Whether the family's config has the setting `key` (its default config, built once, has it)."""
@@ -157,9 +157,9 @@ class Family:
 
 def special_token_ids(tokenizer, roles):
     """`{config key: id}` for `roles` (config key -> "start" | "end"): [CLS] / [SEP], else bos / eos."""
-    start = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    end = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-    return {key: {"start": start, "end": end}[role] for key, role in roles.items()}
+    ids = {"start": tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id,
+           "end": tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id}
+    return {key: ids[role] for key, role in roles.items()}
 
 
 _default_config = functools.cache(lambda config_class: config_class())  # read by `has_setting`, never changed

@@ -26,7 +26,7 @@ register_family(Family(
         "rank-u second-order (vector) attention refine a single context vector c; the final c(K) is the "
         "document representation. No maximum length."
     ),
-    defaults={"hidden_size": 128, "rank": 256, "num_hidden_layers": 3},
+    train_size={"hidden_size": 128, "num_layers": 3, "num_heads": 1, "max_length": 4096},  # rank u = 2m = 256
     card_settings=("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context"),
     card_limits=("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
                  "called with `truncation=True`."),

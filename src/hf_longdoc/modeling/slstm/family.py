@@ -48,8 +48,7 @@ register_family(Family(
         "node; L synchronous LSTM-style updates with shared parameters exchange information locally and through "
         "the sentence node, in time linear in the length. The final sentence node is the document vector."
     ),
-    # the family's own name: the standard `num_hidden_layers` here would overrule a user's `num_recurrent_steps`
-    defaults={"hidden_size": 128, "num_recurrent_steps": 4},
+    train_size={"hidden_size": 128, "num_layers": 4, "num_heads": 1, "max_length": 4096},  # L = 4 steps
     learning_rate=1e-3,
     profile=_slstm_step_profile,
     reading_length=lambda config: config.max_position_embeddings,
