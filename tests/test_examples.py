@@ -256,6 +256,30 @@ def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
     assert [row.get("segment_length") for row in printed] == [16, 40, None]
 
 
+def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys):
+    import frozen_longformer_probe
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+
+    rows = [{"text": " ".join(["filler words here"] * 20 + [f"verdict {'good' if i % 2 else 'bad'}"]),
+             "label": "pos" if i % 2 else "neg"} for i in range(40)]
+    dataset = _write_jsonl(tmp_path / "docs.jsonl", rows)
+    tokenizer = fit_wordpiece_tokenizer([row["text"] for row in rows], vocab_size=60, model_max_length=64)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    BertModel(config).save_pretrained(tmp_path / "bert")
+    tokenizer.save_pretrained(tmp_path / "bert")
+    results, tfidf = frozen_longformer_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--max-length",
+                                                   "96"])
+    assert set(results) == set(frozen_longformer_probe.READOUTS)
+    assert all(0.0 <= score <= 1.0 for score in results.values()) and 0.0 <= tfidf <= 1.0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row.get("readout") for row in printed] == [*frozen_longformer_probe.READOUTS, None]
+
+
 def _zip(entries):
     import io
     import zipfile
