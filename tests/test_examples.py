@@ -232,8 +232,9 @@ def test_probe_scores_both_representations(tmp_path):
     assert result["bag_of_words_C10"] == 1.0 and 0.0 <= result["slot_byte_histogram_C10"] <= 1.0
 
 
-def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
-    import segment_length_probe
+def _tiny_bert_and_documents(tmp_path):
+    """40 documents whose label is the last word, and a tiny random BERT with its tokenizer in `tmp_path / "bert"`:
+    the path of the documents' JSONL."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -241,13 +242,19 @@ def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
 
     rows = [{"text": " ".join(["filler words here"] * 20 + [f"verdict {'good' if i % 2 else 'bad'}"]),
              "label": "pos" if i % 2 else "neg"} for i in range(40)]
-    dataset = _write_jsonl(tmp_path / "docs.jsonl", rows)
     tokenizer = fit_wordpiece_tokenizer([row["text"] for row in rows], vocab_size=60, model_max_length=64)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                         intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
     BertModel(config).save_pretrained(tmp_path / "bert")
     tokenizer.save_pretrained(tmp_path / "bert")
+    return _write_jsonl(tmp_path / "docs.jsonl", rows)
+
+
+def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
+    import segment_length_probe
+
+    dataset = _tiny_bert_and_documents(tmp_path)
     results, tfidf = segment_length_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--max-length", "80",
                                                 "--lengths", "16,40", "--seeds", "2"])
     assert set(results) == {16, 40} and all(len(scores) == 2 for scores in results.values())
@@ -258,20 +265,8 @@ def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
 
 def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys):
     import frozen_longformer_probe
-    import torch
-    from transformers import BertConfig, BertModel
 
-    from hf_longdoc.data import fit_wordpiece_tokenizer
-
-    rows = [{"text": " ".join(["filler words here"] * 20 + [f"verdict {'good' if i % 2 else 'bad'}"]),
-             "label": "pos" if i % 2 else "neg"} for i in range(40)]
-    dataset = _write_jsonl(tmp_path / "docs.jsonl", rows)
-    tokenizer = fit_wordpiece_tokenizer([row["text"] for row in rows], vocab_size=60, model_max_length=64)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
-    BertModel(config).save_pretrained(tmp_path / "bert")
-    tokenizer.save_pretrained(tmp_path / "bert")
+    dataset = _tiny_bert_and_documents(tmp_path)
     results, tfidf = frozen_longformer_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--max-length",
                                                    "96"])
     assert set(results) == set(frozen_longformer_probe.READOUTS)
