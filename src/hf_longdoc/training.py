@@ -250,36 +250,52 @@ def build_run_model(run, task, checkpoint=None):
 
 
 def fit(run, task, model, tokenizer, encoded, folder):
-    """The run's training: the head stage on cached frozen features where it applies (`HeadStage`), then Trainer end
-    to end unless only the head trains, evaluated on validation every epoch with the best epoch kept; the head
-    stage's warm start is kept instead when fine-tuning ends below it. Returns (trainer, the head stage's report)."""
+    """The run's training (`fit_model`), evaluated on validation every epoch with the best epoch kept and each epoch
+    checkpointed into the run's staging folder. Returns (trainer, the head stage's report)."""
     head_parameters = new_parameter_names(model, run.family if run.backbone is not None else None)
-    head_report = run.stage.run(model, run.family, head_parameters, encoded, tokenizer, run.head_learning_rate,
-                                run.batch_size, run.seed, task.multi_label, run.threshold,
-                                fit=folder.checkpoint is None)  # a resumed run's head comes from its checkpoint
-    warm_state = state_copy(model) if head_report and run.stage.trains_end_to_end else None
     if run.head_learning_rate is not None:
         logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                     len(head_parameters), ", ".join(head_parameters[:3]), run.head_learning_rate, run.learning_rate)
-    key = "micro_f1" if task.multi_label else "accuracy"
     args = training_arguments(
         folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, weight_decay=run.weight_decay,
         report_to=run.report_to, lr_scheduler_type=run.lr_scheduler, eval_strategy="epoch", save_strategy="epoch",
-        save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=key, greater_is_better=True,
-        logging_steps=20,
+        save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=score_name(task.multi_label),
+        greater_is_better=True, logging_steps=20,
     )
+    return fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
+                     run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint)
+
+
+def score_name(multi_label):
+    """The validation score a run keeps its best model by: accuracy, or micro-F1 for multi-label data."""
+    return "micro_f1" if multi_label else "accuracy"
+
+
+def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,
+              multi_label=False, threshold=0.3, checkpoint=None):
+    """The recipe every run trains with (`train` and `compare`): the head stage on cached frozen features where it
+    applies (`HeadStage`), then Trainer end to end with `args` unless only the head trains; the head stage's warm
+    start is kept instead when fine-tuning ends below it on validation (`keep_the_better`). `checkpoint`: resume an
+    interrupted run from there (its head comes from the checkpoint). Returns (trainer, the head stage's report)."""
+    head_report = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
+                            args.per_device_train_batch_size, args.seed, multi_label, threshold,
+                            fit=checkpoint is None)
+    warm_state = state_copy(model) if head_report and stage.trains_end_to_end else None
     trainer = HeadRateTrainer(
-        model=model, args=args, head_parameters=head_parameters, head_learning_rate=run.head_learning_rate,
+        model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(task.multi_label, run.threshold),
+        compute_metrics=compute_metrics_fn(multi_label, threshold),
     )
-    if run.stage.trains_end_to_end:
-        trainer.train(resume_from_checkpoint=folder.checkpoint)
+    if stage.trains_end_to_end:
+        trainer.train(resume_from_checkpoint=checkpoint)
     trainer.check_finite_weights()
-    if warm_state is not None:  # Trainer loaded its best epoch; the warm start competes with it
-        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"],
-                                              trainer.state.best_metric)
+    if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
+        key = score_name(multi_label)
+        tuned = trainer.state.best_metric  # Trainer loaded its best epoch, when it evaluated every epoch
+        if tuned is None:
+            tuned = trainer.evaluate(encoded["validation"])[f"eval_{key}"]
+        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"], tuned)
     return trainer, head_report
 
 

@@ -30,7 +30,6 @@ from datasets import DatasetDict
 from transformers import (
     AutoConfig,
     AutoModelForSequenceClassification,
-    DataCollatorWithPadding,
     set_seed,
 )
 
@@ -43,8 +42,6 @@ from ..data import (
     make_long_document_task,
     tokenize,
 )
-from ..head_fitting import keep_the_better, state_copy
-from ..metrics import compute_metrics_fn
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
 from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
@@ -58,9 +55,9 @@ from ..run_settings import (
     check_lr_scheduler,
 )
 from ..training import (
-    HeadRateTrainer,
     build_from_backbone,
     build_model,
+    fit_model,
     fit_statistics,
     label_settings,
     new_parameter_names,
@@ -435,29 +432,16 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     model, tokenizer, max_length, learning_rate = spec.build(settings, task)
     encoded = task.splits(tokenizer, max_length, spec.head)
     spec.fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
-    stage = head_stage(spec, settings)
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
-    start = time.perf_counter()
-    with PeakMemory(model.device) as head_memory:
-        head_report = stage.run(model, spec.family, head, encoded, tokenizer, settings.head_learning_rate,
-                                settings.batch_size, seed, False, 0.3)
-    warm_state = state_copy(model) if head_report and stage.trains_end_to_end else None
-    head_seconds = time.perf_counter() - start
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
                               logging_strategy="no", disable_tqdm=True)
-    trainer = HeadRateTrainer(model=model, args=args, train_dataset=encoded["train"],
-                              data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=compute_metrics_fn(),
-                              head_parameters=head, head_learning_rate=settings.head_learning_rate)
-    device = trainer.args.device
-    with PeakMemory(device) as training_memory:
+    device = args.device
+    with PeakMemory(device) as training_memory:  # the head stage and fine-tuning alike
         start = time.perf_counter()
-        if stage.trains_end_to_end:
-            trainer.train()
-        if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
-            tuned = trainer.predict(encoded["validation"]).metrics["test_accuracy"]
-            keep_the_better(model, warm_state, head_report["validation_accuracy"], tuned)
-        train_seconds = time.perf_counter() - start + head_seconds
+        trainer, _ = fit_model(model, spec.family, head_stage(spec, settings), head, encoded, tokenizer, args,
+                               settings.head_learning_rate)
+        train_seconds = time.perf_counter() - start
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
         test = trainer.predict(encoded["test"]).metrics
@@ -465,7 +449,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     row = {"model": spec.name, "seed": seed, "parameters": sum(p.numel() for p in model.parameters()),
            **{name: test[f"test_{name}"] for name in METRICS},
            "train_seconds": train_seconds, "inference_docs_per_s": len(encoded["test"]) / inference_seconds,
-           "train_peak_mib": max(training_memory.peak, head_memory.peak) / 2**20,
+           "train_peak_mib": training_memory.peak / 2**20,
            "inference_peak_mib": inference_memory.peak / 2**20,
            "max_tokens": max_length}
     if "inverted" in encoded:
