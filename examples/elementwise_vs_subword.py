@@ -1,6 +1,6 @@
 """BERT_EWE against the same BERT backbone with a WordPiece vocabulary (BERT_ORIG of Table 1), trained alike.
 
-    python examples/elementwise_vs_subword.py ../shared/data/bbc_news/data.jsonl --epochs 10 --learning-rate 1e-3 \
+    python examples/elementwise_vs_subword.py data/bbc_news.jsonl --epochs 10 --learning-rate 1e-3 \
         --positions 256
 
 Both models share the backbone (width 128, 2 layers, 8 heads: small enough for a CPU), the data split, the

@@ -1,6 +1,6 @@
 """Fine-tune a Contextualizer on a local labelled jsonl/csv file with plain Transformers APIs.
 
-    python examples/finetune_contextualizer.py ../shared/data/movie_reviews_polarity/data.jsonl --epochs 4
+    python examples/finetune_contextualizer.py data/movie_reviews.jsonl --epochs 4
 
 The same as `hf-longdoc train --dataset FILE`, spelled out: load, fit a WordPiece tokenizer, tokenize without cutting
 the documents short, build the model through the Auto classes, train with Trainer, evaluate on held-out documents.

@@ -1,10 +1,11 @@
 """Real documents whose label evidence lies past the first N tokens: each labelled document is put after class-neutral
 filler, whole documents drawn from another dataset, until the filler alone is at least `--min-prefix` tokens of the
 given tokenizer. A model that reads only the first 512 tokens then sees filler only and sits at chance, while the
-label is as easy to read as in the original document. The README's "evidence past token 512" rows use it:
+label is as easy to read as in the original document. docs/results.md's "evidence past token 512" rows use it, on the
+data `examples/get_data.py` downloads:
 
-    python examples/late_evidence.py ../shared/data/bbc_news/data.jsonl \
-        --filler ../shared/data/movie_reviews_polarity/data.jsonl --tokenizer $M --size 800 --seed 1 > bbc-late.jsonl
+    python examples/late_evidence.py data/bbc_news.jsonl \
+        --filler data/movie_reviews.jsonl --tokenizer $M --size 800 --seed 1 > bbc-late.jsonl
 
 Each output row holds `text`, `label` and `filler_tokens` (JSON lines).
 """

@@ -1,8 +1,8 @@
 """Masked-LM pre-training of an S-LSTM (paper 002, Section 3.3 and 5.2) on a text corpus, with held-out perplexity.
 
-    python examples/pretrain_slstm_mlm.py ../shared/data/bbc_news/data.jsonl --output-dir out/slstm-mlm
+    python examples/pretrain_slstm_mlm.py data/bbc_news.jsonl --output-dir out/slstm-mlm
     hf-longdoc train --model slstm --init-from out/slstm-mlm \
-        --dataset ../shared/data/movie_reviews_polarity/data.jsonl --output-dir out/slstm-reviews
+        --dataset data/movie_reviews.jsonl --output-dir out/slstm-reviews
 
 The corpus is one or more local .txt (one document per line) / .jsonl / .json / .csv / .parquet files, or a Hub dataset
 id, read from `--text-column`. A seeded `--heldout-fraction` of the documents is kept out of training; the rest fits a
