@@ -429,3 +429,11 @@ def test_unusable_output_and_input_names_are_clear_errors(run, argv, message, tm
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["file"]
+
+
+def test_train_names_an_unknown_argument_before_any_work(tmp_path):
+    from hf_longdoc.training import train
+
+    with pytest.raises(TypeError, match=r"unknown arguments \['epoch'\].*epochs"):
+        train(output_dir=str(tmp_path / "out"), epoch=3)
+    assert not (tmp_path / "out").exists()

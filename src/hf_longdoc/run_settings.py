@@ -91,6 +91,15 @@ class RunSettings:
     family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
     stage: "HeadStage | None" = field(default=None, init=False, repr=False)
 
+    @classmethod
+    def of(cls, **settings):
+        """The settings from `train`'s keyword arguments, with a TypeError naming any unknown one."""
+        known = [f.name for f in fields(cls) if f.init]
+        unknown = sorted(set(settings) - set(known))
+        if unknown:
+            raise TypeError(f"train() got unknown arguments {unknown}; it takes {', '.join(known)} (see RunSettings).")
+        return cls(**settings)
+
     @property
     def pretrained(self):
         """Whether the run starts from pretrained weights (a backbone or a saved model)."""

@@ -182,7 +182,7 @@ def train(**settings):
     the model (safetensors, config, source files), its tokenizer, `metrics.json` and a model card. Returns the
     metrics. The keyword arguments are `RunSettings`' fields, documented there; all are checked before any data is
     read, and `output_dir` is replaced only when the run has succeeded (see `RunFolder`)."""
-    run = RunSettings(**settings).resolve()
+    run = RunSettings.of(**settings).resolve()
     with RunFolder(run.output_dir, run.overwrite, run.resume, run.recorded()) as folder:
         set_seed(run.seed)
         task = load_run_task(run)
