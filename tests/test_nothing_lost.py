@@ -437,3 +437,20 @@ def test_train_names_an_unknown_argument_before_any_work(tmp_path):
     with pytest.raises(TypeError, match=r"unknown arguments \['epoch'\].*epochs"):
         train(output_dir=str(tmp_path / "out"), epoch=3)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_time_budget_stops_fine_tuning_early_and_keeps_a_whole_model(tmp_path, caplog):
+    """`--time-budget` counts from the start of the run: a budget spent before fine-tuning starts stops it after its
+    first step; that partial epoch is evaluated and saved, and the run is recorded as stopped."""
+    import json
+    import logging
+
+    output = tmp_path / "out"
+    with caplog.at_level(logging.WARNING):
+        assert main(["train", *TINY, "--epochs", "3", "--time-budget", "1e-6", "--output-dir", str(output)]) == 0
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["time_budget"] == {"minutes": 1e-6, "stopped_at_step": 1}
+    assert "time budget" in caplog.text and (output / "model.safetensors").exists()
+    assert 0.0 <= metrics["test"]["accuracy"] <= 1.0
+    assert main(["train", *TINY, "--time-budget", "0", "--output-dir", str(tmp_path / "zero")]) == 2
+    assert not (tmp_path / "zero").exists()

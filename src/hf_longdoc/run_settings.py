@@ -7,6 +7,7 @@ resolves what the rest of the run reads: the family, its learning rate, the toke
 
 import logging
 import os
+import time
 from dataclasses import dataclass, field, fields
 
 from transformers import SchedulerType
@@ -58,6 +59,9 @@ class RunSettings:
     - `freeze_backbone`: with `backbone` or `init_from`, train only the new head; `head_epochs`: the epochs of the
       head on cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches
       them, else 0).
+    - `time_budget`: minutes for the run from its start (data, encoding and the head stage included): fine-tuning
+      stops after the step that reaches it, evaluates that last partial epoch, and keeps the best model so far (the
+      stop is logged and recorded in `metrics.json`). None: `epochs` alone decide.
     """
 
     model: str = "contextualizer"
@@ -88,13 +92,15 @@ class RunSettings:
     head_learning_rate: float | None = None
     freeze_backbone: bool = False
     head_epochs: int | None = None
+    time_budget: float | None = None
     family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
     stage: "HeadStage | None" = field(default=None, init=False, repr=False)
+    started: float = field(default_factory=time.monotonic, init=False, repr=False)  # when the run began
 
     @classmethod
     def of(cls, **settings):
         """The settings from `train`'s keyword arguments, with a TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls) if f.init]
+        known = [f.name for f in fields(cls) if f.init]  # the resolved fields are not arguments
         unknown = sorted(set(settings) - set(known))
         if unknown:
             raise TypeError(f"train() got unknown arguments {unknown}; it takes {', '.join(known)} (see RunSettings).")
@@ -115,6 +121,8 @@ class RunSettings:
         check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
                           self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
         check_head_learning_rate(self.head_learning_rate, self.pretrained)
+        if self.time_budget is not None:
+            POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
         self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
         if not self.pretrained:
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
@@ -126,7 +134,7 @@ class RunSettings:
 
     def recorded(self):
         """The settings as `RunFolder` records them (a resumed run must repeat them)."""
-        left_out = ("family", "stage", "output_dir", "overwrite", "resume", "report_to")
+        left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to")
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
         settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
                         head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))

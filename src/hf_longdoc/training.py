@@ -5,6 +5,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,7 @@ from transformers import (
     AutoTokenizer,
     DataCollatorWithPadding,
     Trainer,
+    TrainerCallback,
     TrainingArguments,
     set_seed,
 )
@@ -189,8 +191,8 @@ def train(**settings):
         model, tokenizer, max_length = build_run_model(run, task, folder.checkpoint)
         encoded = tokenize(task.data, tokenizer, max_length)
         fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
-        trainer, head_report = fit(run, task, model, tokenizer, encoded, folder)
-        metrics = run_metrics(run, task, trainer, encoded, max_length, head_report)
+        trainer, head_report, budget = fit(run, task, model, tokenizer, encoded, folder)
+        metrics = run_metrics(run, task, trainer, encoded, max_length, head_report, budget)
         save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
         folder.commit()
     return metrics
@@ -251,7 +253,8 @@ def build_run_model(run, task, checkpoint=None):
 
 def fit(run, task, model, tokenizer, encoded, folder):
     """The run's training (`fit_model`), evaluated on validation every epoch with the best epoch kept and each epoch
-    checkpointed into the run's staging folder. Returns (trainer, the head stage's report)."""
+    checkpointed into the run's staging folder, within `run.time_budget`. Returns (trainer, the head stage's report,
+    the `TimeBudget` or None)."""
     head_parameters = new_parameter_names(model, run.family if run.backbone is not None else None)
     if run.head_learning_rate is not None:
         logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
@@ -262,8 +265,33 @@ def fit(run, task, model, tokenizer, encoded, folder):
         save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=score_name(task.multi_label),
         greater_is_better=True, logging_steps=20,
     )
-    return fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
-                     run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint)
+    budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
+    trainer, head_report = fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
+                                     run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint,
+                                     callbacks=[budget] if budget else [])
+    return trainer, head_report, budget
+
+
+class TimeBudget(TrainerCallback):
+    """Stops fine-tuning after the step at which `minutes` since `started` (a `time.monotonic()` reading) have
+    passed. Trainer then ends the epoch as it ends any (evaluating and saving it, with `eval_strategy="epoch"`) and
+    loads the best epoch, so a budget cuts training short without losing the best model."""
+
+    def __init__(self, minutes, started):
+        self.minutes, self.deadline, self.stopped_at_step = minutes, started + 60 * minutes, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.stopped_at_step is None and time.monotonic() >= self.deadline:
+            self.stopped_at_step = state.global_step
+            control.should_training_stop = True
+            logger.warning("The time budget of %g minutes is spent: fine-tuning stops after step %d of %d (epoch "
+                           "%.2f); the best model so far is kept.", self.minutes, state.global_step, state.max_steps,
+                           state.epoch)
+        return control
+
+    def report(self):
+        """What `metrics.json` records: the budget, and the step it stopped training at (None: it did not)."""
+        return {"minutes": self.minutes, "stopped_at_step": self.stopped_at_step}
 
 
 def score_name(multi_label):
@@ -272,11 +300,12 @@ def score_name(multi_label):
 
 
 def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,
-              multi_label=False, threshold=0.3, checkpoint=None):
+              multi_label=False, threshold=0.3, checkpoint=None, callbacks=()):
     """The recipe every run trains with (`train` and `compare`): the head stage on cached frozen features where it
     applies (`HeadStage`), then Trainer end to end with `args` unless only the head trains; the head stage's warm
     start is kept instead when fine-tuning ends below it on validation (`keep_the_better`). `checkpoint`: resume an
-    interrupted run from there (its head comes from the checkpoint). Returns (trainer, the head stage's report)."""
+    interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns (trainer, the
+    head stage's report)."""
     head_report = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
                             args.per_device_train_batch_size, args.seed, multi_label, threshold,
                             fit=checkpoint is None)
@@ -285,7 +314,7 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
         model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(multi_label, threshold),
+        compute_metrics=compute_metrics_fn(multi_label, threshold), callbacks=list(callbacks),
     )
     if stage.trains_end_to_end:
         trainer.train(resume_from_checkpoint=checkpoint)
@@ -299,7 +328,7 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
     return trainer, head_report
 
 
-def run_metrics(run, task, trainer, encoded, max_length, head_report):
+def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=None):
     """What `metrics.json` records: the run's settings that shape the result, test and validation scores."""
     test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
     validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
@@ -312,6 +341,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report):
         "head_learning_rate": run.head_learning_rate,
         "freeze_backbone": run.freeze_backbone,
         "head_stage": head_report,
+        "time_budget": budget.report() if budget is not None else None,
         "split_seed": run.seed,
         "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words}
         if builtin else None,

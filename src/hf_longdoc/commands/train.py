@@ -53,6 +53,9 @@ def add_parser(subparsers):
                         help="with a pretrained backbone: epochs of the new head on cached frozen features before "
                              "fine-tuning (linear probing, then fine-tuning); 0 skips it; None: 50 where the family "
                              "caches features (it stops 10 epochs after the best validation score), else 0")
+    parser.add_argument("--time-budget", type=POSITIVE_NUMBER.parse, default=None, metavar="MINUTES",
+                        help="minutes for the whole run: fine-tuning stops after the step that reaches them, that "
+                             "partial epoch is evaluated and the best model so far kept; None: --epochs alone")
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
                         help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     add_data_arguments(parser)
@@ -71,7 +74,7 @@ def run(args):
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
-        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs,
+        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, time_budget=args.time_budget,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))
