@@ -12,8 +12,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
-from hf_longdoc.head_fitting import cached_features, fit_head, labels_of
-from hf_longdoc.run_settings import HeadStage
+from hf_longdoc.head_fitting import HeadStage, cached_features, fit_head, labels_of
 from hf_longdoc.training import build_from_backbone, new_parameter_names
 
 

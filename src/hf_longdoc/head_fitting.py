@@ -18,11 +18,13 @@ The cache lives in memory only: nothing is written into the run's folder.
 import copy
 import logging
 import time
+from dataclasses import dataclass
 
 import torch
 from transformers import DataCollatorWithPadding, EvalPrediction
 
 from .metrics import compute_metrics_fn
+from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
 
 logger = logging.getLogger(__name__)
@@ -128,3 +130,59 @@ def freeze_backbone(model, head_parameters):
 
 
 __all__ = ["cached_features", "fit_head", "freeze_backbone", "keep_the_better", "labels_of", "state_copy"]
+
+
+@dataclass(frozen=True)
+class HeadStage:
+    """The recipe for the head of a model started from pretrained weights (see `head_fitting`).
+
+    With a family that can cache its frozen features (its registry `frozen_features`), the new head first trains
+    `epochs` on them (linear probing): then either that is all (`freeze_backbone`), or the whole model fine-tunes from
+    that warm start (LP-FT, the default). Without a cache, a frozen backbone runs in every epoch and only the head
+    learns (`freeze_backbone`), or the whole model fine-tunes from a random head."""
+
+    epochs: int = 0  # epochs of the head on cached features (0: no such stage)
+    freeze_backbone: bool = False
+
+    DEFAULT_EPOCHS = 50  # an upper bound: the stage stops 10 epochs after its best validation score
+
+    @classmethod
+    def resolve(cls, family, pretrained, freeze_backbone=False, epochs=None):
+        """The stage of a run, with a ValueError naming the argument that cannot apply."""
+        if freeze_backbone and not pretrained:
+            raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
+                             "--backbone or --init-from, or train every parameter from scratch without it.")
+        cache = pretrained and family is not None and family.frozen_features is not None
+        if epochs is None:
+            return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
+        NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
+        if epochs and not cache:
+            name = family.name if family is not None else "this model"
+            raise ValueError(f"`head_epochs` (--head-epochs) trains a new head on cached features of a pretrained "
+                             f"backbone, which {name} {'has no' if pretrained else 'does not start from'}; leave it "
+                             "out" + ("." if pretrained else ", or pass --backbone."))
+        if freeze_backbone and cache and not epochs:
+            raise ValueError("`head_epochs` (--head-epochs) 0 with `freeze_backbone` would train nothing; leave it "
+                             "out or give a number of epochs.")
+        return cls(epochs, freeze_backbone)
+
+    @property
+    def trains_end_to_end(self):
+        """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
+        return not (self.freeze_backbone and self.epochs)
+
+    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
+            threshold, fit=True):
+        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`; returns the
+        report (None without the stage)."""
+        if self.freeze_backbone:
+            frozen = freeze_backbone(model, head_parameters)
+            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
+        if not (self.epochs and fit):
+            return None
+        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
+                 labels_of(encoded["train"], multi_label))
+        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
+                      labels_of(encoded["validation"], multi_label))
+        return fit_head(model, family, head_parameters, train, validation, self.epochs, learning_rate or 1e-3,
+                        batch_size, seed, multi_label, threshold)

@@ -14,13 +14,11 @@ from transformers import SchedulerType
 
 from .data import load_tokenizer
 from .data.loading import require_hub
-from .head_fitting import cached_features, fit_head, labels_of
-from .head_fitting import freeze_backbone as freeze_backbone_parameters
+from .head_fitting import HeadStage
 from .modeling import FAMILIES, Family, get_family
 from .numbers import (
     LEARNING_RATE,
     MAX_LENGTH,
-    NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     SEED,
@@ -94,7 +92,7 @@ class RunSettings:
     head_epochs: int | None = None
     time_budget: float | None = None
     family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
-    stage: "HeadStage | None" = field(default=None, init=False, repr=False)
+    stage: HeadStage | None = field(default=None, init=False, repr=False)
     started: float = field(default_factory=time.monotonic, init=False, repr=False)  # when the run began
 
     @classmethod
@@ -133,8 +131,9 @@ class RunSettings:
         return self
 
     def recorded(self):
-        """The settings as `RunFolder` records them (a resumed run must repeat them)."""
-        left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to")
+        """The settings as `RunFolder` records them (a resumed run must repeat them; where it writes, how it reports
+        and its time budget, which starts again on resume, may differ)."""
+        left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to", "time_budget")
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
         settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
                         head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))
@@ -238,59 +237,3 @@ def check_backbone_folder(backbone):
                          "`save_pretrained` (model and tokenizer) or a Hub id.")
     if not looks_local:
         require_hub("`backbone` (--backbone)", backbone)
-
-
-@dataclass(frozen=True)
-class HeadStage:
-    """The recipe for the head of a model started from pretrained weights (see `head_fitting`).
-
-    With a family that can cache its frozen features (its registry `frozen_features`), the new head first trains
-    `epochs` on them (linear probing): then either that is all (`freeze_backbone`), or the whole model fine-tunes from
-    that warm start (LP-FT, the default). Without a cache, a frozen backbone runs in every epoch and only the head
-    learns (`freeze_backbone`), or the whole model fine-tunes from a random head."""
-
-    epochs: int = 0  # epochs of the head on cached features (0: no such stage)
-    freeze_backbone: bool = False
-
-    DEFAULT_EPOCHS = 50  # an upper bound: the stage stops 10 epochs after its best validation score
-
-    @classmethod
-    def resolve(cls, family, pretrained, freeze_backbone=False, epochs=None):
-        """The stage of a run, with a ValueError naming the argument that cannot apply."""
-        if freeze_backbone and not pretrained:
-            raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
-                             "--backbone or --init-from, or train every parameter from scratch without it.")
-        cache = pretrained and family is not None and family.frozen_features is not None
-        if epochs is None:
-            return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
-        NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
-        if epochs and not cache:
-            name = family.name if family is not None else "this model"
-            raise ValueError(f"`head_epochs` (--head-epochs) trains a new head on cached features of a pretrained "
-                             f"backbone, which {name} {'has no' if pretrained else 'does not start from'}; leave it "
-                             "out" + ("." if pretrained else ", or pass --backbone."))
-        if freeze_backbone and cache and not epochs:
-            raise ValueError("`head_epochs` (--head-epochs) 0 with `freeze_backbone` would train nothing; leave it "
-                             "out or give a number of epochs.")
-        return cls(epochs, freeze_backbone)
-
-    @property
-    def trains_end_to_end(self):
-        """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
-        return not (self.freeze_backbone and self.epochs)
-
-    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold, fit=True):
-        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`; returns the
-        report (None without the stage)."""
-        if self.freeze_backbone:
-            frozen = freeze_backbone_parameters(model, head_parameters)
-            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
-        if not (self.epochs and fit):
-            return None
-        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
-                 labels_of(encoded["train"], multi_label))
-        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
-                      labels_of(encoded["validation"], multi_label))
-        return fit_head(model, family, head_parameters, train, validation, self.epochs, learning_rate or 1e-3,
-                        batch_size, seed, multi_label, threshold)

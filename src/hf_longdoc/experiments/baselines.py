@@ -62,6 +62,7 @@ BASELINES = {
 
 # `bert-N-headtail` reads the first HEAD_TOKENS and the last N - 2 - HEAD_TOKENS tokens: 128 + 382 at N = 512, the best
 # truncation of Sun et al. (2019), "How to Fine-Tune BERT for Text Classification?", Section 5.3.1
+# (https://arxiv.org/abs/1905.05583)
 HEAD_TOKENS = 128
 
 

@@ -42,12 +42,12 @@ from ..data import (
     make_long_document_task,
     tokenize,
 )
+from ..head_fitting import HeadStage
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
 from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
 from ..outputs import check_files_free, record_outputs, require_writable_folder
 from ..run_settings import (
-    HeadStage,
     check_backbone,
     check_backbone_folder,
     check_head_learning_rate,

@@ -18,7 +18,7 @@ Optional:
 - `variants`: config key -> its choices (`family:choice` sets the key); `bench_reference`: (variant, "speedup" |
   "time"), what `bench` measures the variants against; `profile(model, batch_size, length) -> {"name", "flops",
   "run", "matmuls"}`, the hot kernel and plain matmuls of its shapes for `bench`'s roofline line.
-- `fit_statistics(model, training input_ids, tokenizer) -> report or None`: statistics fitted before training.
+- `fit_statistics(model, training input_ids, tokenizer) -> report (with "documents") or None`: fitted first.
 - `reading_length(config) -> int`: the most input ids the model reads (None: no limit); `position_width`: the config
   key of the input ids one encoder position reads (elementwise: v; None: 1).
 - `from_backbone(path, tokenizer or None, max_length, **settings) -> (model, tokenizer)`: the family around a

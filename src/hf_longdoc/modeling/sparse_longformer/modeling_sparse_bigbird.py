@@ -8,16 +8,16 @@ data: https://huggingface.co/datasets/ufukhaman/uspto_balanced_200k_ipc_classifi
 Every parameter keeps Big Bird's name and shape (`bert.*`, `classifier.*`), so any Transformers `BigBirdModel` /
 `BigBirdForSequenceClassification` checkpoint loads unchanged.
 
-How selected tokens enter Big Bird. In block-sparse attention (Zaheer et al., 2020) a query block attends to the two
-global blocks (first and last), its three sliding blocks and `num_random_blocks` (r) random blocks; the first and last
-query blocks attend to everything. Attention is computed block by block, so a single token cannot be made global
-inside it without a dense mask. So the selection works at block granularity: each query block
-attends, instead of r random blocks, to the r blocks holding the most selected tokens of its document (ties: the
-earlier block), leaving out the blocks it attends to anyway (the global blocks and its own three). A document with
-fewer selected blocks than r gets the earliest remaining blocks. Nothing is random: training and evaluation read the
-same blocks. Selected tokens thereby become keys every query block reads (up to r blocks of them), which is the
-thesis' "every token attends to them"; they do not gain full attention as queries (their query blocks read their
-neighbours, the global blocks and the selected blocks).
+How selected tokens enter Big Bird. In block-sparse attention (Zaheer et al., 2020, arXiv:2007.14062) a query block
+attends to the two global blocks (first and last), its three sliding blocks and `num_random_blocks` (r) random blocks;
+the first and last query blocks attend to everything. Attention is computed block by block, so a single token cannot
+be made global inside it without a dense mask. So the selection works at block granularity: each query block attends,
+instead of r random blocks, to the r blocks holding the most selected tokens of its document (ties: the earlier
+block), leaving out the blocks it attends to anyway (the global blocks and its own three). A document with fewer
+selected blocks than r gets the earliest remaining blocks. Nothing is random: training and evaluation read the same
+blocks. Selected tokens thereby become keys every query block reads (up to r blocks of them), which is the thesis'
+"every token attends to them"; they do not gain full attention as queries (their query blocks read their neighbours,
+the global blocks and the selected blocks).
 
 - `global_selector="cls"` is vanilla Big Bird: its own random blocks, Transformers' computation unchanged.
 - In `original_full` attention every token attends to every token already; selection changes nothing there. Like

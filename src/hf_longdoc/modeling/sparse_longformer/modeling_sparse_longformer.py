@@ -21,8 +21,9 @@ every weight unchanged. What changes:
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
   (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
 - `SparseLongformerForSequenceClassification.from_bert_like_pretrained` builds a long model from a short BERT or
-  RoBERTa checkpoint the way Beltagy et al. (2020, "Longformer: The Long-Document Transformer", Sec. 5) did: encoder
-  weights copied, `*_global` projections initialised from the local ones, learned positions copied repeatedly.
+  RoBERTa checkpoint the way Beltagy et al. (2020, "Longformer: The Long-Document Transformer", arXiv:2004.05150,
+  Sec. 5) did: encoder weights copied, `*_global` projections initialised from the local ones, learned positions
+  copied repeatedly.
 
 Shapes: b batch · n tokens (padded to a multiple of the window) · d hidden · heads attention heads of head_dim =
 d / heads · c one-sided window (window / 2) · blocks = n / c query blocks of c tokens · g query blocks in one attention
