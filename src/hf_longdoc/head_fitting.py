@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DataCollatorWithPadding, EvalPrediction
 
-from .metrics import compute_metrics_fn
+from .metrics import compute_metrics_fn, score_name
 from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
 
@@ -66,7 +66,7 @@ def fit_head(model, family, head_parameters, train, validation, epochs=50, learn
         raise ValueError("No head parameters to fit: the model has no parameters its backbone does not supply.")
     optimizer = torch.optim.AdamW(head.values(), lr=learning_rate, weight_decay=0.01)
     score = compute_metrics_fn(multi_label, threshold)
-    key = "micro_f1" if multi_label else "accuracy"
+    key = score_name(multi_label)
     (features, labels), (validation_features, validation_labels) = train, validation
     generator = torch.Generator().manual_seed(seed)
     best_score, best_state, best_epoch, start = float("-inf"), None, 0, time.perf_counter()

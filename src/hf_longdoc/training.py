@@ -26,7 +26,7 @@ from transformers import (
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .head_fitting import keep_the_better, state_copy
 from .hub import make_model_card
-from .metrics import compute_metrics_fn
+from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
 from .numbers import (
     POSITIVE_INTEGER,
@@ -299,11 +299,6 @@ class TimeBudget(TrainerCallback):
     def report(self):
         """What `metrics.json` records: the budget, and the step it stopped training at (None: it did not)."""
         return {"minutes": self.minutes, "stopped_at_step": self.stopped_at_step}
-
-
-def score_name(multi_label):
-    """The validation score a run keeps its best model by: accuracy, or micro-F1 for multi-label data."""
-    return "micro_f1" if multi_label else "accuracy"
 
 
 def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,

@@ -233,10 +233,10 @@ class TransformersBaseline(ModelSpec):
                              f"positions; use bert-{positions}.")
 
     def build(self, settings, task):
-        labels = label_settings(task.label_names, False)
         if settings.backbone is not None:
-            model = AutoModelForSequenceClassification.from_pretrained(settings.backbone, **labels)
-            return model, task.tokenizer, self.truncation, settings.learning_rate or 1e-4
+            rate = settings.learning_rate or 1e-4
+            return checkpoint_classifier(settings, task), task.tokenizer, self.truncation, rate
+        labels = label_settings(task.label_names, False)
         max_length = self.truncation or settings.max_length
         tokenizer = baseline_tokenizer(self.kind, max_length, task.tokenizer)
         ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
@@ -260,8 +260,7 @@ class CheckpointBaseline(ModelSpec):
 
     def checkpoint(self, settings, task):
         """The backbone through its own classifier, and the most tokens it reads that way."""
-        model = AutoModelForSequenceClassification.from_pretrained(settings.backbone,
-                                                                   **label_settings(task.label_names, False))
+        model = checkpoint_classifier(settings, task)
         return model, native_length(model.config, task.tokenizer_limit)
 
 
@@ -388,6 +387,12 @@ class Task:
         if tokenizer is self.tokenizer:
             self.encoded[key] = encoded
         return encoded
+
+
+def checkpoint_classifier(settings, task):
+    """The pretrained backbone through its own `AutoModelForSequenceClassification`, with a new head for the labels."""
+    return AutoModelForSequenceClassification.from_pretrained(settings.backbone,
+                                                              **label_settings(task.label_names, False))
 
 
 def native_length(config, limit):

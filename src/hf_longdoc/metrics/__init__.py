@@ -25,6 +25,11 @@ def sigmoid(logits):
     return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
 
 
+def score_name(multi_label):
+    """The validation score a run keeps its best model by: accuracy, or micro-F1 for multi-label data."""
+    return "micro_f1" if multi_label else "accuracy"
+
+
 def compute_metrics_fn(multi_label=False, threshold=0.3):
     """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 at `threshold`."""
     metric = load_metric("multilabel" if multi_label else "classification")
