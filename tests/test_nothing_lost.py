@@ -67,6 +67,17 @@ def test_a_run_records_its_files_and_split_seed(run):
     assert not any(name.startswith(".model.") for name in os.listdir(run.parent))  # no staging, lock or backup left
 
 
+def complete_checkpoints(staging):
+    """Checkpoint folders whose trainer_state.json (Trainer writes it last) reads as JSON."""
+    def complete(folder):
+        try:
+            return bool(json.loads((folder / "trainer_state.json").read_text()))
+        except (OSError, ValueError):
+            return False
+    folders = staging.iterdir() if staging.is_dir() else []
+    return [folder for folder in folders if folder.name.startswith("checkpoint-") and complete(folder)]
+
+
 @pytest.mark.slow
 def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_checkpoint(run, tmp_path):
     target = copy_of(run, tmp_path)
@@ -78,7 +89,7 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     staging = tmp_path / ".model.partial"
     deadline = time.time() + 240
-    while not any(name.startswith("checkpoint-") for name in (os.listdir(staging) if staging.is_dir() else [])):
+    while not complete_checkpoints(staging):  # written in full: a kill 0.3 s after the folder appears can cut it
         assert process.poll() is None and time.time() < deadline, "the rerun ended before its first checkpoint"
         time.sleep(0.2)
     time.sleep(0.3)  # mid-training, past a checkpoint
@@ -97,10 +108,12 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
     assert other.returncode == 2 and "learning_rate: 0.002 there, 0.05 here" in other.stderr, other.stderr[-2000:]
     assert digests(target) == before
     # the same command with --resume continues the interrupted run from its last complete checkpoint
-    partial = max((p for p in staging.iterdir() if p.name.startswith("checkpoint-")), key=lambda p: int(p.name[11:]))
-    torn = staging / f"checkpoint-{int(partial.name[11:]) + 1}"  # one cut while it was written: skipped
-    torn.mkdir()
-    (torn / "optimizer.pt").write_bytes(b"cut")
+    partial = max(complete_checkpoints(staging), key=lambda p: int(p.name[11:]))
+    for step, files in ((1, {"optimizer.pt": b"cut"}), (2, {"optimizer.pt": b"", "trainer_state.json": b'{"glo'})):
+        torn = staging / f"checkpoint-{int(partial.name[11:]) + step}"  # cut while it was written: skipped
+        torn.mkdir(exist_ok=True)
+        for name, content in files.items():
+            (torn / name).write_bytes(content)
     resumed = cli(*long_run, "--output-dir", target, "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"from {partial}" in resumed.stderr and not staging.exists()

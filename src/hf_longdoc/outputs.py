@@ -348,12 +348,21 @@ class RunFolder:
 
 
 def last_checkpoint(folder):
-    """The newest complete `checkpoint-N` folder Trainer left in `folder` (None when there is none): one with its
-    `trainer_state.json`, which Trainer writes last, so a checkpoint cut by a kill is skipped."""
-    steps = [int(name.split("-")[1]) for name in (os.listdir(folder) if os.path.isdir(folder) else [])
-             if name.startswith("checkpoint-") and name.split("-")[1].isdigit()
-             and os.path.isfile(os.path.join(folder, name, "trainer_state.json"))]
+    """The newest complete `checkpoint-N` folder Trainer left in `folder` (None when there is none): one whose
+    `trainer_state.json`, which Trainer writes last, is there and reads as JSON, so a checkpoint cut by a kill (even
+    one cut while that file was written) is skipped."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    steps = [int(name.split("-")[1]) for name in names if name.startswith("checkpoint-")
+             and name.split("-")[1].isdigit() and _is_complete(os.path.join(folder, name))]
     return os.path.join(folder, f"checkpoint-{max(steps)}") if steps else None
+
+
+def _is_complete(checkpoint):
+    try:
+        with open(os.path.join(checkpoint, "trainer_state.json"), encoding="utf-8") as file:
+            return isinstance(json.load(file), dict)
+    except (OSError, ValueError):
+        return False
 
 
 __all__ = ["MANIFEST", "RunDiverged", "RunFolder", "check_files_free", "file_digest", "is_training_run",
