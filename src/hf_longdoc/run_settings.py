@@ -44,7 +44,8 @@ class RunSettings:
     - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
     - `max_length`: tokens (bytes for elementwise) a document is read up to; longer ones are cut, and the cut is
       logged. A family that reads less cuts there.
-    - `epochs`, `batch_size`, `learning_rate` (None: the family's), `weight_decay`, `lr_scheduler` (a Transformers
+    - `epochs`, `batch_size`, `learning_rate` (None: the family's; from pretrained weights its fine-tuning ones,
+      `Family.epochs_for` and `Family.learning_rate_for`), `weight_decay`, `lr_scheduler` (a Transformers
       schedule after a 10% warm-up), `seed` (the split and the initial weights), `threshold` (multi-label decisions),
       `report_to` (Trainer's loggers).
     - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
@@ -71,7 +72,7 @@ class RunSettings:
     config_overrides: dict | None = None
     max_length: int = 4096
     vocab_size: int = 8000
-    epochs: float = 4
+    epochs: float | None = None
     batch_size: int = 8
     learning_rate: float | None = None
     weight_decay: float = 0.01
@@ -110,12 +111,14 @@ class RunSettings:
         return self.backbone is not None or self.init_from is not None
 
     def resolve(self):
-        """Check every argument, in the order a user would fix them, and resolve the family, the learning rate, the
-        tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
+        """Check every argument, in the order a user would fix them, and resolve the family, the epochs, the learning
+        rate, the tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
         self.family = get_family(self.model)  # an unknown family or setting fails before any data is made
         self.config_overrides = dict(self.config_overrides or {})
         check_label_overrides(self.config_overrides)
         self.family.check_settings(self.config_overrides)
+        if self.epochs is None:
+            self.epochs = self.family.epochs_for(self.pretrained)
         check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
                           self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
         check_head_learning_rate(self.head_learning_rate, self.pretrained)
@@ -127,7 +130,8 @@ class RunSettings:
         if self.backbone is not None:
             check_backbone(self.family, self.backbone)
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
-        self.learning_rate = self.family.learning_rate if self.learning_rate is None else self.learning_rate
+        if self.learning_rate is None:
+            self.learning_rate = self.family.learning_rate_for(self.pretrained)
         return self
 
     def recorded(self):

@@ -27,10 +27,12 @@ def add_parser(subparsers):
                         help="size of the fitted WordPiece vocabulary")
     parser.add_argument("--max-length", type=MAX_LENGTH.parse, default=4096,
                         help="tokens the model reads; longer text is cut")
-    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=4, help="training epochs")
+    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=None,
+                        help="training epochs (default 4; from a --backbone, the family's fine-tuning epochs)")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
-                        help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers)")
+                        help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers; "
+                             "from a --backbone, the family's fine-tuning rate: 2e-5 sparse_longformer)")
     parser.add_argument("--head-learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="with --backbone or --init-from: the rate of the new parameters (the head; elementwise: "
                              "also the byte embeddings); None: --learning-rate")

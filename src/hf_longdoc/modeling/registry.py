@@ -12,6 +12,9 @@ Required: `name` (`--model NAME`; `NAME:variant` picks a variant); `config_class
 Optional:
 - `train_size`: the `from_size` arguments of `train`'s model (None: the config's defaults); `defaults`: settings
   `train` applies unless the user sets them (training policy, not sizes); `learning_rate`: `train`'s rate.
+- `backbone_learning_rate`, `backbone_epochs`: the rate and epochs of fine-tuning when the model starts from pretrained
+  weights and the user sets none (None: `learning_rate`, and `train`'s 4 epochs); a pretrained body that must move
+  little, at a cost per step that a CPU budget has to fit, may need both lower.
 - `own_tokenizer(config, max_length or None) -> tokenizer` (else WordPiece is fitted on the training split), and
   `tokenizer_class`, what `AutoTokenizer` loads for the config; `special_tokens`: config key -> "start" | "end", the
   ids a tokenizer supplies ([CLS] or bos, [SEP] or eos).
@@ -43,6 +46,7 @@ AUTO_CLASSES = {
 }
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
 FAMILIES = {}  # name -> Family, in registration order
+TRAIN_EPOCHS = 4  # `train`'s epochs unless the user or the family (`backbone_epochs`) sets them
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -59,6 +63,8 @@ class Family:
     train_size: dict | None = None
     defaults: dict = field(default_factory=dict)
     learning_rate: float = 2e-3
+    backbone_learning_rate: float | None = None
+    backbone_epochs: float | None = None
     own_tokenizer: Callable | None = None
     tokenizer_class: type | None = None
     special_tokens: dict = field(default_factory=dict)
@@ -133,6 +139,14 @@ class Family:
             return self.config_class(**{**self.defaults, **settings})
         defaults = self.defaults if size is None else {}
         return self.config_class.from_size(**{**self.size_arguments(size or self.train_size), **defaults, **settings})
+
+    def learning_rate_for(self, pretrained):
+        """The learning rate a run takes when the user sets none: the fine-tuning rate from pretrained weights."""
+        return (self.backbone_learning_rate or self.learning_rate) if pretrained else self.learning_rate
+
+    def epochs_for(self, pretrained):
+        """The epochs a run takes when the user sets none (the fine-tuning epochs from pretrained weights)."""
+        return (self.backbone_epochs or TRAIN_EPOCHS) if pretrained else TRAIN_EPOCHS
 
     def has_setting(self, key):
         """Whether the family's config has the setting `key` (its default config, built once, has it)."""
