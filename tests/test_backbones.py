@@ -251,3 +251,16 @@ def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
         from hf_longdoc.training import train
 
         train(model="segment_lm", output_dir=str(tmp_path / "scratch"), head_learning_rate=1e-3)
+
+
+def test_a_family_fine_tunes_a_backbone_at_its_own_rate_and_epochs_unless_the_user_sets_them(pretrained):
+    from hf_longdoc.run_settings import RunSettings
+
+    def resolved(**settings):
+        run = RunSettings.of(**settings).resolve()
+        return run.learning_rate, run.epochs
+
+    assert resolved(model="sparse_longformer", backbone=pretrained) == (2e-5, 2)  # its fine-tuning policy
+    assert resolved(model="sparse_longformer") == (1e-4, 4)  # from scratch: the family's rate, train's epochs
+    assert resolved(model="sparse_longformer", backbone=pretrained, learning_rate=5e-5, epochs=3) == (5e-5, 3)
+    assert resolved(model="segment_lm", backbone=pretrained) == (1e-4, 4)  # no policy of its own: its rate

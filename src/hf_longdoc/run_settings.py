@@ -27,6 +27,7 @@ from .numbers import (
 )
 
 logger = logging.getLogger(__name__)
+TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
 
 
 @dataclass
@@ -44,10 +45,10 @@ class RunSettings:
     - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
     - `max_length`: tokens (bytes for elementwise) a document is read up to; longer ones are cut, and the cut is
       logged. A family that reads less cuts there.
-    - `epochs`, `batch_size`, `learning_rate` (None: the family's; from pretrained weights its fine-tuning ones,
-      `Family.epochs_for` and `Family.learning_rate_for`), `weight_decay`, `lr_scheduler` (a Transformers
-      schedule after a 10% warm-up), `seed` (the split and the initial weights), `threshold` (multi-label decisions),
-      `report_to` (Trainer's loggers).
+    - `epochs`, `batch_size`, `learning_rate` (None for either: 4 epochs at the family's rate; from pretrained
+      weights the family's fine-tuning ones, `Family.backbone_epochs` and `backbone_learning_rate`), `weight_decay`,
+      `lr_scheduler` (a Transformers schedule after a 10% warm-up), `seed` (the split and the initial weights),
+      `threshold` (multi-label decisions), `report_to` (Trainer's loggers).
     - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
     - `init_from`: a saved model of the same family whose encoder (and tokenizer) the run starts from.
     - `backbone`: a pretrained checkpoint (folder or Hub id) the family is built around, with its tokenizer.
@@ -117,8 +118,8 @@ class RunSettings:
         self.config_overrides = dict(self.config_overrides or {})
         check_label_overrides(self.config_overrides)
         self.family.check_settings(self.config_overrides)
-        if self.epochs is None:
-            self.epochs = self.family.epochs_for(self.pretrained)
+        if self.epochs is None:  # the family's fine-tuning epochs from pretrained weights
+            self.epochs = (self.family.backbone_epochs if self.pretrained else None) or TRAIN_EPOCHS
         check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
                           self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
         check_head_learning_rate(self.head_learning_rate, self.pretrained)
@@ -131,7 +132,8 @@ class RunSettings:
             check_backbone(self.family, self.backbone)
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
-            self.learning_rate = self.family.learning_rate_for(self.pretrained)
+            self.learning_rate = (self.family.backbone_learning_rate if self.pretrained else None) \
+                or self.family.learning_rate
         return self
 
     def recorded(self):

@@ -11,10 +11,8 @@ Required: `name` (`--model NAME`; `NAME:variant` picks a variant); `config_class
 
 Optional:
 - `train_size`: the `from_size` arguments of `train`'s model (None: the config's defaults); `defaults`: settings
-  `train` applies unless the user sets them (training policy, not sizes); `learning_rate`: `train`'s rate.
-- `backbone_learning_rate`, `backbone_epochs`: the rate and epochs of fine-tuning when the model starts from pretrained
-  weights and the user sets none (None: `learning_rate`, and `train`'s 4 epochs); a pretrained body that must move
-  little, at a cost per step that a CPU budget has to fit, may need both lower.
+  `train` applies unless the user sets them (training policy, not sizes); `learning_rate`: `train`'s rate;
+  `backbone_learning_rate`, `backbone_epochs`: from pretrained weights (None: `learning_rate`, 4 epochs).
 - `own_tokenizer(config, max_length or None) -> tokenizer` (else WordPiece is fitted on the training split), and
   `tokenizer_class`, what `AutoTokenizer` loads for the config; `special_tokens`: config key -> "start" | "end", the
   ids a tokenizer supplies ([CLS] or bos, [SEP] or eos).
@@ -38,15 +36,10 @@ from typing import Callable
 
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
 
-AUTO_CLASSES = {
-    "AutoConfig": AutoConfig,
-    "AutoModel": AutoModel,
-    "AutoModelForSequenceClassification": AutoModelForSequenceClassification,
-    "AutoModelForMaskedLM": AutoModelForMaskedLM,
-}
+AUTO_CLASSES = {auto.__name__: auto for auto in (AutoConfig, AutoModel, AutoModelForSequenceClassification,
+                                                  AutoModelForMaskedLM)}
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
 FAMILIES = {}  # name -> Family, in registration order
-TRAIN_EPOCHS = 4  # `train`'s epochs unless the user or the family (`backbone_epochs`) sets them
 
 
 @dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
@@ -140,14 +133,6 @@ class Family:
         defaults = self.defaults if size is None else {}
         return self.config_class.from_size(**{**self.size_arguments(size or self.train_size), **defaults, **settings})
 
-    def learning_rate_for(self, pretrained):
-        """The learning rate a run takes when the user sets none: the fine-tuning rate from pretrained weights."""
-        return (self.backbone_learning_rate or self.learning_rate) if pretrained else self.learning_rate
-
-    def epochs_for(self, pretrained):
-        """The epochs a run takes when the user sets none (the fine-tuning epochs from pretrained weights)."""
-        return (self.backbone_epochs or TRAIN_EPOCHS) if pretrained else TRAIN_EPOCHS
-
     def has_setting(self, key):
         """Whether the family's config has the setting `key` (its default config, built once, has it)."""
         return hasattr(_default_config(self.config_class), key)
@@ -156,9 +141,8 @@ class Family:
         """A ValueError naming any key the config lacks (a config stores a misspelled key silently)."""
         unknown = sorted(key for key in settings if not self.has_setting(key))
         if unknown:
-            names = ", ".join(f"`{key}`" for key in unknown)
-            raise ValueError(f"{self.config_class.__name__} has no setting {names}; check the spelling against its "
-                             "docstring.")
+            raise ValueError(f"{self.config_class.__name__} has no setting {', '.join(map(repr, unknown))}; check the "
+                             "spelling against its docstring.")
 
     def tokenizer_for(self, config, train_texts, vocab_size=8000, max_length=None):
         """The tokenizer used when none is given: the family's own, or WordPiece fitted on `train_texts`."""

@@ -136,6 +136,8 @@ register_family(Family(
     ),
     defaults={**SPARSE_LONGFORMER_TRAIN_DEFAULTS},
     learning_rate=1e-4,
+    backbone_learning_rate=2e-5,  # the sparse Longformer's fine-tuning policy (above), untested on Big Bird itself
+    backbone_epochs=2,
     special_tokens=SPARSE_LONGFORMER_TOKENS,
     variants={"global_selector": GLOBAL_SELECTORS, "attention_type": BIGBIRD_ATTENTION_TYPES},
     fit_statistics=_fit_selector_statistics,
