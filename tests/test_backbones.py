@@ -12,6 +12,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
+from hf_longdoc.run_settings import RunSettings
 from hf_longdoc.training import build_from_backbone
 
 
@@ -254,8 +255,6 @@ def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
 
 
 def test_a_family_fine_tunes_a_backbone_at_its_own_rate_and_epochs_unless_the_user_sets_them(pretrained):
-    from hf_longdoc.run_settings import RunSettings
-
     def resolved(**settings):
         run = RunSettings.of(**settings).resolve()
         return run.learning_rate, run.epochs
