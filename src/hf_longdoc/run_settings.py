@@ -132,8 +132,7 @@ class RunSettings:
             check_backbone(self.family, self.backbone)
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
-            self.learning_rate = (self.family.backbone_learning_rate if self.pretrained else None) \
-                or self.family.learning_rate
+            self.learning_rate = self.family.fine_tuning_rate if self.pretrained else self.family.learning_rate
         return self
 
     def recorded(self):

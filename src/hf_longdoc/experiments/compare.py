@@ -196,8 +196,7 @@ class FamilySpec(ModelSpec):
             model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
                                                    None if own else settings.max_length,
                                                    None if own else task.tokenizer)
-            rate = settings.learning_rate or family.backbone_learning_rate or family.learning_rate
-            return model, tokenizer, tokenizer.model_max_length, rate
+            return model, tokenizer, tokenizer.model_max_length, settings.learning_rate or family.fine_tuning_rate
         size, tokenizer, max_length = settings.size(), task.tokenizer, settings.max_length
         overrides = {**self.setting, **overrides_of(self, settings)}
         if family.own_tokenizer is not None:  # e.g. bytes: the family's tokenizer for the sized config

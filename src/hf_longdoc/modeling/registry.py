@@ -75,6 +75,8 @@ class Family:
     card_limits: str = ""
 
     classification_class = property(lambda self: self.heads["AutoModelForSequenceClassification"])
+    fine_tuning_rate = property(lambda self: self.backbone_learning_rate or self.learning_rate,
+                                doc="the rate the whole model fine-tunes at from pretrained weights")
     auto_classes = property(lambda self: {"AutoConfig": self.config_class, "AutoModel": self.model_class,
                                           **self.heads}, doc="Auto class name -> class")
 
