@@ -34,6 +34,9 @@ EXPECTED_COPIES = {
         "modeling/elementwise/modeling_elementwise.py",
         "modeling/segment_lm/modeling_segment.py",
     },
+    "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_positions": {
+        "modeling/segment_lm/configuration_segment.py",
+    },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_with_sizes": {
         "modeling/segment_lm/configuration_segment.py",
     },

@@ -9,10 +9,16 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     BertModel,
+    CamembertConfig,
+    CamembertModel,
+    ElectraConfig,
+    ElectraModel,
     GPT2Config,
     GPT2Model,
     RobertaConfig,
     RobertaModel,
+    XLMRobertaConfig,
+    XLMRobertaModel,
 )
 
 from hf_longdoc import SparseLongformerForSequenceClassification
@@ -23,6 +29,12 @@ LENGTH = 64  # learned positions of both sources (RoBERTa's table has 2 more row
 SOURCES = {
     "bert": (BertModel, BertConfig(**SIZES, max_position_embeddings=LENGTH), 2, 5),  # pad 0, type_vocab_size 2
     "roberta": (RobertaModel, RobertaConfig(**SIZES, max_position_embeddings=LENGTH + 2, type_vocab_size=1), 0, 4),
+    # the same layers under other names of model: RoBERTa's numbering (XLM-R, CamemBERT) and BERT's (ELECTRA)
+    "xlm-roberta": (XLMRobertaModel, XLMRobertaConfig(**SIZES, max_position_embeddings=LENGTH + 2, type_vocab_size=1),
+                    0, 4),
+    "camembert": (CamembertModel, CamembertConfig(**SIZES, max_position_embeddings=LENGTH + 2, type_vocab_size=1),
+                  0, 4),
+    "electra": (ElectraModel, ElectraConfig(**SIZES, embedding_size=32, max_position_embeddings=LENGTH), 2, 5),
 }
 
 
@@ -58,7 +70,7 @@ def _documents(name, lengths, seed=0):
 
 def _source_positions(name, n):
     """The source's position ids of tokens 0..n-1 of a right-padded document, taken mod its length."""
-    first = 0 if name == "bert" else SOURCES[name][1].pad_token_id + 1
+    first = 0 if name in ("bert", "electra") else SOURCES[name][1].pad_token_id + 1
     return first + torch.arange(n) % LENGTH
 
 
@@ -116,7 +128,7 @@ def test_positions_repeat_and_global_projections_copy_the_local_ones(checkpoint,
     table = model.longformer.embeddings.position_embeddings.weight  # (pad + 1 + max_length, d)
     source_table = source.embeddings.position_embeddings.weight
     assert table.shape == (max_length + pad + 1, SIZES["hidden_size"])
-    if name == "bert":  # BERT has no reserved rows: row 0 (the pad tokens' position) is zero
+    if name in ("bert", "electra"):  # BERT has no reserved rows: row 0 (the pad tokens' position) is zero
         assert not table[: pad + 1].any()
     else:
         assert torch.equal(table[: pad + 1], source_table[: pad + 1])
@@ -163,13 +175,14 @@ def test_a_classifier_checkpoint_gives_its_encoder(tmp_path):
 
 
 def test_a_folder_without_config_is_refused(tmp_path):
-    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*no config\.json.*BERT or RoBERTa"):
+    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*no config\.json"):
         SparseLongformerForSequenceClassification.from_bert_like_pretrained(tmp_path)
 
 
 def test_a_gpt2_checkpoint_is_refused(tmp_path):
     GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=4, n_positions=16, vocab_size=99)).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*'gpt2' checkpoint.*BERT or RoBERTa"):
+    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*'gpt2' checkpoint.*not BERT's.*'bert', 'electra', 'roberta', "
+                                         r"'xlm-roberta', 'camembert'"):
         SparseLongformerForSequenceClassification.from_bert_like_pretrained(tmp_path)
 
 

@@ -10,7 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field, fields
 
-from transformers import SchedulerType
+from transformers import AutoConfig, SchedulerType
 
 from .data import load_tokenizer
 from .data.loading import require_hub
@@ -222,13 +222,26 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
 
 
 def check_backbone(family, backbone):
-    """A ValueError, before any data is made, when `family` cannot start from a pretrained model or `backbone` is a
-    local path that holds no model."""
+    """A ValueError, before any data is made, when `family` cannot start from a pretrained model, `backbone` is a
+    local path that holds no model, or the family cannot start from that architecture (its `backbone_refusal`)."""
     if family.from_backbone is None:
         able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
         raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
                          f"{able}.")
     check_backbone_folder(backbone)
+    if not os.path.isdir(os.path.expanduser(backbone)):
+        return  # a Hub id: its config is read when it loads
+    try:
+        config = AutoConfig.from_pretrained(os.path.expanduser(backbone))
+    except (OSError, ValueError) as error:  # an unknown model_type, a malformed config.json
+        raise ValueError(f"`backbone` (--backbone) {backbone!r} could not be read as a checkpoint: {error}") from error
+    refusal = family.backbone_refusal(config) if family.backbone_refusal is not None else None
+    if refusal is not None:
+        able = [name for name, other in FAMILIES.items() if other.from_backbone is not None
+                and (other.backbone_refusal is None or other.backbone_refusal(config) is None)]
+        raise ValueError(f"--model {family.name} cannot start from `backbone` (--backbone) {backbone!r}: it {refusal}. "
+                         + (f"The {config.model_type} checkpoint works with --model {', '.join(able)}."
+                            if able else f"No family starts from a {config.model_type} checkpoint."))
 
 
 def check_backbone_folder(backbone):

@@ -24,7 +24,8 @@ Optional:
   key of the input ids one encoder position reads (elementwise: v; None: 1).
 - `from_backbone(path, tokenizer or None, max_length, **settings) -> (model, tokenizer)`: the family around a
   pretrained checkpoint and the tokenizer it reads; `new_with_backbone`: parameter-name prefixes inside the base model
-  that a checkpoint does not supply (they learn at `--head-learning-rate`, as the head does).
+  that a checkpoint does not supply (they learn at `--head-learning-rate`, as the head does);
+  `backbone_refusal(checkpoint config) -> str or None`: why it cannot start from that checkpoint (None: it can).
 - `frozen_features(model, input_ids, attention_mask) -> tensors, batch first`: what the new head reads from a frozen
   backbone, computed once per document; `head_logits(model, *those tensors) -> logits`.
 - `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section."""
@@ -69,6 +70,7 @@ class Family:
     from_backbone: Callable | None = None
     position_width: str | None = None
     new_with_backbone: tuple = ()
+    backbone_refusal: Callable | None = None
     frozen_features: Callable | None = None
     head_logits: Callable | None = None
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
@@ -100,7 +102,6 @@ class Family:
     def reads(self, config):
         """The most input ids a model with `config` reads (None: no limit)."""
         return self.reading_length(config) if self.reading_length is not None else None
-
     def ids_per_position(self, config):
         """Input ids one encoder position covers (elementwise: v bytes)."""
         return getattr(config, self.position_width) if self.position_width else 1
@@ -121,8 +122,7 @@ class Family:
     def size_arguments(self, size):
         """The `from_size` arguments in `size`: the four every family takes, plus the knobs its `from_size` names."""
         accepted = inspect.signature(self.config_class.from_size).parameters
-        missing = [name for name in SIZE_ARGUMENTS if name not in size]
-        if missing:
+        if missing := [name for name in SIZE_ARGUMENTS if name not in size]:
             raise ValueError(f"A model size needs {', '.join(SIZE_ARGUMENTS)}; missing {', '.join(missing)}.")
         return {key: value for key, value in size.items() if key in accepted and value is not None}
 
@@ -141,8 +141,7 @@ class Family:
 
     def check_settings(self, settings):
         """A ValueError naming any key the config lacks (a config stores a misspelled key silently)."""
-        unknown = sorted(key for key in settings if not self.has_setting(key))
-        if unknown:
+        if unknown := sorted(key for key in settings if not self.has_setting(key)):
             raise ValueError(f"{self.config_class.__name__} has no setting {', '.join(map(repr, unknown))}; check the "
                              "spelling against its docstring.")
 

@@ -26,6 +26,21 @@ def input_embedding_size(backbone_config):
     return getattr(backbone_config, "embedding_size", None) or backbone_config.hidden_size
 
 
+def backbone_positions(backbone_config):
+    """How many positions the backbone reads (None: no table): its `max_position_embeddings` (GPT-2:
+    `n_positions`), less the pad id + 1 rows a RoBERTa-numbered encoder (RoBERTa, XLM-R, CamemBERT, MPNet) reserves;
+    reading more would index past its table."""
+    # encoders that number a token's position after the pad id (RoBERTa's `create_position_ids_from_input_ids`)
+    pad_numbered = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "longformer",
+                    "roberta-prelayernorm", "data2vec-text", "xmod")
+    positions = getattr(backbone_config, "max_position_embeddings", None) or getattr(backbone_config, "n_positions",
+                                                                                      None)
+    if positions is not None and backbone_config.model_type in pad_numbered:
+        pad = 1 if backbone_config.model_type == "mpnet" else backbone_config.pad_token_id or 0  # MPNet fixes it at 1
+        positions -= pad + 1
+    return positions
+
+
 def backbone_config_from(value):
     """The backbone's config from a `PretrainedConfig` or a dict naming its `model_type` (the other keys its sizes)."""
     if isinstance(value, dict):
@@ -156,15 +171,16 @@ class ElementwiseConfig(PretrainedConfig):
                 f"aligns the n-th elements in the n-th head (h = v). Set the backbone's `num_attention_heads` to {v}, "
                 "or `allow_head_mismatch=True` for the ablation."
             )
-        positions = getattr(backbone_config, "max_position_embeddings", None)
+        positions = backbone_positions(backbone_config)
         if backbone_config.model_type == "canine":  # CANINE sizes its position table by `num_hash_buckets`
             positions = min(positions, backbone_config.num_hash_buckets)
         if isinstance(max_materials, bool) or not isinstance(max_materials, int) or max_materials < 1:
             raise ValueError(f"`max_materials` must be a positive integer, got {max_materials!r}.")
         if positions is not None and max_materials > positions:
             raise ValueError(
-                f"`max_materials` ({max_materials}) exceeds the backbone's position table ({positions}: "
-                "`max_position_embeddings`, and `num_hash_buckets` for CANINE); lower it or raise the backbone's."
+                f"`max_materials` ({max_materials}) exceeds the {positions} positions the backbone reads "
+                "(`max_position_embeddings`, less the pad id + 1 for RoBERTa-numbered encoders, and "
+                "`num_hash_buckets` for CANINE); lower it or raise the backbone's."
             )
         if mode not in MODES:
             raise ValueError(f"`mode` must be one of {MODES}, got {mode!r}.")

@@ -10,7 +10,12 @@ from transformers import AutoConfig
 from ...tokenization import ElementwiseTokenizer
 from ..registry import Family, register_family
 from .configuration_elementwise import ElementwiseConfig
-from .modeling_elementwise import ElementwiseForSequenceClassification, ElementwiseModel, backbone_materials
+from .modeling_elementwise import (
+    ElementwiseForSequenceClassification,
+    ElementwiseModel,
+    backbone_materials,
+    backbone_refusal,
+)
 
 
 def _elementwise_tokenizer(config, max_length=None):
@@ -63,6 +68,7 @@ register_family(Family(
     position_width="elements_per_material",
     reading_length=lambda config: config.max_materials * config.elements_per_material,
     from_backbone=_elementwise_from_backbone,
-    new_with_backbone=("elementwise.embeddings.",),  # new element and focus embeddings replace the token table
+    new_with_backbone=("elementwise.embeddings.",),
+    backbone_refusal=backbone_refusal,  # new element and focus embeddings replace the token table
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"),
 ))

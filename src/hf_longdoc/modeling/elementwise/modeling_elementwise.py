@@ -25,26 +25,48 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPooling, SequenceClassifierOutput
-from transformers.models.auto.modeling_auto import MODEL_MAPPING
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_MASKED_LM_MAPPING,
+    MODEL_MAPPING,
+)
 from transformers.utils import can_return_tuple, logging
 
-from .configuration_elementwise import ElementwiseConfig
+from .configuration_elementwise import ElementwiseConfig, backbone_positions
 
 PAD_ID = 0
 logger = logging.get_logger(__name__)
 
 
 def remove_token_embeddings(backbone):
-    """Delete the backbone's token-id embedding tables (BERT/ALBERT `word_embeddings`, CANINE's hash embedders):
-    with `inputs_embeds` they are never read, and keeping them would allocate and save millions of parameters."""
+    """Delete the backbone's token-id embedding tables (its `get_input_embeddings()`: BERT's `word_embeddings`,
+    ModernBERT's `tok_embeddings`, EuroBERT's `embed_tokens`; CANINE's hash embedders): with `inputs_embeds` they are
+    never read, and keeping them would allocate and save millions of parameters."""
+    try:
+        table = backbone.get_input_embeddings()
+    except (NotImplementedError, AttributeError):  # CANINE hashes codepoints: no single table
+        table = None
     removed = []
     for name, module in list(backbone.named_modules()):
         leaf = name.rsplit(".", 1)[-1]
-        if isinstance(module, nn.Embedding) and (leaf == "word_embeddings" or leaf.startswith("HashBucketCodepoint")):
+        if isinstance(module, nn.Embedding) and (module is table or leaf == "word_embeddings"
+                                                 or leaf.startswith("HashBucketCodepoint")):
             parent = backbone.get_submodule(name.rsplit(".", 1)[0]) if "." in name else backbone
             setattr(parent, leaf, None)
             removed.append(name)
     return removed
+
+
+def in_removed_table(backbone, name):
+    """Whether the checkpoint parameter `name` belongs to a table `remove_token_embeddings` deleted from `backbone`."""
+    module = backbone
+    for part in name.split(".")[:-1]:
+        if part not in module._modules:
+            return False
+        module = module._modules[part]
+        if module is None:
+            return True
+    return False
 
 
 def backbone_model_class(backbone_config):
@@ -59,27 +81,38 @@ def backbone_has_pooler(backbone_config):
 
 
 def backbone_materials(backbone_config):
-    """The most materials u the backbone can read: its positions (CANINE: no more than its hash buckets), at most
-    512."""
-    positions = getattr(backbone_config, "max_position_embeddings", None) or 512
+    """The most materials u the backbone can read: its positions (`backbone_positions`; CANINE: no more than its
+    hash buckets), at most 512."""
+    positions = backbone_positions(backbone_config) or 512
     if backbone_config.model_type == "canine":
         positions = min(positions, backbone_config.num_hash_buckets)
     return min(positions, 512)
 
 
+def backbone_refusal(backbone_config):
+    """Why elementwise embeddings cannot replace the token embeddings of a model with `backbone_config` (None: they
+    can): it must be an encoder whose model takes `inputs_embeds`."""
+    model_class = backbone_model_class(backbone_config)
+    name = model_class.__name__ if model_class is not None else type(backbone_config).__name__
+    causal_only = (type(backbone_config) in MODEL_FOR_CAUSAL_LM_MAPPING
+                   and type(backbone_config) not in MODEL_FOR_MASKED_LM_MAPPING)  # GPT-2, Llama: decoders
+    if (model_class is None or causal_only or getattr(backbone_config, "is_decoder", False)
+            or getattr(backbone_config, "is_encoder_decoder", False)
+            or "inputs_embeds" not in inspect.signature(model_class.forward).parameters):
+        return (f"is {name}; elementwise embeddings replace the token embeddings of an encoder that takes "
+                "`inputs_embeds` (BERT, RoBERTa, ALBERT, DistilBERT, ModernBERT, CANINE, ...)")
+    return None
+
+
 def build_backbone(config):
     """The encoder body of `config.backbone_config` with its token embedding tables removed: any encoder whose model
-    takes `inputs_embeds` and keeps its token table in a `word_embeddings` module (BERT, RoBERTa, ALBERT, DistilBERT,
-    ...) or CANINE's hash embedders. Anything else is a ValueError naming the class, before any weights are made."""
+    takes `inputs_embeds` and has a token table (`get_input_embeddings()`) or CANINE's hash embedders. Anything else
+    is a ValueError naming the class, before any weights are made."""
     backbone_config = config.backbone_config
     model_class = backbone_model_class(backbone_config)
     name = model_class.__name__ if model_class is not None else type(backbone_config).__name__
-    unsupported = (model_class is None or getattr(backbone_config, "is_decoder", False)
-                   or getattr(backbone_config, "is_encoder_decoder", False)
-                   or "inputs_embeds" not in inspect.signature(model_class.forward).parameters)
-    if unsupported:
-        raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of {name}: the backbone must be "
-                         "an encoder that takes `inputs_embeds` (BERT, RoBERTa, ALBERT, DistilBERT, CANINE, ...).")
+    if refusal := backbone_refusal(backbone_config):
+        raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of the backbone: it {refusal}.")
     settings = {}
     if backbone_has_pooler(backbone_config):
         settings["add_pooling_layer"] = config.pooling == "pooler"
@@ -88,7 +121,7 @@ def build_backbone(config):
     backbone = AutoModel.from_config(backbone_config, **settings)
     if not remove_token_embeddings(backbone):
         raise ValueError(f"Elementwise embeddings cannot replace the token embeddings of {name}: it holds no "
-                         "`word_embeddings` table (BERT, RoBERTa, ALBERT, DistilBERT and CANINE do).")
+                         "token embedding table (`get_input_embeddings()`).")
     return backbone
 
 
@@ -398,8 +431,8 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
     @classmethod
     def from_backbone_pretrained(cls, path_or_id, elements_per_material=None, max_materials=None, **config_kwargs):
         """Elementwise embeddings in front of the pretrained encoder in `path_or_id` (a folder or Hub id of a BERT,
-        RoBERTa, ALBERT, DistilBERT or CANINE checkpoint): the encoder's layers keep their weights (and its position
-        and LayerNorm embeddings), while the element table, the focus embeddings and the classification head are new.
+        RoBERTa, ALBERT, DistilBERT, ModernBERT, CANINE, ... checkpoint): the encoder's layers keep their weights (and
+        its position and LayerNorm embeddings), while the element table, the focus embeddings and the classification head are new.
         The paper (Section 4.2) trains from scratch; this is the pretrained variant of the same model.
 
         v (`elements_per_material`) defaults to the encoder's heads, so the n-th element meets the n-th head as in
@@ -421,7 +454,7 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
         model = cls(config)  # a backbone the embeddings cannot replace fails here, before any weights are read
         source = AutoModel.from_pretrained(path_or_id).state_dict()
         missing, unexpected = model.elementwise.backbone.load_state_dict(source, strict=False)
-        replaced = {name for name in unexpected if "word_embeddings" in name or "HashBucketCodepoint" in name}
+        replaced = {name for name in unexpected if in_removed_table(model.elementwise.backbone, name)}
         missing = [name for name in missing if not name.startswith("pooler.")]
         unexpected = [name for name in unexpected if name not in replaced and not name.startswith("pooler.")]
         if missing or unexpected:

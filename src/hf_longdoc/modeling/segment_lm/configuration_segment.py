@@ -15,6 +15,22 @@ ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
 GRADIENT_MODES = ("paper", "full", "none", "selected")
 
 
+# Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_positions
+def backbone_positions(backbone_config):
+    """How many positions the backbone reads (None: no table): its `max_position_embeddings` (GPT-2:
+    `n_positions`), less the pad id + 1 rows a RoBERTa-numbered encoder (RoBERTa, XLM-R, CamemBERT, MPNet) reserves;
+    reading more would index past its table."""
+    # encoders that number a token's position after the pad id (RoBERTa's `create_position_ids_from_input_ids`)
+    pad_numbered = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "mpnet", "longformer",
+                    "roberta-prelayernorm", "data2vec-text", "xmod")
+    positions = getattr(backbone_config, "max_position_embeddings", None) or getattr(backbone_config, "n_positions",
+                                                                                      None)
+    if positions is not None and backbone_config.model_type in pad_numbered:
+        pad = 1 if backbone_config.model_type == "mpnet" else backbone_config.pad_token_id or 0  # MPNet fixes it at 1
+        positions -= pad + 1
+    return positions
+
+
 # Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_config_from
 def backbone_config_from(value):
     """The backbone's config from a `PretrainedConfig` or a dict naming its `model_type` (the other keys its sizes)."""
@@ -133,11 +149,10 @@ class SegmentLMConfig(PretrainedConfig):
                                    ("segments_per_pass", segments_per_pass, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
-        positions = getattr(backbone_config, "max_position_embeddings", None) or getattr(backbone_config,
-                                                                                          "n_positions", None)
+        positions = backbone_positions(backbone_config)
         if positions is not None and segment_length > positions:
-            raise ValueError(f"`segment_length` ({segment_length}) exceeds the backbone's {positions} positions; "
-                             "lower it.")
+            raise ValueError(f"`segment_length` ({segment_length}) exceeds the {positions} positions the backbone "
+                             "reads; lower it.")
         hidden = backbone_config.hidden_size
         lstm_hidden_size = hidden if lstm_hidden_size is None else lstm_hidden_size
         if isinstance(lstm_hidden_size, bool) or not isinstance(lstm_hidden_size, int) or lstm_hidden_size < 2 \

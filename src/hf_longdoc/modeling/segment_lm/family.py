@@ -23,6 +23,13 @@ def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
     return model, tokenizer  # a decoder's tokenizer has gained a classification token
 
 
+def _segment_lm_refusal(backbone_config):
+    if getattr(backbone_config, "is_encoder_decoder", False):
+        return (f"holds an encoder-decoder ({backbone_config.model_type!r}); the segment LM reads segments with an "
+                "encoder or a decoder alone")
+    return None
+
+
 def _segment_vectors(model, input_ids, attention_mask):
     """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7)."""
     z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none")
@@ -57,6 +64,7 @@ register_family(Family(
     # m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)
     reading_length=lambda config: config.num_segments * (config.segment_length - 2) + 2,
     from_backbone=_segment_lm_from_backbone,
+    backbone_refusal=_segment_lm_refusal,
     frozen_features=_segment_vectors,
     head_logits=_segment_head_logits,
     card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",

@@ -50,7 +50,7 @@ from transformers import AutoModel, PreTrainedModel
 from transformers import initialization as init
 from transformers.utils import ModelOutput, cached_file, logging
 
-from .configuration_segment import SegmentLMConfig, segments_to_read
+from .configuration_segment import SegmentLMConfig, backbone_positions, segments_to_read
 
 logger = logging.get_logger(__name__)
 
@@ -501,8 +501,7 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
                         "reads [CLS]: set `segment_pooling=\"cls\"` for that.")
         if "segment_length" not in config_kwargs:
             paper_length = SegmentLMConfig().segment_length
-            positions = getattr(pretrained.config, "max_position_embeddings", None) or getattr(
-                pretrained.config, "n_positions", None) or paper_length
+            positions = backbone_positions(pretrained.config) or paper_length
             config_kwargs["segment_length"] = min(SENTENCE_SEGMENT_LENGTH if pooling is not None else paper_length,
                                                   positions)
             if pooling is not None:

@@ -15,7 +15,11 @@ from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_T
 from .configuration_sparse_bigbird import SparseBigBirdConfig
 from .configuration_sparse_longformer import ATTENTION_BACKENDS, GLOBAL_SELECTORS, SparseLongformerConfig
 from .modeling_sparse_bigbird import SparseBigBirdForSequenceClassification, SparseBigBirdModel
-from .modeling_sparse_longformer import SparseLongformerForSequenceClassification, SparseLongformerModel
+from .modeling_sparse_longformer import (
+    SparseLongformerForSequenceClassification,
+    SparseLongformerModel,
+    bert_like_refusal,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,20 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length,
                                                                                 **settings)
     return model, tokenizer
+
+
+def _sparse_longformer_refusal(backbone_config):
+    """None for a Longformer checkpoint (it loads as it is) or one `from_bert_like_pretrained` converts."""
+    if backbone_config.model_type in ("longformer", "sparse_longformer"):
+        return None
+    return bert_like_refusal(backbone_config)
+
+
+def _sparse_bigbird_refusal(backbone_config):
+    if backbone_config.model_type not in ("big_bird", "sparse_bigbird"):
+        return (f"holds a {backbone_config.model_type!r} checkpoint; sparse_bigbird loads Big Bird checkpoints "
+                "(model_type 'big_bird') as they are and converts none")
+    return None
 
 
 def _sparse_bigbird_from_backbone(path, tokenizer, max_length, **settings):
@@ -115,6 +133,7 @@ register_family(Family(
     # RoBERTa-style positions start after the pad id
     reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
     from_backbone=_sparse_longformer_from_backbone,
+    backbone_refusal=_sparse_longformer_refusal,
     frozen_features=_first_state("longformer"),
     head_logits=_classifier_logits,
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
@@ -144,6 +163,7 @@ register_family(Family(
     fit_statistics=_fit_selector_statistics,
     reading_length=lambda config: config.max_position_embeddings,
     from_backbone=_sparse_bigbird_from_backbone,
+    backbone_refusal=_sparse_bigbird_refusal,
     frozen_features=_first_state("bert"),
     head_logits=_classifier_logits,
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_type",

@@ -53,9 +53,14 @@ from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_b
 
 logger = logging.get_logger(__name__)
 
-# model_type of a BERT-like checkpoint -> the row of its position table that holds a document's first token: BERT
-# numbers positions from 0, RoBERTa (like Longformer) from pad_token_id + 1, its rows 0..pad_token_id reserved
-BERT_LIKE_FIRST_POSITION = {"bert": lambda config: 0, "roberta": lambda config: config.pad_token_id + 1}
+# model_type of a checkpoint with BERT's layers (the same modules under the same names) -> the row of its position
+# table that holds a document's first token: BERT and ELECTRA number positions from 0, RoBERTa and its multilingual
+# and French copies (like Longformer) from pad_token_id + 1, their rows 0..pad_token_id reserved
+BERT_LIKE_FIRST_POSITION = {
+    "bert": lambda config: 0,
+    "electra": lambda config: 0,
+    **dict.fromkeys(("roberta", "xlm-roberta", "camembert"), lambda config: config.pad_token_id + 1),
+}
 # settings of a converted model that the source checkpoint fixes (its weights have these sizes)
 BERT_LIKE_ARCHITECTURE = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                           "hidden_act", "type_vocab_size", "layer_norm_eps", "pad_token_id")
@@ -169,28 +174,37 @@ def repeat_positions(positions, max_length):
     return positions[torch.arange(max_length, device=positions.device) % positions.shape[0]]  # (max_length, d)
 
 
+def bert_like_refusal(config):
+    """Why a checkpoint with `config` cannot be converted (None: it can): it must have BERT's layers and learned
+    absolute positions, embed tokens at the hidden size and name its pad id (which numbers the positions)."""
+    if config.model_type not in BERT_LIKE_FIRST_POSITION:
+        return (f"holds a {config.model_type!r} checkpoint, whose layers are not BERT's (checkpoints of model_type "
+                f"{', '.join(map(repr, BERT_LIKE_FIRST_POSITION))} convert; a Longformer checkpoint loads as it is)")
+    if getattr(config, "position_embedding_type", None) not in (None, "absolute"):
+        return (f"uses position_embedding_type={config.position_embedding_type!r}; only learned absolute positions "
+                "can be repeated")
+    if getattr(config, "embedding_size", config.hidden_size) != config.hidden_size:  # ELECTRA-small
+        return (f"embeds tokens in {config.embedding_size} dimensions and projects them to {config.hidden_size}; "
+                "Longformer's embeddings have no projection, so only embedding_size = hidden_size converts")
+    if config.pad_token_id is None:
+        return "has no pad_token_id in its config.json; add the tokenizer's pad id there (it numbers the positions)"
+    return None
+
+
 def bert_like_config(pretrained_model_name_or_path):
-    """The config of a BERT or RoBERTa checkpoint, or a ValueError that says what to pass instead."""
-    what = ("Pass a folder saved with `save_pretrained` from a BERT or RoBERTa model (its config.json has model_type "
-            f"{' or '.join(map(repr, BERT_LIKE_FIRST_POSITION))}); a Longformer checkpoint loads with "
-            "`from_pretrained`.")
+    """The config of a checkpoint with BERT's layers, or a ValueError that says what to pass instead."""
     path = pretrained_model_name_or_path
     if os.path.isdir(path) and not os.path.isfile(os.path.join(path, "config.json")):
-        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) has no config.json. {what}")
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) has no config.json; pass a folder saved with "
+                         "`save_pretrained`.")
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as error:  # missing folder offline, unknown model_type
-        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) could not be read as a checkpoint ({error}). "
-                         f"{what}") from error
-    if config.model_type not in BERT_LIKE_FIRST_POSITION:
-        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) holds a {config.model_type!r} checkpoint, not a "
-                         f"BERT-like one. {what}")
-    if getattr(config, "position_embedding_type", None) not in (None, "absolute"):
-        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) uses position_embedding_type="
-                         f"{config.position_embedding_type!r}; only learned absolute positions can be repeated.")
-    if config.pad_token_id is None:
-        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) has no pad_token_id in its config.json; add the "
-                         "tokenizer's pad id there (it numbers the positions).")
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) could not be read as a checkpoint "
+                         f"({error}).") from error
+    refusal = bert_like_refusal(config)
+    if refusal is not None:
+        raise ValueError(f"`pretrained_model_name_or_path` ({path!r}) {refusal}.")
     return config
 
 
@@ -408,8 +422,8 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
     @classmethod
     def from_bert_like_pretrained(cls, pretrained_model_name_or_path, max_length=4096, attention_window=512,
                                   **config_kwargs):
-        """A long model from a short BERT or RoBERTa checkpoint, as Beltagy et al. (2020, Sec. 5) built
-        longformer-base-4096 from roberta-base.
+        """A long model from a short checkpoint with BERT's layers (BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA),
+        as Beltagy et al. (2020, Sec. 5) built longformer-base-4096 from roberta-base.
 
         `pretrained_model_name_or_path` is a checkpoint with model_type `bert` or `roberta` (any head: `BertModel`,
         `BertForSequenceClassification`, `RobertaModel`, ...; only its encoder is read). What the model gets:
