@@ -362,3 +362,21 @@ def test_a_document_without_content_gets_a_prediction_alone_and_in_a_batch(famil
 def test_a_classifier_needs_at_least_one_label(family):
     with pytest.raises(ValueError, match="num_labels"):
         family.config(num_labels=0)
+
+
+def test_forward_accepts_output_attentions_and_output_hidden_states(family):
+    """`model(..., output_attentions=True, output_hidden_states=True)`, as callers of any Transformers model write it:
+    the answer does not change; hidden states come back; attentions are what the family has (its docstring says
+    what; None where it has none, as the S-LSTM)."""
+    model = _classifier(family)
+    input_ids, attention_mask = family.batch([17, 9])
+    with torch.no_grad():
+        plain = model(input_ids, attention_mask=attention_mask)
+        both = model(input_ids, attention_mask=attention_mask, output_attentions=True, output_hidden_states=True)
+        base = model.base_model(input_ids, attention_mask=attention_mask, output_attentions=True,
+                                output_hidden_states=True)
+    torch.testing.assert_close(both.logits, plain.logits, rtol=1e-5, atol=1e-6)
+    assert isinstance(both.hidden_states, tuple) and len(both.hidden_states) >= 1
+    assert isinstance(base.hidden_states, tuple) and len(base.hidden_states) >= 1
+    for outputs in (both, base):
+        assert outputs.attentions is None or all(torch.isfinite(a).all() for a in outputs.attentions)

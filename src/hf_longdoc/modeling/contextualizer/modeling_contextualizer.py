@@ -196,11 +196,12 @@ class ContextualizerStep(GradientCheckpointingLayer):
             n = n_real[:, :, 0]  # (b, 1)
             return linear_part / n**2 + self.W.bias.float() * x_hat.float().sum(dim=1) / n
 
-    def forward(self, x_hat, c, mask, output_contributions=False):
-        """Returns c(k) and, when asked (or when α is normalised), the token contributions α_i ⊙ x_i (b, n, m)."""
+    def forward(self, x_hat, c, mask, output_contributions=False, output_attentions=False):
+        """Returns c(k), the token contributions α_i ⊙ x_i (b, n, m) when asked (or when α is normalised; else None)
+        and, when `output_attentions`, α(k) itself (b, n, m) (else None)."""
         n_real = mask.sum(dim=1).float()[:, None, None]  # (b, 1, 1)
-        contributions = None
-        if self.alpha_normalizer == "none" and not output_contributions:
+        contributions = alpha = None
+        if self.alpha_normalizer == "none" and not output_contributions and not output_attentions:
             z_tilde = self.factored_update(x_hat, c, n_real)  # Eq. 5-6, (b, m)
         else:
             alpha = self.attention(x_hat, c, mask, n_real)  # Eq. 5, (b, n, m)
@@ -208,7 +209,9 @@ class ContextualizerStep(GradientCheckpointingLayer):
             contributions = (alpha * x_hat.float()).masked_fill(~mask[:, :, None], 0.0) / n_real  # α_i ⊙ x_i
             z_tilde = contributions.sum(dim=1)  # (b, m)
         z = fp32_layer_norm(self.layer_norm, z_tilde)  # Eq. 7
-        return c + z, contributions  # Eq. 8
+        if not output_attentions:
+            return c + z, contributions  # Eq. 8
+        return c + z, contributions, alpha
 
 
 class ContextualizerPreTrainedModel(PreTrainedModel):
@@ -273,10 +276,15 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         output_token_states: bool = True,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
         r"""
+        output_attentions (`bool`, *optional*):
+            Return each step's vector attention α(k) of Eq. 5, `(batch_size, sequence_length, hidden_size)`: one
+            weight per token and dimension (the context is the only query, and there are no heads), not the
+            `(batch, heads, query, key)` maps of a Transformer.
         token_type_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`, *optional*):
             Accepted so that `model(**tokenizer(...))` works with BERT-style tokenizers; the Contextualizer has no
             segment embeddings (the paper reads one text), so they are checked for shape and otherwise ignored.
@@ -290,13 +298,20 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
             check_vocabulary_range(input_ids, self.config.vocab_size)
         if output_hidden_states is None:
             output_hidden_states = self.config.output_hidden_states
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
 
         x_hat = self.embeddings(input_ids, inputs_embeds, mask)  # (b, n, m)
         c = self.default_context(mask.shape[0], mask.device)  # (b, m), fp32
         hidden_states = [c] if output_hidden_states else None
+        attentions = [] if output_attentions else None
         for k, step in enumerate(self.steps, start=1):
             wants_tokens = output_token_states and k == len(self.steps)
-            c, contributions = step(x_hat, c, mask, wants_tokens)  # Eq. 5-8
+            if output_attentions:
+                c, contributions, alpha = step(x_hat, c, mask, wants_tokens, output_attentions=True)  # Eq. 5-8
+                attentions.append(alpha.to(x_hat.dtype))
+            else:
+                c, contributions = step(x_hat, c, mask, wants_tokens)  # Eq. 5-8
             if output_hidden_states:
                 hidden_states.append(c)
 
@@ -305,6 +320,7 @@ class ContextualizerModel(ContextualizerPreTrainedModel):
             last_hidden_state=contributions.to(dtype) if output_token_states else None,  # α(K) ⊙ x
             pooler_output=c.to(dtype),  # c(K)
             hidden_states=tuple(h.to(dtype) for h in hidden_states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
         )
 
 
@@ -331,14 +347,17 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> SequenceClassifierOutput:
+        r"""output_attentions: each step's vector attention α(k), (b, n, m) (see `ContextualizerModel.forward`)."""
         outputs = self.contextualizer(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
             inputs_embeds=inputs_embeds,
             output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
             output_token_states=False,
             return_dict=True,
         )
@@ -347,7 +366,8 @@ class ContextualizerForSequenceClassification(ContextualizerPreTrainedModel):
         if labels is not None:
             check_labels(labels, logits, self.config)
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
-        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states)
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                        attentions=outputs.attentions)
 
 
 __all__ = [

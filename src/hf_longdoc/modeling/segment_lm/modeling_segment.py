@@ -160,6 +160,7 @@ class SegmentLMModelOutput(ModelOutput):
 
     last_hidden_state: torch.Tensor | None = None
     hidden_states: tuple | None = None
+    attentions: tuple | None = None  # always None: the backbone's maps inside each segment are not kept
     segment_mask: torch.Tensor | None = None
 
 
@@ -170,6 +171,7 @@ class SegmentLMClassifierOutput(ModelOutput):
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     hidden_states: tuple | None = None
+    attentions: tuple | None = None
     alpha: torch.Tensor | None = None
     selected_segment: torch.Tensor | None = None
     segment_mask: torch.Tensor | None = None
@@ -350,10 +352,13 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> "SegmentLMModelOutput":
         """The segment vectors z (b, m, d) as `last_hidden_state` (zeros for absent segments) and the present-segment
-        mask, computed with `config.gradient_mode`. `hidden_states` (on request) is (z,)."""
+        mask, computed with `config.gradient_mode`. `hidden_states` (on request) is (z,). `output_attentions` is
+        accepted for the Transformers API; this encoder keeps no attention maps (the backbone reads each segment
+        apart; the head's attention over segments is the classifier's `attentions`)."""
         z, present, _ = self.encode_document(input_ids, attention_mask)
         check_token_type_ids(token_type_ids, input_ids.shape)  # each segment is one sequence: type 0 throughout
         wanted = self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
@@ -525,9 +530,12 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> SegmentLMClassifierOutput:
-        r"""hidden_states (on request): the segment vectors z (b, m, d) and, for rnn/att, the biLSTM states h."""
+        r"""hidden_states (on request): the segment vectors z (b, m, d) and, for rnn/att, the biLSTM states h.
+        attentions (on request): (α,), the attention over segments of Eq. 4, (b, m), for the att variants (None for
+        base, cat and rnn); the backbone's own attention maps inside each segment are not kept."""
         z, present, encode_selected = self.segment_lm.encode_document(input_ids, attention_mask)
         check_token_type_ids(token_type_ids, input_ids.shape)  # each segment is one sequence: type 0 throughout
         logits, alpha, selected, h = self.head(z, present, encode_selected)
@@ -537,7 +545,10 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
             check_labels(labels, logits, self.config)
             loss = self.loss_function(labels=labels, pooled_logits=logits, config=self.config)
         hidden_states = ((z,) + ((h,) if h is not None else ())) if wanted else None
-        output = SegmentLMClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states, alpha=alpha,
+        attend = self.config.output_attentions if output_attentions is None else output_attentions
+        attentions = (alpha,) if attend and alpha is not None else None
+        output = SegmentLMClassifierOutput(loss=loss, logits=logits, hidden_states=hidden_states,
+                                           attentions=attentions, alpha=alpha,
                                            selected_segment=selected, segment_mask=present.long())
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return output if return_dict else output.to_tuple()

@@ -377,8 +377,16 @@ class SLSTMModel(SLSTMPreTrainedModel):
         token_type_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
+        r"""
+        output_hidden_states (`bool`, *optional*):
+            Return the word states h before the first recurrent step and after each one.
+        output_attentions (`bool`, *optional*):
+            Accepted for the Transformers API; the S-LSTM has no attention weights (Eq. 3-4 mix a window of words and
+            the sentence node through gates), so `attentions` is always None.
+        """
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
         self.check_input_ids(input_ids, token_type_ids, mask)
         mask = self.real_tokens_read(mask)
@@ -428,8 +436,10 @@ class SLSTMForSequenceClassification(SLSTMPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> SequenceClassifierOutput:
+        r"""output_attentions: accepted; the S-LSTM has no attention weights, so `attentions` is None."""
         outputs = self.slstm(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.classifier(self.dropout(outputs.pooler_output))  # (b, num_labels)
@@ -467,8 +477,10 @@ class SLSTMForMaskedLM(SLSTMPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         output_hidden_states: bool | None = None,
+        output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> MaskedLMOutput:
+        r"""output_attentions: accepted; the S-LSTM has no attention weights, so `attentions` is None."""
         outputs = self.slstm(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                              inputs_embeds=inputs_embeds, output_hidden_states=output_hidden_states, return_dict=True)
         logits = self.lm_head(outputs.last_hidden_state)  # (b, n, vocab)
