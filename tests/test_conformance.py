@@ -380,3 +380,22 @@ def test_forward_accepts_output_attentions_and_output_hidden_states(family):
     assert isinstance(base.hidden_states, tuple) and len(base.hidden_states) >= 1
     for outputs in (both, base):
         assert outputs.attentions is None or all(torch.isfinite(a).all() for a in outputs.attentions)
+
+
+def test_the_long_document_pipeline_reads_a_20000_word_document_in_chunks(family, tmp_path):
+    """`pipeline("long-document-classification")` around every family: the whole document is read, in chunks of
+    what the model reads (one chunk when it reads any length), and the output says how many."""
+    from transformers import pipeline
+
+    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    classify = pipeline("long-document-classification", model=str(tmp_path / "model"), device="cpu", batch_size=16)
+    words = " ".join(CORPUS).split()
+    document = " ".join(words[i % len(words)] for i in range(20_000))
+    result = classify(document)
+    assert result["label"] in model.config.id2label.values()
+    assert abs(sum(result["scores"].values()) - 1) < 1e-5
+    reads = min(filter(None, (family.registered.reads(model.config), tokenizer.model_max_length)))
+    total = len(tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
+    assert total / reads <= result["chunks"] <= 2 * total / reads + 1

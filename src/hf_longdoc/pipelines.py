@@ -1,0 +1,144 @@
+"""`pipeline("long-document-classification", model=...)`: classify documents longer than a model reads, with any
+sequence classifier (a Transformers checkpoint folder or one of our families).
+
+The document is tokenized once, without truncation; its ids are cut into chunks of what the model reads (less its
+special tokens), consecutive chunks sharing `stride` ids; the chunks run in batches of `batch_size`; their logits
+are aggregated (`mean`, the literature's simplest long baseline, or `max`) and turned into scores as the
+text-classification pipeline does. A model that aggregates by itself reads one chunk of its own length: the segment
+LM's attention over segments is its learned aggregation, and a document within its m·(L − 2) tokens is one chunk.
+Transformers' issues #4501 and #15177 ask for this pipeline.
+"""
+
+import torch
+from transformers import AutoModelForSequenceClassification
+from transformers.pipelines.base import ChunkPipeline
+from transformers.pipelines import PIPELINE_REGISTRY
+
+from .modeling import FAMILIES
+from .modeling.elementwise.configuration_elementwise import backbone_positions
+
+TASK = "long-document-classification"
+AGGREGATIONS = ("mean", "max")
+UNBOUNDED = 10**6  # a tokenizer's model_max_length above this means "not set" (Transformers uses 1e30)
+
+
+def special_frame(tokenizer):
+    """(prefix, suffix): the ids the tokenizer puts around a text ([CLS] .. [SEP]; <s> .. </s>; the elementwise
+    tokenizer's special materials), found by tokenizing one word with and without special tokens."""
+    bare = tokenizer("document", add_special_tokens=False)["input_ids"]
+    full = tokenizer("document")["input_ids"]
+    for start in range(len(full) - len(bare) + 1):
+        if full[start: start + len(bare)] == bare:
+            return full[:start], full[start + len(bare):]
+    raise ValueError(f"The tokenizer {type(tokenizer).__name__} changes a text's ids when it adds special tokens; "
+                     "the long-document pipeline cannot cut its documents into chunks.")
+
+
+def model_reading_length(model, tokenizer):
+    """The most input ids the model reads: one of our families says (`Family.reads`); any other checkpoint reads its
+    positions (less the reserved rows of RoBERTa-numbered encoders); the tokenizer's `model_max_length` caps either.
+    None when nothing bounds it (the contextualizer and the S-LSTM read any length)."""
+    config = model.config
+    family = next((f for f in FAMILIES.values() if f.config_class.model_type == config.model_type), None)
+    limits = [family.reads(config) if family is not None else backbone_positions(config)]
+    if tokenizer.model_max_length is not None and tokenizer.model_max_length < UNBOUNDED:
+        limits.append(tokenizer.model_max_length)
+    limits = [limit for limit in limits if limit is not None]
+    return min(limits) if limits else None
+
+
+def ids_per_position(model):
+    """Input ids one position of the model covers (elementwise: v bytes per material; else 1): chunks and the stride
+    are cut at multiples of it."""
+    family = next((f for f in FAMILIES.values() if f.config_class.model_type == model.config.model_type), None)
+    return family.ids_per_position(model.config) if family is not None else 1
+
+
+class LongDocumentClassificationPipeline(ChunkPipeline):
+    """Classify a document of any length with a sequence classifier that reads fewer ids than the document has.
+
+    Call arguments (also accepted by `pipeline(...)`):
+        chunk_length (`int`, *optional*): ids per chunk, special tokens included; default and maximum: what the
+            model reads (see `model_reading_length`).
+        stride (`int`, defaults to 0): ids consecutive chunks share (0: chunks side by side).
+        aggregation (`"mean"` or `"max"`, defaults to `"mean"`): how the chunks' logits become the document's.
+
+    Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}`;
+    scores are the softmax of the aggregated logits (sigmoid for multi-label or one-label models)."""
+
+    def _sanitize_parameters(self, chunk_length=None, stride=None, aggregation=None, **kwargs):
+        preprocess, postprocess = {}, {}
+        if chunk_length is not None:
+            preprocess["chunk_length"] = chunk_length
+        if stride is not None:
+            preprocess["stride"] = stride
+        if aggregation is not None:
+            if aggregation not in AGGREGATIONS:
+                raise ValueError(f"`aggregation` must be one of {AGGREGATIONS}, got {aggregation!r}.")
+            postprocess["aggregation"] = aggregation
+        return preprocess, {}, postprocess
+
+    def chunk_plan(self, chunk_length, stride, frame):
+        """(content ids per chunk, step between chunk starts), checked, at multiples of the model's position width."""
+        limit = model_reading_length(self.model, self.tokenizer)
+        if chunk_length is None:
+            chunk_length = limit
+        elif isinstance(chunk_length, bool) or not isinstance(chunk_length, int) or chunk_length < 1:
+            raise ValueError(f"`chunk_length` must be a positive integer (ids per chunk), got {chunk_length!r}.")
+        elif limit is not None and chunk_length > limit:
+            raise ValueError(f"`chunk_length` ({chunk_length}) exceeds the {limit} ids the model reads; lower it.")
+        unit = ids_per_position(self.model)
+        special = len(frame[0]) + len(frame[1])
+        content = None if chunk_length is None else (chunk_length - special) // unit * unit
+        if content is not None and content < unit:
+            raise ValueError(f"`chunk_length` ({chunk_length}) leaves no room for text after the {special} special "
+                             "ids; raise it.")
+        if isinstance(stride, bool) or not isinstance(stride, int) or stride < 0:
+            raise ValueError(f"`stride` must be a non-negative integer (ids chunks share), got {stride!r}.")
+        stride = stride // unit * unit
+        if content is not None and stride >= content:
+            raise ValueError(f"`stride` ({stride}) must be smaller than a chunk's {content} text ids; lower it.")
+        return content, (content - stride if content is not None else None)
+
+    def preprocess(self, document, chunk_length=None, stride=0):
+        if not isinstance(document, str):
+            raise TypeError(f"The long-document pipeline classifies strings, got {type(document).__name__}.")
+        frame = special_frame(self.tokenizer)
+        content, step = self.chunk_plan(chunk_length, stride, frame)
+        ids = self.tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"]
+        if content is None or len(ids) <= content:
+            starts = [0]
+        else:  # the last chunk ends at the document's end
+            starts = list(range(0, len(ids) - content, step)) + [len(ids) - content]
+        for number, start in enumerate(starts):
+            chunk = frame[0] + ids[start: start + (content or len(ids))] + frame[1]
+            yield {"input_ids": torch.tensor([chunk]), "attention_mask": torch.ones(1, len(chunk), dtype=torch.long),
+                   "is_last": number == len(starts) - 1}
+
+    def _forward(self, inputs):
+        is_last = inputs.pop("is_last")
+        logits = self.model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+        return {"logits": logits, "is_last": is_last}
+
+    def postprocess(self, model_outputs, aggregation="mean"):
+        logits = torch.cat([output["logits"].float() for output in model_outputs])  # (chunks, labels)
+        document = logits.mean(dim=0) if aggregation == "mean" else logits.max(dim=0).values
+        config = self.model.config
+        if config.problem_type == "multi_label_classification" or config.num_labels == 1:
+            scores = document.sigmoid()
+        else:
+            scores = document.softmax(dim=-1)
+        labels = [config.id2label[index] for index in range(len(scores))]
+        best = int(scores.argmax())
+        return {"label": labels[best], "score": float(scores[best]),
+                "scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
+
+
+def register_pipeline():
+    """Register the task with Transformers' pipeline registry (importing hf_longdoc does)."""
+    if TASK not in PIPELINE_REGISTRY.supported_tasks:
+        PIPELINE_REGISTRY.register_pipeline(TASK, pipeline_class=LongDocumentClassificationPipeline,
+                                            pt_model=AutoModelForSequenceClassification)
+
+
+__all__ = ["LongDocumentClassificationPipeline", "TASK", "model_reading_length", "register_pipeline"]
