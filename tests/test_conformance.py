@@ -19,6 +19,7 @@ from transformers.utils import logging
 
 from ddp_train import launch  # noqa: E402  (tests/ is on sys.path: conftest.py)
 from fresh_process import run_without_hf_longdoc
+from half_precision import assert_half_precision_agrees
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -399,3 +400,18 @@ def test_the_long_document_pipeline_reads_a_20000_word_document_in_chunks(family
     reads = min(filter(None, (family.registered.reads(model.config), tokenizer.model_max_length)))
     total = len(tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
     assert total / reads <= result["chunks"] <= 2 * total / reads + 1
+
+
+def test_half_precision_gives_finite_logits_and_fp32s_predictions_on_padded_batches(family, tmp_path):
+    """bf16 (autocast and bf16 weights) and fp16 (`.half()`, which the CPU runs) on a right-padded batch of texts
+    of several lengths (SDPA BERT gave NaN with bf16 and padding: transformers #31035). The classifier's weights are
+    drawn at scale 1 so that the predictions depend on the features rather than on rounding."""
+    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
+    classifier = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 3][-1]
+    with torch.no_grad():
+        classifier.weight.normal_(0, 1)
+    model.save_pretrained(tmp_path)
+    texts = [" ".join(CORPUS[i: i + 1 + i % 4]) for i in range(12)]
+    encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    assert not encoded["attention_mask"].bool().all()  # padded
+    assert_half_precision_agrees(model, tmp_path, encoded)

@@ -5,8 +5,13 @@ pretrained MiniLM classifier in test_pretrained_minilm.py. Nothing is downloaded
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertForSequenceClassification
-from transformers import pipeline
+from transformers import (
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    BertConfig,
+    BertForSequenceClassification,
+    pipeline,
+)
 
 import hf_longdoc  # noqa: F401  (registers the task)
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task

@@ -181,8 +181,8 @@ def test_a_folder_without_config_is_refused(tmp_path):
 
 def test_a_gpt2_checkpoint_is_refused(tmp_path):
     GPT2Model(GPT2Config(n_embd=32, n_layer=1, n_head=4, n_positions=16, vocab_size=99)).save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*'gpt2' checkpoint.*not BERT's.*'bert', 'electra', 'roberta', "
-                                         r"'xlm-roberta', 'camembert'"):
+    with pytest.raises(ValueError, match=r"`pretrained_model_name_or_path`.*'gpt2' checkpoint.*not BERT's.*'bert', "
+                                         r"'electra', 'roberta', 'xlm-roberta', 'camembert'"):
         SparseLongformerForSequenceClassification.from_bert_like_pretrained(tmp_path)
 
 

@@ -10,6 +10,7 @@ from hf_longdoc import (
     ElementwiseForSequenceClassification,
     SegmentLMForSequenceClassification,
     SparseLongformerForSequenceClassification,
+    get_family,
 )
 from hf_longdoc.cli import main
 
@@ -95,3 +96,23 @@ def test_the_long_document_pipeline_reads_20000_words_with_a_saved_minilm_classi
     result = classify(document)
     total = len(tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
     assert result["chunks"] == -(-total // 510) and result["label"] in ("LABEL_0", "LABEL_1")
+
+
+@pytest.mark.parametrize("family", ["segment_lm", "sparse_longformer", "elementwise"])
+def test_half_precision_around_minilm_is_finite_and_keeps_fp32s_predictions(path, family, tmp_path):
+    """The pretrained MiniLM inside each family, on a padded batch of English reviews of several lengths, in bf16
+    (autocast and bf16 weights) and fp16."""
+    from half_precision import assert_half_precision_agrees
+    from hf_longdoc.training import build_from_backbone, fit_statistics
+
+    model, tokenizer = build_from_backbone(family, path, ["neg", "pos", "mixed"], False, max_length=512)
+    sentences = REVIEW.split(" . ")
+    texts = [" . ".join(sentences[i: i + 2 + 3 * i]) for i in range(10)]
+    fit_statistics(get_family(family), model, tokenizer(texts, truncation=True)["input_ids"], tokenizer)
+    classifier = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == 3][-1]
+    with torch.no_grad():
+        classifier.weight.normal_(0, 1)
+    model.eval().save_pretrained(tmp_path)
+    encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    assert not encoded["attention_mask"].bool().all()
+    assert_half_precision_agrees(model, tmp_path, encoded)

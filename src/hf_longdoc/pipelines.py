@@ -11,8 +11,8 @@ Transformers' issues #4501 and #15177 ask for this pipeline.
 
 import torch
 from transformers import AutoModelForSequenceClassification
-from transformers.pipelines.base import ChunkPipeline
 from transformers.pipelines import PIPELINE_REGISTRY
+from transformers.pipelines.base import ChunkPipeline
 
 from .modeling import FAMILIES
 from .modeling.elementwise.configuration_elementwise import backbone_positions

@@ -432,8 +432,8 @@ class ElementwiseForSequenceClassification(ElementwisePreTrainedModel):
     def from_backbone_pretrained(cls, path_or_id, elements_per_material=None, max_materials=None, **config_kwargs):
         """Elementwise embeddings in front of the pretrained encoder in `path_or_id` (a folder or Hub id of a BERT,
         RoBERTa, ALBERT, DistilBERT, ModernBERT, CANINE, ... checkpoint): the encoder's layers keep their weights (and
-        its position and LayerNorm embeddings), while the element table, the focus embeddings and the classification head are new.
-        The paper (Section 4.2) trains from scratch; this is the pretrained variant of the same model.
+        its position and LayerNorm embeddings), while the element table, the focus embeddings and the classification
+        head are new. The paper (Section 4.2) trains from scratch; this is the pretrained variant of the same model.
 
         v (`elements_per_material`) defaults to the encoder's heads, so the n-th element meets the n-th head as in
         Section 4.1 (h = v); another v is allowed and logged as the head-mismatch ablation. u (`max_materials`)
