@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
-from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentHead
+from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentHead, SegmentLMForSequenceClassification
 
 BACKBONE = {"model_type": "bert", "hidden_size": 12, "num_hidden_layers": 1, "num_attention_heads": 2,
             "intermediate_size": 16, "max_position_embeddings": 64}
@@ -460,3 +460,19 @@ def test_an_empty_text_reads_as_one_segment_of_cls_and_sep(variant):
         padded[0, :2] = empty
         batch = model(torch.cat([input_ids, padded]), attention_mask=torch.cat([attention_mask, (padded != 0).long()]))
     torch.testing.assert_close(batch.logits[3], alone.logits[0], rtol=1e-5, atol=1e-5)
+
+
+def test_the_unpacked_bilstm_of_a_traced_graph_equals_the_packed_one():
+    """`segment_states_unpacked` (ONNX export has no packed sequences): the forward direction over padded z and the
+    backward one over each document's present segments reversed in place give pad_packed_sequence's states."""
+    config = SegmentLMConfig(variant="att", num_segments=6, segment_length=8, cls_token_id=1, sep_token_id=2,
+                             backbone_config={"model_type": "bert", "hidden_size": 16, "num_hidden_layers": 1,
+                                              "num_attention_heads": 2, "intermediate_size": 20,
+                                              "max_position_embeddings": 16, "vocab_size": 30})
+    model = SegmentLMForSequenceClassification(config).eval()
+    z = torch.randn(4, 6, 16)
+    present = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0]]).bool()
+    with torch.no_grad():
+        packed = model.head.segment_states(z, present)
+        unpacked = model.head.segment_states_unpacked(z, present, dict(model.head.lstm.named_parameters()))
+    torch.testing.assert_close(unpacked, packed, rtol=1e-5, atol=1e-6)

@@ -56,6 +56,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
     mask = attention_mask.bool()
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return mask
     empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
@@ -66,6 +68,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
 
 def check_vocabulary_range(input_ids, vocab_size):
     """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
     if out_of_range.any():
         bad = input_ids[out_of_range][0].item()

@@ -130,6 +130,8 @@ def check_right_padded(mask, unit="token"):
     """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
     document from its first position, so a left-padded batch would otherwise change the logits without a word.
     `mask`: (rows, n) bool, True at real positions."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
     rows = late.any(dim=1).nonzero().flatten().tolist()
     if rows:
@@ -172,8 +174,8 @@ def keep_what_the_model_reads(limit, unit, *tensors, log=None):
     when a document is longer than the model reads (a `pipeline` or a call without `truncation=True` passes the whole
     text); None entries pass through."""
     given = [tensor for tensor in tensors if tensor is not None]
-    if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
-        return tensors
+    if torch.compiler.is_compiling() or not given or given[0].dim() < 2 or given[0].shape[1] <= limit:
+        return tensors  # (malformed input fails in the model's checks; a traced graph reads what its tokenizer cut)
     length = given[0].shape[1]
     (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
                                  f"{limit} and ignoring the rest. Truncate with the tokenizer (truncation=True) to "
@@ -326,7 +328,8 @@ class ElementwiseModel(ElementwisePreTrainedModel):
                              f"{made}; encode with the tokenizer saved with this model, or with "
                              f"ElementwiseTokenizer(elements_per_material={v}, max_materials={u}), which pads and "
                              "truncates in whole materials.")
-        if (input_ids < 0).any() or (input_ids >= self.config.vocab_size).any():
+        tracing = torch.compiler.is_compiling()  # a traced graph (ONNX export) cannot branch on values
+        if not tracing and ((input_ids < 0).any() or (input_ids >= self.config.vocab_size).any()):
             raise ValueError(f"`input_ids` holds ids outside the element vocabulary [0, {self.config.vocab_size}); "
                              "encode with the ElementwiseTokenizer.")
         if attention_mask is None:
@@ -337,6 +340,8 @@ class ElementwiseModel(ElementwisePreTrainedModel):
             raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {(b, L)} (one "
                              "value per element).")
         mask = attention_mask.bool()
+        if tracing:
+            return mask
         empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
         if empty:
             raise ValueError(f"Rows {empty} of `attention_mask` have no real element (all padding); drop empty "
@@ -352,7 +357,7 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         wrong width (an `ElementwiseTokenizer()` at its default v = 16 for a v = 8 model would turn each word into two
         materials, the second one empty)."""
         config = self.config
-        if config.mode != "whitespace":  # bytes: any width is a valid byte stream
+        if config.mode != "whitespace" or torch.compiler.is_compiling():  # bytes: any width is a valid byte stream
             return
         b, L = mask.shape
         v = config.elements_per_material

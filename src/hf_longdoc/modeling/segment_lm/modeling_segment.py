@@ -98,6 +98,8 @@ def check_right_padded(mask, unit="token"):
     """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
     document from its first position, so a left-padded batch would otherwise change the logits without a word.
     `mask`: (rows, n) bool, True at real positions."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
     rows = late.any(dim=1).nonzero().flatten().tolist()
     if rows:
@@ -122,14 +124,18 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     # the k-th content token of a row goes to slot k of the flattened (m, L - 2) grid
     slot = content.long().cumsum(dim=1) - 1
     keep = content & (slot < num_segments * width)
-    if (content & ~keep).any():
+    if not torch.compiler.is_compiling() and (content & ~keep).any():
         logger.warning_once(f"A document has more than the m·(L - 2) = {num_segments * width} content tokens the model "
                             "reads; the rest is ignored. Truncate with the tokenizer (truncation=True; its "
                             "model_max_length is what the model reads) to silence this.")
-    grid = torch.full((b, num_segments * width), pad_id, dtype=input_ids.dtype, device=input_ids.device)
-    grid_mask = torch.zeros((b, num_segments * width), dtype=torch.bool, device=input_ids.device)
-    grid[rows[:, None].expand(b, n)[keep], slot[keep]] = input_ids[keep]  # scattered into (b, m·(L - 2))
-    grid_mask[rows[:, None].expand(b, n)[keep], slot[keep]] = True
+    # scattered into (b, m·(L - 2)); what is not kept goes to one extra column, dropped after (no data-dependent
+    # shapes, so the graph exports)
+    total = num_segments * width
+    target = torch.where(keep, slot, total)  # (b, n)
+    grid = torch.full((b, total + 1), pad_id, dtype=input_ids.dtype, device=input_ids.device)
+    grid = grid.scatter(1, target, torch.where(keep, input_ids, pad_id))[:, :total]
+    grid_mask = torch.zeros((b, total + 1), dtype=torch.bool, device=input_ids.device).scatter(1, target, keep)
+    grid_mask = grid_mask[:, :total]
     grid, grid_mask = grid.view(b, num_segments, width), grid_mask.view(b, num_segments, width)  # (b, m, L - 2)
     counts = grid_mask.sum(dim=2)  # tokens per segment, (b, m)
     segments = torch.full((b, num_segments, segment_length), pad_id, dtype=input_ids.dtype, device=input_ids.device)
@@ -194,14 +200,35 @@ class SegmentHead(nn.Module):
 
     def segment_states(self, z, present):
         """h_1..h_m of Eq. 3: the biLSTM over each document's present segments (zeros for absent ones)."""
-        lengths = present.sum(dim=1).cpu()
-        packed = pack_padded_sequence(z.float(), lengths, batch_first=True, enforce_sorted=False)  # present z only
         weights = dict(self.lstm.named_parameters())
         if any(w.dtype != torch.float32 for w in weights.values()):  # nn.LSTM has no half-precision CPU kernel
             weights = {name: w.float() for name, w in weights.items()}
+        if torch.compiler.is_compiling():
+            return self.segment_states_unpacked(z, present, weights)
+        lengths = present.sum(dim=1).cpu()
+        packed = pack_padded_sequence(z.float(), lengths, batch_first=True, enforce_sorted=False)  # present z only
         with torch.autocast(z.device.type, enabled=False):
             states, _ = torch.func.functional_call(self.lstm, weights, (packed,))
         states, _ = pad_packed_sequence(states, batch_first=True, total_length=z.shape[1])  # (b, m, q)
+        return states.to(z.dtype)
+
+    def segment_states_unpacked(self, z, present, weights):
+        """`segment_states` without packed sequences, for a traced graph (ONNX export), whose lengths cannot be a
+        Python list: the forward direction over the padded z (states before the padding are exact), the backward one
+        as a forward pass with the reverse weights over each document's present segments reversed in place."""
+        b, m, _ = z.shape
+        half = self.lstm.hidden_size
+        position = torch.arange(m, device=z.device)[None]  # (1, m)
+        lengths = present.sum(dim=1, keepdim=True)  # (b, 1)
+        reverse = torch.where(position < lengths, lengths - 1 - position, position)  # (b, m): t -> len - 1 - t
+        flipped = z.float().gather(1, reverse[..., None].expand(b, m, z.shape[2]))
+        swapped = {name: weights[name[:-len("_reverse")] if name.endswith("_reverse") else name + "_reverse"]
+                   for name in weights}
+        with torch.autocast(z.device.type, enabled=False):
+            forward, _ = torch.func.functional_call(self.lstm, weights, (z.float(),))  # (b, m, q)
+            backward, _ = torch.func.functional_call(self.lstm, swapped, (flipped,))
+        backward = backward[..., :half].gather(1, reverse[..., None].expand(b, m, half))  # back in document order
+        states = torch.cat([forward[..., :half], backward], dim=-1) * present[..., None]
         return states.to(z.dtype)
 
     def attention_weights(self, h, present):
@@ -323,6 +350,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             raise ValueError(f"Pre-segmented `input_ids` must be (batch, {self.config.num_segments}, "
                              f"{self.config.segment_length}) (num_segments, segment_length), got "
                              f"{tuple(input_ids.shape)}.")
+        if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+            return
         vocab = self.backbone.get_input_embeddings().num_embeddings
         if ((input_ids < 0) | (input_ids >= vocab)).any():
             raise ValueError(f"`input_ids` holds ids outside the backbone's vocabulary [0, {vocab}); use the "
@@ -386,6 +415,10 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         d = self.config.hidden_size
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
         first[::m] = True
+        if torch.compiler.is_compiling():  # a traced graph (ONNX export): every segment, absent ones zeroed after
+            read = flat_present & first if self.config.variant == "base" else flat_present
+            z = torch.where(read[:, None], self.encode(flat, flat_mask), 0.0).view(b, m, d)
+            return z, present, None
         with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
         if self.config.variant == "base":  # Eq. 1 reads segment 1 only

@@ -69,6 +69,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
     mask = attention_mask.bool()
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return mask
     empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
@@ -80,6 +82,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_vocabulary_range
 def check_vocabulary_range(input_ids, vocab_size):
     """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
     if out_of_range.any():
         bad = input_ids[out_of_range][0].item()
@@ -351,6 +355,8 @@ class SLSTMModel(SLSTMPreTrainedModel):
         document longer than `max_position_embeddings` keeps its first ones (the rest is treated as padding, with a
         warning: a `pipeline` or a call without `truncation=True` passes the whole text)."""
         limit = self.config.max_position_embeddings
+        if self.config.position_embedding_type == "absolute" and torch.compiler.is_compiling():
+            return mask & (mask.long().cumsum(dim=1) <= limit)  # a traced graph cannot branch on the length
         longest = int(mask.sum(dim=1).max())
         if self.config.position_embedding_type != "absolute" or longest <= limit:
             return mask
@@ -366,7 +372,8 @@ class SLSTMModel(SLSTMPreTrainedModel):
             if tuple(token_type_ids.shape) != tuple(mask.shape):
                 raise ValueError(f"`token_type_ids` has shape {tuple(token_type_ids.shape)}, expected "
                                  f"{tuple(mask.shape)} like the input.")
-            if config.type_vocab_size and ((token_type_ids < 0) | (token_type_ids >= config.type_vocab_size)).any():
+            if config.type_vocab_size and not torch.compiler.is_compiling() and (
+                    (token_type_ids < 0) | (token_type_ids >= config.type_vocab_size)).any():
                 raise ValueError(f"`token_type_ids` must lie in [0, {config.type_vocab_size}) (`type_vocab_size`).")
 
     @can_return_tuple
@@ -399,7 +406,11 @@ class SLSTMModel(SLSTMPreTrainedModel):
         g = x.sum(dim=1) / n_real
         c_g = g
         x_term = self.step.token_U(x) + self.step.token_W.bias  # U x + b of Eq. 3: constant over the steps
-        sizes = chunk_sizes(x.shape[1], self.config.chunk_size, self.config.window_size)
+        # runs bound the memory of a step; a traced graph (ONNX export) takes the whole sequence as one run (the same
+        # states: each run reads its k neighbours from the next) so that its length stays symbolic
+        n = x.shape[1]
+        sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
+                                                                       self.config.window_size)
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
             h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)

@@ -49,7 +49,7 @@ from transformers.models.longformer.modeling_longformer import (
 from transformers.utils import can_return_tuple, logging
 
 from .configuration_sparse_longformer import SparseLongformerConfig
-from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers
+from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers, stable_sort
 
 logger = logging.get_logger(__name__)
 
@@ -71,8 +71,8 @@ def keep_what_the_model_reads(limit, unit, *tensors, log=None):
     when a document is longer than the model reads (a `pipeline` or a call without `truncation=True` passes the whole
     text); None entries pass through."""
     given = [tensor for tensor in tensors if tensor is not None]
-    if not given or given[0].dim() < 2 or given[0].shape[1] <= limit:  # (malformed input fails in the model's checks)
-        return tensors
+    if torch.compiler.is_compiling() or not given or given[0].dim() < 2 or given[0].shape[1] <= limit:
+        return tensors  # (malformed input fails in the model's checks; a traced graph reads what its tokenizer cut)
     length = given[0].shape[1]
     (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
                                  f"{limit} and ignoring the rest. Truncate with the tokenizer (truncation=True) to "
@@ -97,6 +97,8 @@ def real_token_mask(input_ids, inputs_embeds, attention_mask):
     if tuple(attention_mask.shape) != shape:
         raise ValueError(f"`attention_mask` has shape {tuple(attention_mask.shape)}, expected {shape} like the input.")
     mask = attention_mask.bool()
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return mask
     empty = (~mask.any(dim=1)).nonzero().flatten().tolist()
     if empty:
         raise ValueError(
@@ -109,6 +111,8 @@ def check_right_padded(mask, unit="token"):
     """A ValueError for padding before a real position (left padding, or a hole in the mask): this model reads a
     document from its first position, so a left-padded batch would otherwise change the logits without a word.
     `mask`: (rows, n) bool, True at real positions."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     late = mask[:, 1:] & ~mask[:, :-1]  # a real position right after a pad
     rows = late.any(dim=1).nonzero().flatten().tolist()
     if rows:
@@ -120,6 +124,8 @@ def check_right_padded(mask, unit="token"):
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_vocabulary_range
 def check_vocabulary_range(input_ids, vocab_size):
     """Raise a clear error for an id outside the embedding table, before the lookup turns it into an index error."""
+    if torch.compiler.is_compiling():  # a traced graph (ONNX export) cannot branch on values
+        return
     out_of_range = (input_ids < 0) | (input_ids >= vocab_size)
     if out_of_range.any():
         bad = input_ids[out_of_range][0].item()
@@ -239,12 +245,13 @@ def window_mask(is_pad, is_global, c):
     return allowed | ((key_pos[:, None, :] == query_pos[:, :, None]) & is_pad.view(b, blocks, c, 1))
 
 
-def global_slots(is_global):
+def global_slots(is_global, most=None):
     """The positions of each document's global tokens, in order, padded to the batch's most (G): (b, G) positions
-    and (b, G) bool, True where the slot holds one of the document's own global tokens."""
+    and (b, G) bool, True where the slot holds one of the document's own global tokens. `most`: G fixed to
+    min(most, n) instead (a traced graph cannot size a tensor by a count)."""
     count = is_global.sum(dim=1)  # (b,)
-    slots = int(count.max())
-    positions = torch.sort((~is_global).to(torch.uint8), dim=1, stable=True).indices[:, :slots]  # globals first
+    slots = int(count.max()) if most is None else min(most, is_global.shape[1])
+    positions = stable_sort((~is_global).to(torch.int32)).indices[:, :slots]  # globals first, in order
     return positions, torch.arange(slots, device=is_global.device) < count[:, None]
 
 
@@ -253,6 +260,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
 
     def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):
+        if torch.compiler.is_compiling() and not output_attentions:  # a traced graph (ONNX export): see below
+            return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, None),)
         if self.config.attention_backend == "longformer" or output_attentions:
             return super().forward(hidden_states, attention_mask=attention_mask, is_index_masked=is_index_masked,
                                    is_index_global_attn=is_index_global_attn, is_global_attn=is_global_attn,
@@ -261,7 +270,12 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
 
     def blocked_attention(self, hidden_states, is_pad, is_global, any_global):
         """Longformer's attention (window and global rows) as dense blocks: the index work is `window_mask`,
-        `global_slots` and `neighbour_blocks`; hidden states (b, n, d), n a multiple of the window."""
+        `global_slots` and `neighbour_blocks`; hidden states (b, n, d), n a multiple of the window.
+
+        `any_global` None (a traced graph, which cannot branch on whether a batch has global tokens): the global
+        path always runs, with as many slots as the selector can choose ([CLS] and `num_global_tokens`), the empty
+        ones masked; the result is the same."""
+        static = any_global is None
         b, n, d = hidden_states.shape
         heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
         blocks = n // c
@@ -273,8 +287,9 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
 
         allowed = window_mask(is_pad, is_global, c)  # (b, blocks, c, 3c)
         prefix, slots = (None, None), 0
-        if any_global:
-            global_pos, slot_ok = global_slots(is_global)  # (b, G) each
+        if static or any_global:
+            most = self.config.num_global_tokens + 1 if static else None
+            global_pos, slot_ok = global_slots(is_global, most)  # (b, G) each
             slots = global_pos.shape[1]
             gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)  # (b, G, heads, head_dim)
             prefix = (k.gather(1, gather), v.gather(1, gather))  # the global keys and values, (b, G, heads, head_dim)
@@ -284,9 +299,10 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
         q_blocks = q.view(b, blocks, c, heads, head_dim)  # (b, blocks, c, heads, head_dim)
         per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
+        groups = [(0, blocks)] if static else [(first, min(first + per_call, blocks))  # traced: one group, so the
+                                               for first in range(0, blocks, per_call)]  # length stays symbolic
         out = q.new_empty(b, n, d)  # q's dtype: the compute dtype under autocast
-        for first in range(0, blocks, per_call):
-            last = min(first + per_call, blocks)
+        for first, last in groups:
             keys, values = (neighbour_blocks(x, first, last, c, p).flatten(0, 1).transpose(1, 2)
                             for x, p in zip((k, v), prefix))  # (b·g, heads, G + 3c, head_dim)
             group = F.scaled_dot_product_attention(  # (b·g, heads, c, head_dim), mask broadcast over heads
@@ -296,7 +312,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)  # (b, g·c, d)
         out.masked_fill_(is_pad[..., None], 0.0)
         del q, k, v, q_blocks, prefix, keys, values, group, allowed  # free them before the global rows (inference)
-        if not any_global:
+        if not (static or any_global):
             return out
 
         # global rows: query_global of the global tokens over key_global/value_global of every real token
@@ -308,9 +324,11 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         global_out = F.scaled_dot_product_attention(q_global, k_global, v_global,
                                                     attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
         global_out = global_out.transpose(1, 2).reshape(b, slots, d)  # (b, G, d)
-        rows = torch.arange(b, device=hidden_states.device)[:, None].expand(b, slots)  # (b, G)
-        # the G global rows of each document written over its window rows in `out`, (b, n, d)
-        return out.index_put_((rows[slot_ok], global_pos[slot_ok]), global_out[slot_ok].to(out.dtype))
+        # the G global rows of each document written over its window rows in `out`, (b, n, d); an empty slot writes
+        # back the row it points at (the slots' positions are distinct), so no shape depends on the count
+        index = global_pos[..., None].expand(b, slots, d)
+        kept = torch.where(slot_ok[..., None], global_out.to(out.dtype), out.gather(1, index))
+        return out.scatter(1, index, kept)
 
 
 class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedModel):
@@ -404,6 +422,24 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
             attentions=encoder_outputs.attentions,
             global_attentions=encoder_outputs.global_attentions,
         )
+
+
+    def _pad_to_window_size(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                            pad_token_id):
+        """Longformer's padding to a multiple of the window; in a traced graph (ONNX export) unconditional (by zero
+        columns when the length is a multiple already), so that no branch fixes the length."""
+        if not torch.compiler.is_compiling() or input_ids is None:
+            return super()._pad_to_window_size(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                                               pad_token_id)
+        window = self.config.attention_window
+        window = window if isinstance(window, int) else max(window)
+        padding_len = (window - input_ids.shape[1] % window) % window
+
+        def pad(tensor, value):
+            return None if tensor is None else F.pad(tensor, (0, padding_len), value=value)
+
+        return (padding_len, pad(input_ids, pad_token_id), pad(attention_mask, 0), pad(token_type_ids, 0),
+                pad(position_ids, pad_token_id), inputs_embeds)
 
 
 class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel):

@@ -91,7 +91,7 @@ class GlobalTokenSelector(nn.Module):
         b, n = input_ids.shape
         positions = torch.arange(n, device=input_ids.device)
         # counted positions first, in document order: order[:, k] is the k-th counted token's position
-        order = torch.argsort(torch.where(counted, positions, positions + n), dim=1)  # (b, n)
+        order = stable_sort(torch.where(counted, positions, positions + n)).indices  # (b, n)
         ids = input_ids.gather(1, order)  # (b, n) in counted order
         present = positions < counted.sum(dim=1, keepdim=True)  # (b, n): k below the document's count
         distances = torch.arange(1, self.config.pmi_window, device=input_ids.device)  # (w - 1,)
@@ -118,7 +118,7 @@ class GlobalTokenSelector(nn.Module):
         first, second, pmi = self.document_pairs(input_ids, counted)
         b, n = input_ids.shape
         pmi = pmi.flatten(1)  # (b, n·(w - 1)) in (first token, distance) order
-        rank = torch.sort(pmi.nan_to_num(-math.inf), dim=1, descending=True, stable=True).indices  # rank -> pair
+        rank = stable_sort(pmi.nan_to_num(-math.inf), descending=True).indices  # rank -> pair
         listed = torch.stack((first.flatten(1).gather(1, rank), second.flatten(1).gather(1, rank)), dim=2).flatten(1)
         place = torch.arange(listed.shape[1], device=input_ids.device).expand_as(listed).float()
         has_pmi = ~pmi.isnan().gather(1, rank).repeat_interleave(2, dim=1)  # (b, 2·pairs), in list order
@@ -128,7 +128,7 @@ class GlobalTokenSelector(nn.Module):
 
     def require_fitted(self, selector):
         fitted = self.idf_num_documents if selector == "tfidf" else self.pmi_num_documents
-        if int(fitted) == 0:
+        if not torch.compiler.is_compiling() and int(fitted) == 0:  # (a traced graph cannot read a buffer's value)
             raise ValueError(
                 f"global_selector={selector!r} needs statistics fitted on training documents: call "
                 "`model.fit_global_selector(train_token_ids)` first (or choose global_selector='cls', 'first_n' or "
@@ -332,15 +332,24 @@ def init_selector_buffers(module):
         module.pmi_pair_keys.fill_(SENTINEL_KEY)
 
 
+def stable_sort(values, dim=1, descending=False):
+    """`torch.sort(values, stable=True)`: (values, indices), ties in index order. A traced graph (ONNX export) takes
+    TopK over the whole axis instead: the exporter has no stable sort, and ONNX defines TopK's ties as stable (the
+    lower index first)."""
+    if torch.compiler.is_compiling():
+        return torch.topk(values, values.shape[dim], dim=dim, largest=descending, sorted=True)
+    return torch.sort(values, dim=dim, descending=descending, stable=True)
+
+
 def top_positions(scores, candidates, input_ids, n, unique):
     """(b, n) bool: the `n` candidate positions with the highest score per row (ties: the earlier position); with
     `unique`, only the best position of each distinct token id competes."""
     scores = scores.float().masked_fill(~candidates, -math.inf)
-    order = torch.sort(scores, dim=1, descending=True, stable=True).indices  # rank -> position, (b, n)
+    order = stable_sort(scores, descending=True).indices  # rank -> position, (b, n)
     ranked_ok = candidates.gather(1, order)  # (b, n) in rank order
     if unique:
         ranked_ids = input_ids.gather(1, order)  # (b, n) in rank order
-        by_id = torch.sort(ranked_ids, dim=1, stable=True)  # groups equal ids, best rank first within a group
+        by_id = stable_sort(ranked_ids)  # groups equal ids, best rank first within a group
         first = torch.ones_like(ranked_ok)
         first[:, 1:] = by_id.values[:, 1:] != by_id.values[:, :-1]
         ranked_ok = ranked_ok & torch.zeros_like(first).scatter(1, by_id.indices, first)  # first back in rank order
