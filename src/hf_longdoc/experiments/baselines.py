@@ -1,5 +1,5 @@
 """The baselines every method is measured against: Transformers' BERT, RoBERTa, ALBERT, CANINE, Longformer, Big Bird,
-and TF-IDF + LR.
+ModernBERT, and TF-IDF + LR.
 
 The Transformers models are built at a given size; the TF-IDF + logistic-regression reader reads the first 512 words
 or the whole text. `bert-N`, `albert-N` and `canine-N` are the elementwise paper's ORIG models (Tables 2-4): the
@@ -24,6 +24,8 @@ from transformers import (
     CanineTokenizer,
     LongformerConfig,
     LongformerForSequenceClassification,
+    ModernBertConfig,
+    ModernBertForSequenceClassification,
     RobertaConfig,
     RobertaForSequenceClassification,
 )
@@ -42,6 +44,8 @@ class Baseline:
     truncating: bool = False  # `name-N` reads the first N tokens
     own_tokenizer: object = None  # max_length -> its tokenizer; None: the task's (WordPiece, or the backbone's)
     sizes: object = None  # (hidden_size) -> extra config sizes
+    dropout_key: str = "attention_probs_dropout_prob"  # the config setting of the attention-probability dropout
+    memory_reference: bool = False  # a long model: `bench` reports every model's peak memory against it too
 
 
 BASELINES = {
@@ -57,6 +61,13 @@ BASELINES = {
                            window_key="attention_window"),
     # block-sparse attention: blocks of 64, 3 random blocks (Transformers' defaults, the thesis' bigbird-roberta-base)
     "bigbird": Baseline(BigBirdConfig, BigBirdForSequenceClassification, sparse=True),
+    # a native long encoder (Warner et al., 2024, https://arxiv.org/abs/2412.13663): RoPE, a GLU feed-forward,
+    # layers alternating a 128-token local window and global attention (every third global), 8,192 positions; its
+    # own long settings are kept (`local_attention`, `global_attn_every_n_layers`), only the size follows the bench
+    "modernbert": Baseline(ModernBertConfig, ModernBertForSequenceClassification, dropout_key="attention_dropout",
+                           memory_reference=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
+                           sizes=lambda hidden_size: {"bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
+                                                      "sep_token_id": 2}),
 }
 
 
@@ -67,7 +78,7 @@ HEAD_TOKENS = 128
 
 
 class BaselineName(NamedTuple):
-    kind: str  # bert | roberta | albert | canine | longformer | bigbird
+    kind: str  # a key of BASELINES
     tokens: int | None  # bert-N / albert-N / canine-N: tokens read
     head: int | None = None  # bert-N-headtail: tokens kept from the start (the rest from the end)
 
@@ -100,8 +111,8 @@ def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attenti
     if baseline.window_key:
         sizes[baseline.window_key] = attention_window
     if attention_dropout is not None:
-        sizes["attention_probs_dropout_prob"] = attention_dropout
-    return baseline.model_class(baseline.config_class(**sizes, **settings))
+        sizes[baseline.dropout_key] = attention_dropout
+    return baseline.model_class(baseline.config_class(**{**sizes, **settings}))
 
 
 def baseline_tokenizer(name, max_length, default):

@@ -28,7 +28,7 @@ class BenchModel:
     name: str
     family: Family | None = None
     variant: dict = field(default_factory=dict)
-    baseline: str | None = None  # bert | roberta | longformer | bigbird
+    baseline: str | None = None  # bert | roberta | longformer | bigbird | modernbert ...
 
     @classmethod
     def parse(cls, name):
@@ -69,7 +69,8 @@ class BenchModel:
         """("speedup" | "time", with a memory ratio) when the other models are measured against this one: a baseline,
         or a family's reference variant (its registry `bench_reference`); else None."""
         if self.family is None:
-            return "speedup", BASELINES[self.baseline].sparse
+            baseline = BASELINES[self.baseline]
+            return "speedup", baseline.sparse or baseline.memory_reference
         reference = self.family.bench_reference
         if reference and self.name.partition(":")[2] == reference[0]:
             return reference[1], True

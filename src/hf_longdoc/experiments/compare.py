@@ -240,7 +240,8 @@ class TransformersBaseline(ModelSpec):
         max_length = self.truncation or settings.max_length
         tokenizer = baseline_tokenizer(self.kind, max_length, task.tokenizer)
         ids = dict(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
-                   sep_token_id=tokenizer.sep_token_id) if self.truncation is None else {}
+                   cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id) \
+            if self.truncation is None else {}
         model = build_baseline(self.kind, settings.hidden_size, settings.num_layers, settings.num_heads, max_length,
                                attention_window=settings.window, vocab_size=len(tokenizer),
                                pad_token_id=tokenizer.pad_token_id, **labels, **ids)
