@@ -174,3 +174,25 @@ def test_split_seed_keeps_one_split_for_every_seed(tmp_path, monkeypatch):
     assert "on the split drawn with seed 7" in (tmp_path / "fixed" / "report.md").read_text()
     with pytest.raises(ValueError, match="split_seed"):
         compare(**run, output_dir=str(tmp_path / "bad"), split_seed="7")
+
+
+def test_modernbert_is_a_baseline_of_bench_and_compare_from_scratch(tmp_path, capsys):
+    """A native long encoder at the bench's size with its own long settings (a 128-token local window, global every
+    third layer): bench reports every model's speed and memory against it, and compare trains it from scratch."""
+    from hf_longdoc.experiments.baselines import build_baseline
+
+    model = build_baseline("modernbert", 32, 3, 2, 256, vocab_size=300, num_labels=2)
+    assert model.config.local_attention == 128
+    assert model.config.layer_types == ["full_attention", "sliding_attention", "sliding_attention"]
+    assert (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_attention_heads) == (32, 3, 2)
+    assert main(["bench", "--models", "contextualizer,modernbert", "--lengths", "64,128", "--hidden-size", "32",
+                 "--num-layers", "3", "--num-heads", "2", "--repeats", "1", "--output", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "speedup vs modernbert" in out and "memory vs modernbert" in out
+    rows = list(csv.DictReader(open(tmp_path / "b.csv")))
+    assert all(float(row["speedup_vs_modernbert"]) > 0 for row in rows)
+    rows = compare(dataset=_dataset(tmp_path), text_column="body", label_column="topic", models=["contextualizer"],
+                   baselines=["modernbert"], settings=TINY, seeds=1, evidence=(), task_size=16, task_words=(40, 80),
+                   bench_lengths=(), output_dir=str(tmp_path / "c"), progress=lambda message: None)
+    assert [row["model"] for row in rows] == ["contextualizer", "modernbert"]
+    assert 0 <= rows[1]["accuracy"] <= 1

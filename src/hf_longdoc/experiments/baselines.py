@@ -63,11 +63,11 @@ BASELINES = {
     "bigbird": Baseline(BigBirdConfig, BigBirdForSequenceClassification, sparse=True),
     # a native long encoder (Warner et al., 2024, https://arxiv.org/abs/2412.13663): RoPE, a GLU feed-forward,
     # layers alternating a 128-token local window and global attention (every third global), 8,192 positions; its
-    # own long settings are kept (`local_attention`, `global_attn_every_n_layers`), only the size follows the bench
+    # own long settings are kept (`local_attention`, `layer_types`), only the size follows the bench
     "modernbert": Baseline(ModernBertConfig, ModernBertForSequenceClassification, dropout_key="attention_dropout",
                            memory_reference=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
-                           sizes=lambda hidden_size: {"bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1,
-                                                      "sep_token_id": 2}),
+                           sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+                                                      "cls_token_id": 1, "sep_token_id": 2}),
 }
 
 
