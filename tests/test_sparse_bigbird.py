@@ -218,3 +218,29 @@ def test_block_sparse_head_honours_config_return_dict_false():
     assert isinstance(as_tuple, tuple)
     torch.testing.assert_close(as_tuple[0], as_dict.loss, rtol=0, atol=0)
     torch.testing.assert_close(as_tuple[1], as_dict.logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("selector", ["cls", "first_n", "random"])
+@pytest.mark.parametrize("lengths", [(LONG, 130), (SHORT, 25)])
+def test_the_traced_graphs_dense_mask_computes_what_block_sparse_attention_does(selector, lengths):
+    """What ONNX export traces (`traced_attention_mask`: full attention under one additive mask, built with tensor
+    ops) against the block-sparse forward, on padded batches, block-sparse and short. Vanilla Big Bird's evaluation
+    reads block 0 in place of its r random blocks, so block 0 counts 1 + r times: the mask adds log(1 + r)."""
+    from unittest import mock
+
+    torch.manual_seed(0)
+    model = SparseBigBirdModel(SparseBigBirdConfig(**TINY, global_selector=selector, num_global_tokens=6)).eval()
+    input_ids, attention_mask = _inputs(lengths, seed=2)
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask, global_selector_generator=generator)
+        before = model.attention_type
+        with mock.patch("torch.compiler.is_compiling", return_value=True):  # the path a traced graph takes
+            generator.manual_seed(5)
+            model.selector.forward = lambda ids, real, **kwargs: type(model.selector).forward(
+                model.selector, ids, real, generator=generator)
+            traced = model(input_ids, attention_mask=attention_mask)
+    real = attention_mask.bool()
+    torch.testing.assert_close(traced.last_hidden_state[real], expected.last_hidden_state[real], rtol=1e-4,
+                               atol=1e-5)
+    assert model.attention_type == before  # the traced path restores the attention type

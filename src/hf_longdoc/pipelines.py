@@ -34,12 +34,16 @@ def special_frame(tokenizer):
                      "the long-document pipeline cannot cut its documents into chunks.")
 
 
+def family_of(model):
+    """The hf_longdoc family of `model`, or None for any other Transformers model."""
+    return next((f for f in FAMILIES.values() if f.config_class.model_type == model.config.model_type), None)
+
+
 def model_reading_length(model, tokenizer):
     """The most input ids the model reads: one of our families says (`Family.reads`); any other checkpoint reads its
     positions (less the reserved rows of RoBERTa-numbered encoders); the tokenizer's `model_max_length` caps either.
     None when nothing bounds it (the contextualizer and the S-LSTM read any length)."""
-    config = model.config
-    family = next((f for f in FAMILIES.values() if f.config_class.model_type == config.model_type), None)
+    config, family = model.config, family_of(model)
     limits = [family.reads(config) if family is not None else backbone_positions(config)]
     if tokenizer.model_max_length is not None and tokenizer.model_max_length < UNBOUNDED:
         limits.append(tokenizer.model_max_length)
@@ -50,7 +54,7 @@ def model_reading_length(model, tokenizer):
 def ids_per_position(model):
     """Input ids one position of the model covers (elementwise: v bytes per material; else 1): chunks and the stride
     are cut at multiples of it."""
-    family = next((f for f in FAMILIES.values() if f.config_class.model_type == model.config.model_type), None)
+    family = family_of(model)
     return family.ids_per_position(model.config) if family is not None else 1
 
 

@@ -34,6 +34,7 @@ Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
 import torch
+import torch.nn.functional as F
 from transformers.modeling_outputs import SequenceClassifierOutput
 from transformers.models.big_bird.modeling_big_bird import (
     BigBirdBlockSparseAttention,
@@ -162,6 +163,37 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
         block_of = torch.arange(n, device=real.device) // size
         return reads[:, block_of][:, :, block_of]
 
+    def traced_attention_mask(self, input_ids, real):
+        """(b, 1, n, n) additive mask for full attention that computes what `forward` computes, with tensor ops only
+        (a traced graph, ONNX export: Transformers' block-sparse kernel does not export, and the length must stay
+        symbolic). Key block j gets log(the times query block i reads it): block-sparse, once for its pattern
+        (`attention_pattern_of`), 1 + r times for block 0 in vanilla Big Bird's evaluation, whose r random blocks are
+        all block 0; a length too short for block-sparse reads every key once; pads are never read."""
+        config, (b, n) = self.config, real.shape
+        size, r = config.block_size, config.num_random_blocks
+        num_blocks = (n + size - 1) // size
+        blocks = torch.arange(num_blocks, device=real.device)
+        edge = (blocks == 0) | (blocks == num_blocks - 1)  # the first and last query blocks read every key
+        reads = (blocks == 0) | (blocks == num_blocks - 1) | ((blocks[None] - blocks[:, None]).abs() <= 1)  # (nb, nb)
+        if config.global_selector == "cls" or input_ids is None:
+            chosen = torch.zeros(b, num_blocks, r, dtype=torch.long, device=real.device)
+        else:
+            selected = self.selector(input_ids, real).bool() & real
+            counts = F.pad(selected.long(), (0, num_blocks * size - n)).view(b, num_blocks, size).sum(dim=2)
+            key = (counts[:, None, :] * num_blocks + (num_blocks - 1 - blocks)).masked_fill(reads, -1)  # (b, nb, nb)
+            key = torch.cat([key, key.new_full((b, num_blocks, r), -2)], dim=2)  # r columns more than r picks
+            chosen = key.topk(r, dim=2).indices  # (b, nb, r); only the middle rows' picks count
+        times = reads.long().expand(b, -1, -1)
+        times = torch.cat([times, times.new_zeros(b, num_blocks, r)], dim=2)
+        times = times.scatter_add(2, chosen, torch.ones_like(chosen))[:, :, :num_blocks]  # (b, nb, nb)
+        times = torch.where(edge[None, :, None], 1, times)
+        length = torch.ones_like(real[0], dtype=torch.long).sum()  # n as a tensor: no branch on it
+        times = torch.where(length > (5 + 2 * r) * size, times, 1)
+        block_of = torch.arange(n, device=real.device) // size
+        times = times[:, block_of][:, :, block_of] * real[:, None, :]  # (b, n, n)
+        lowest = torch.finfo(self.embeddings.word_embeddings.weight.dtype).min
+        return torch.where(times > 0, times.clamp(min=1).float().log(), lowest)[:, None]
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -187,6 +219,15 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
         check_right_padded(real)
         check_selection_inputs(input_ids, global_attention_mask, real, config.vocab_size)
+        if torch.compiler.is_compiling() and global_attention_mask is None and inputs_embeds is None:
+            previous = self.attention_type
+            self.set_attention_type("original_full")
+            try:
+                return BigBirdModel.forward(self, input_ids=input_ids,
+                                            attention_mask=self.traced_attention_mask(input_ids, real),
+                                            token_type_ids=token_type_ids, position_ids=position_ids, **kwargs)
+            finally:
+                self.set_attention_type(previous)
         length = real.shape[1]
         sparse = self.block_sparse_reads(length)
         if config.attention_type == "block_sparse" and not sparse:
