@@ -117,7 +117,7 @@ def test_special_tokens_come_from_the_tokenizer():
 def test_cli_only_wires_the_commands():
     assert len((SRC / "cli.py").read_text().splitlines()) < 80
     verbs = {command.__name__.rsplit(".", 1)[-1] for command in COMMANDS}
-    assert verbs == {"train", "evaluate", "demo", "bench", "compare", "push", "attention_map"}
+    assert verbs == {"train", "evaluate", "demo", "bench", "compare", "push", "attention_map", "export"}
     for command in COMMANDS:
         assert callable(command.add_parser) and callable(command.run)
 
