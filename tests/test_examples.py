@@ -314,3 +314,22 @@ def test_get_data_reads_the_public_archives_into_the_documented_rows(tmp_path):
     with pytest.raises(FileExistsError, match="--overwrite"):
         get_data.write_jsonl(reviews, out)
     assert [json.loads(line) for line in out.read_text().splitlines()] == reviews
+
+
+def test_half_precision_check_prints_every_mode(tmp_path, capsys, monkeypatch):
+    import half_precision_check
+
+    from families import FAMILY_CASES
+    from test_conformance import CORPUS, _tokenizer_and_model
+
+    tokenizer, model = _tokenizer_and_model(FAMILY_CASES[0], max_length=64)
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    data = tmp_path / "texts.jsonl"
+    data.write_text("".join(json.dumps({"text": " ".join(CORPUS[: 1 + i])}) + "\n" for i in range(6)))
+    monkeypatch.setattr("sys.argv", ["half_precision_check.py", str(tmp_path / "model"), str(data), "--documents", "6"])
+    half_precision_check.main()
+    out = capsys.readouterr().out
+    assert "6 documents, 5 of them padded" in out
+    for mode in ("autocast-bf16", "autocast-fp16", "bf16 weights", "fp16 .half()"):
+        assert f"{mode}: finite True" in out

@@ -111,7 +111,10 @@ def export_onnx(model_dir, output_dir, overwrite=False):
                          "makes. Save the model's tokenizer there with `tokenizer.save_pretrained`.") from error
     model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
     wrapped = LogitsOnly(model).eval()
-    traced = sample_inputs(tokenizer, documents=2, words=20)
+    # traced at a fraction of what the model reads (windows, blocks and segments past the first), checked below at
+    # a short batch and at the full length
+    reads = tokenizer.model_max_length if tokenizer.model_max_length and tokenizer.model_max_length < 10**6 else 4096
+    traced = sample_inputs(tokenizer, documents=2, words=min(max(20, reads // 4), 2048))
     batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
     os.makedirs(output_dir, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
@@ -124,7 +127,10 @@ def export_onnx(model_dir, output_dir, overwrite=False):
         except Exception as error:  # the exporter raises its own error types, from torch.export and onnxscript
             raise ExportBlocked(f"{type(model).__name__} cannot be exported to ONNX: {blocking_operation(error)}") \
                 from error
-        checks = [sample_inputs(tokenizer, documents=3, words=8), sample_inputs(tokenizer, documents=1, words=60)]
+        # a short batch, and one document as long as the model reads (at most 4,096 words): every segment, window
+        # and global token a served document can have
+        longest = min(max(60, reads), 4096)
+        checks = [sample_inputs(tokenizer, documents=3, words=8), sample_inputs(tokenizer, documents=1, words=longest)]
         fixed = fixed_dimensions(written)
         if fixed:
             raise ExportBlocked(f"{type(model).__name__} cannot be exported with a dynamic batch and length: the "
