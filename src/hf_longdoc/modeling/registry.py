@@ -102,6 +102,7 @@ class Family:
     def reads(self, config):
         """The most input ids a model with `config` reads (None: no limit)."""
         return self.reading_length(config) if self.reading_length is not None else None
+
     def ids_per_position(self, config):
         """Input ids one encoder position covers (elementwise: v bytes)."""
         return getattr(config, self.position_width) if self.position_width else 1
