@@ -326,7 +326,7 @@ def test_half_precision_check_prints_every_mode(tmp_path, capsys, monkeypatch):
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "model")
     data = tmp_path / "texts.jsonl"
-    data.write_text("".join(json.dumps({"text": " ".join(CORPUS[: 1 + i])}) + "\n" for i in range(6)))
+    data.write_text("".join(json.dumps({"text": CORPUS[i][: 15 + 8 * i]}) + "\n" for i in range(6)))  # 6 lengths
     monkeypatch.setattr("sys.argv", ["half_precision_check.py", str(tmp_path / "model"), str(data), "--documents", "6"])
     half_precision_check.main()
     out = capsys.readouterr().out
