@@ -95,6 +95,7 @@ def export_onnx(model_dir, output_dir, overwrite=False):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     import hf_longdoc  # noqa: F401  (our families load with the Auto classes)
+    from hf_longdoc.pipelines import UNBOUNDED
 
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
     if missing:
@@ -113,7 +114,8 @@ def export_onnx(model_dir, output_dir, overwrite=False):
     wrapped = LogitsOnly(model).eval()
     # traced at a fraction of what the model reads (windows, blocks and segments past the first), checked below at
     # a short batch and at the full length
-    reads = tokenizer.model_max_length if tokenizer.model_max_length and tokenizer.model_max_length < 10**6 else 4096
+    limit = tokenizer.model_max_length
+    reads = limit if limit and limit < UNBOUNDED else 4096
     traced = sample_inputs(tokenizer, documents=2, words=min(max(20, reads // 4), 2048))
     batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
     os.makedirs(output_dir, exist_ok=True)

@@ -14,8 +14,8 @@ from transformers import AutoModelForSequenceClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.pipelines.base import ChunkPipeline
 
-from .modeling import FAMILIES
 from .modeling.elementwise.configuration_elementwise import backbone_positions
+from .modeling.registry import family_of_config
 
 TASK = "long-document-classification"
 AGGREGATIONS = ("mean", "max")
@@ -36,7 +36,10 @@ def special_frame(tokenizer):
 
 def family_of(model):
     """The hf_longdoc family of `model`, or None for any other Transformers model."""
-    return next((f for f in FAMILIES.values() if f.config_class.model_type == model.config.model_type), None)
+    try:
+        return family_of_config(model.config)
+    except ValueError:
+        return None
 
 
 def model_reading_length(model, tokenizer):

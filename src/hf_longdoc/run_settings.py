@@ -235,11 +235,12 @@ def check_backbone(family, backbone):
         config = AutoConfig.from_pretrained(os.path.expanduser(backbone))
     except (OSError, ValueError) as error:  # an unknown model_type, a malformed config.json
         raise ValueError(f"`backbone` (--backbone) {backbone!r} could not be read as a checkpoint: {error}") from error
-    refusal = family.backbone_refusal(config) if family.backbone_refusal is not None else None
-    if refusal is not None:
-        able = [name for name, other in FAMILIES.items() if other.from_backbone is not None
-                and (other.backbone_refusal is None or other.backbone_refusal(config) is None)]
-        raise ValueError(f"--model {family.name} cannot start from `backbone` (--backbone) {backbone!r}: it {refusal}. "
+    def refusal(candidate):
+        return candidate.backbone_refusal(config) if candidate.backbone_refusal is not None else None
+
+    if (reason := refusal(family)) is not None:
+        able = [name for name, other in FAMILIES.items() if other.from_backbone is not None and refusal(other) is None]
+        raise ValueError(f"--model {family.name} cannot start from `backbone` (--backbone) {backbone!r}: it {reason}. "
                          + (f"The {config.model_type} checkpoint works with --model {', '.join(able)}."
                             if able else f"No family starts from a {config.model_type} checkpoint."))
 
