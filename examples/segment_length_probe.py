@@ -45,7 +45,7 @@ def probe(dataset, backbone, max_length, lengths, seeds=(42, 43, 44), split_seed
                 cache = {split: (cached_features(model, family, encoded[split], tokenizer, batch_size),
                                  labels_of(encoded[split], False)) for split in ("train", "validation", "test")}
             fit_head(model, family, new_parameter_names(model, family), cache["train"], cache["validation"],
-                     batch_size=batch_size, seed=seed)
+                     batch_size=batch_size, seed=seed)  # leaves the head of the best validation accuracy
             features, labels = cache["test"]
             model.eval()
             with torch.no_grad():

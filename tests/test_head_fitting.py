@@ -56,9 +56,11 @@ def test_fit_head_learns_a_separable_task_and_keeps_the_best_epoch(pretrained):
     labels = (z[:, 0, 0] > 0).long()  # readable from segment 1
     present = torch.ones(200, model.config.num_segments, dtype=torch.bool)
     backbone_before = {n: p.clone() for n, p in model.named_parameters() if n not in head}
-    report = fit_head(model, family, head, ((z[:160], present[:160]), labels[:160]),
-                      ((z[160:], present[160:]), labels[160:]), epochs=15, learning_rate=1e-2, batch_size=16)
+    report, calibrated = fit_head(model, family, head, ((z[:160], present[:160]), labels[:160]),
+                                  ((z[160:], present[160:]), labels[160:]), epochs=15, learning_rate=1e-2,
+                                  batch_size=16)
     assert report["validation_accuracy"] >= 0.85 and 1 <= report["best_epoch"] <= report["epochs_run"]
+    assert 1 <= report["lowest_validation_loss_epoch"] <= report["epochs_run"] and set(calibrated) == set(head)
     with torch.no_grad():
         predicted = family.head_logits(model, z[160:], present[160:]).argmax(-1)
     assert (predicted == labels[160:]).float().mean().item() == pytest.approx(report["validation_accuracy"])

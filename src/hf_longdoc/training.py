@@ -24,7 +24,7 @@ from transformers import (
 )
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
-from .head_fitting import keep_the_better, state_copy
+from .head_fitting import keep_the_better
 from .hub import make_model_card
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
@@ -308,10 +308,9 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
     start is kept instead when fine-tuning ends below it on validation (`keep_the_better`). `checkpoint`: resume an
     interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns (trainer, the
     head stage's report)."""
-    head_report = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
-                            args.per_device_train_batch_size, args.seed, multi_label, threshold,
-                            fit=checkpoint is None)
-    warm_state = state_copy(model) if head_report and stage.trains_end_to_end else None
+    head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
+                                        args.per_device_train_batch_size, args.seed, multi_label, threshold,
+                                        fit=checkpoint is None)
     trainer = HeadRateTrainer(
         model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
