@@ -196,3 +196,16 @@ def test_modernbert_is_a_baseline_of_bench_and_compare_from_scratch(tmp_path, ca
                    bench_lengths=(), output_dir=str(tmp_path / "c"), progress=lambda message: None)
     assert [row["model"] for row in rows] == ["contextualizer", "modernbert"]
     assert 0 <= rows[1]["accuracy"] <= 1
+
+
+@pytest.mark.parametrize("name", ["eurobert", "nomicbert"])
+def test_the_other_native_long_encoders_are_bench_baselines(name, tmp_path, capsys):
+    """EuroBERT and NomicBERT at the bench's size, reading the task's ids (their special ids moved into its vocab)."""
+    from hf_longdoc.experiments.baselines import build_baseline
+
+    model = build_baseline(name, 32, 3, 2, 256, vocab_size=300, num_labels=2)
+    assert (model.config.hidden_size, model.config.num_hidden_layers, model.config.num_attention_heads) == (32, 3, 2)
+    assert max(getattr(model.config, key) or 0 for key in ("pad_token_id", "bos_token_id", "eos_token_id")) < 300
+    assert main(["bench", "--models", f"contextualizer,{name}", "--lengths", "64,128", "--hidden-size", "32",
+                 "--num-layers", "3", "--num-heads", "2", "--repeats", "1", "--output", str(tmp_path / "b")]) == 0
+    assert f"speedup vs {name}" in capsys.readouterr().out

@@ -146,3 +146,32 @@ def test_the_warm_start_is_kept_when_fine_tuning_ends_below_it():
     assert not keep_the_better(model, warm, 0.70, 0.70)  # a tie keeps the fine-tuned model
     assert keep_the_better(model, warm, 0.76, 0.66) and torch.equal(model.weight, warm["weight"])
     assert warm["weight"].device.type == "cpu"
+
+
+def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch):
+    """`HeadStage.run` before fine-tuning: the model leaves with the head of the lowest validation loss, and the warm
+    start it returns holds the head of the best validation score (what `keep_the_better` goes back to)."""
+    import hf_longdoc.head_fitting as head_fitting
+
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 2))  # "0": the backbone, "1": the head
+    head = ["1.weight", "1.bias"]
+    backbone = model[0].weight.detach().clone()
+
+    def fake_fit(model, family, head_parameters, *args):
+        with torch.no_grad():
+            model[1].weight.fill_(1.0)  # fit_head leaves the best-score head in the model
+        calibrated = {"1.weight": torch.full((2, 3), -1.0), "1.bias": torch.zeros(2)}
+        return {"best_epoch": 9, "lowest_validation_loss_epoch": 3}, calibrated
+
+    monkeypatch.setattr(head_fitting, "cached_features", lambda *args: [torch.zeros(1)])
+    monkeypatch.setattr(head_fitting, "labels_of", lambda *args: torch.zeros(1))
+    monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
+    encoded = {"train": None, "validation": None}
+    report, warm = HeadStage(epochs=5).run(model, None, head, encoded, None, None, 8, 42, False, 0.3)
+    assert report["lowest_validation_loss_epoch"] == 3
+    assert torch.equal(model[1].weight, torch.full((2, 3), -1.0))  # fine-tuning starts here
+    assert torch.equal(warm["1.weight"], torch.ones(2, 3)) and torch.equal(warm["0.weight"], backbone)
+    report, warm = HeadStage(epochs=5, freeze_backbone=True).run(model, None, head, encoded, None, None, 8, 42,
+                                                                  False, 0.3)
+    assert warm is None and torch.equal(model[1].weight, torch.ones(2, 3))  # only the head trains: the best score
+    assert HeadStage(epochs=0).run(model, None, head, encoded, None, None, 8, 42, False, 0.3) == (None, None)

@@ -1,5 +1,5 @@
 """The baselines every method is measured against: Transformers' BERT, RoBERTa, ALBERT, CANINE, Longformer, Big Bird,
-ModernBERT, and TF-IDF + LR.
+the native long encoders ModernBERT, EuroBERT and NomicBERT, and TF-IDF + LR.
 
 The Transformers models are built at a given size; the TF-IDF + logistic-regression reader reads the first 512 words
 or the whole text. `bert-N`, `albert-N` and `canine-N` are the elementwise paper's ORIG models (Tables 2-4): the
@@ -22,10 +22,14 @@ from transformers import (
     CanineConfig,
     CanineForSequenceClassification,
     CanineTokenizer,
+    EuroBertConfig,
+    EuroBertForSequenceClassification,
     LongformerConfig,
     LongformerForSequenceClassification,
     ModernBertConfig,
     ModernBertForSequenceClassification,
+    NomicBertConfig,
+    NomicBertForSequenceClassification,
     RobertaConfig,
     RobertaForSequenceClassification,
 )
@@ -68,6 +72,14 @@ BASELINES = {
                            memory_reference=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
                            sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
                                                       "cls_token_id": 1, "sep_token_id": 2}),
+    # native long encoders with global attention in every layer, RoPE and a SwiGLU feed-forward: EuroBERT (Boizard et
+    # al., 2025, https://arxiv.org/abs/2503.05500; 8,192 positions) and NomicBERT (Nussbaum et al., 2024,
+    # https://arxiv.org/abs/2402.01613; trained at 2,048, read at 8,192 by its RoPE). Their special ids default to
+    # their own vocabularies: the task's are set
+    "eurobert": Baseline(EuroBertConfig, EuroBertForSequenceClassification, dropout_key="attention_dropout",
+                         sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+                                                    "mask_token_id": 3}),
+    "nomicbert": Baseline(NomicBertConfig, NomicBertForSequenceClassification),
 }
 
 

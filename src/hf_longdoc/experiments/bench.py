@@ -28,7 +28,7 @@ class BenchModel:
     name: str
     family: Family | None = None
     variant: dict = field(default_factory=dict)
-    baseline: str | None = None  # bert | roberta | longformer | bigbird | modernbert ...
+    baseline: str | None = None  # a key of BASELINES: bert | longformer | modernbert | eurobert ...
 
     @classmethod
     def parse(cls, name):
