@@ -15,8 +15,8 @@ def add_parser(subparsers):
     parser = subparsers.add_parser("bench", formatter_class=Formatter,
                                    help="forward time and peak memory per length against a HF baseline")
     parser.add_argument("--models", default="contextualizer,bert",
-                        help="comma-separated families (family:variant) and/or baselines: bert, roberta, longformer, bigbird, "
-                             "modernbert, eurobert, nomicbert")
+                        help="comma-separated families (family:variant) and/or baselines: bert, roberta, "
+                             "longformer, bigbird, modernbert, eurobert, nomicbert")
     parser.add_argument("--lengths", default="512,1024,2048,4096,8192", help="comma-separated document lengths")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=1, help="documents per pass")
     parser.add_argument("--hidden-size", type=POSITIVE_INTEGER.parse, default=256, help="width of every model")
