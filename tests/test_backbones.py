@@ -68,6 +68,8 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     length = 32 if expected == "mean" or (modes or {}).get("pooling_mode_cls_token") else 256
     assert model.config.segment_length == length
     assert model.config.num_segments == -(-(128 - 2) // (length - 2))
+    # the LM learns through every sentence-length segment; through segment 1 and the attended one of 256 (the paper)
+    assert model.config.gradient_mode == ("full" if length == 32 else "paper")
     if modes and expected == "mean":
         assert "the paper reads [CLS]" in caplog.text and "a sentence's length" in caplog.text
     if modes and "pooling_mode_max_tokens" in modes:
@@ -78,6 +80,10 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     paper, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
                                    config_overrides={"segment_length": 64, "num_segments": 3})
     assert (paper.config.segment_length, paper.config.num_segments) == (64, 3)
+    assert paper.config.gradient_mode == "paper"
+    kept, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
+                                  config_overrides={"segment_length": 16, "gradient_mode": "paper"})
+    assert kept.config.gradient_mode == "paper"  # an explicit choice always wins
 
 
 def test_the_sparse_longformer_fine_tunes_without_attention_dropout_unless_asked(pretrained, caplog):
