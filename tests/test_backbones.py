@@ -70,6 +70,7 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     assert model.config.num_segments == -(-(128 - 2) // (length - 2))
     # the LM learns through every sentence-length segment; through segment 1 and the attended one of 256 (the paper)
     assert model.config.gradient_mode == ("full" if length == 32 else "paper")
+    assert model.config.checkpoint_segment_passes == (length != 32)  # sentence segments keep their activations
     if modes and expected == "mean":
         assert "the paper reads [CLS]" in caplog.text and "a sentence's length" in caplog.text
     if modes and "pooling_mode_max_tokens" in modes:

@@ -429,6 +429,25 @@ def test_two_process_ddp_in_full_gradient_mode(variant, tmp_path):
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
 
 
+def test_full_mode_without_checkpointed_passes_keeps_the_gradients_and_encodes_each_segment_once():
+    """`checkpoint_segment_passes=False` keeps the passes' activations instead of recomputing them: the same loss and
+    gradients, and the backward pass encodes nothing again."""
+    input_ids, attention_mask = _documents()
+    grads, calls = [], []
+    for checkpointed in (True, False):
+        model = _classifier("att", "full", segments_per_pass=2)
+        model.config.checkpoint_segment_passes = checkpointed
+        sizes, encode = [], model.segment_lm.encode
+        model.segment_lm.encode = lambda segments, mask: sizes.append(len(segments)) or encode(segments, mask)
+        model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2])).loss.backward()
+        grads.append({name: p.grad for name, p in model.named_parameters() if p.grad is not None})
+        calls.append(sizes)
+    assert calls == [[2, 2, 2, 2, 2, 2], [2, 2, 2]]  # 6 present segments: 3 passes, recomputed only when checkpointed
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        torch.testing.assert_close(grads[1][name], grads[0][name], rtol=1e-5, atol=1e-7, msg=name)
+
+
 @pytest.mark.parametrize("mode", ["paper", "full"])
 def test_backbone_gradient_checkpointing_keeps_the_gradients(mode):
     """`gradient_checkpointing_enable()` (the Trainer's switch) checkpoints the backbone's layers in the passes with

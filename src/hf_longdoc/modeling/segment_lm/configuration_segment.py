@@ -99,6 +99,11 @@ class SegmentLMConfig(PretrainedConfig):
         segments_per_pass (`int`, defaults to 16):
             The most segments one backbone pass encodes without gradient or under checkpointing (`full` mode), so
             peak training memory does not grow with m or the batch's segments; larger is faster on a GPU.
+        checkpoint_segment_passes (`bool`, defaults to `True`):
+            In `full` mode, whether each pass of segments with gradient runs under activation checkpointing: peak
+            memory then does not grow with m, at the cost of encoding every segment twice per training step (about
+            a third more time). `False` keeps the passes' activations, as any Transformers model does unless
+            `gradient_checkpointing_enable()` (the Trainer's `gradient_checkpointing`) is called.
         hidden_size / num_hidden_layers / vocab_size (`int`, *optional*):
             Set the backbone's sizes of those names (before q defaults to d), as `--config hidden_size=...` does.
         classifier_dropout (`float`, defaults to 0.1):
@@ -126,6 +131,7 @@ class SegmentLMConfig(PretrainedConfig):
         gradient_mode="paper",
         stopped_segment_dropout=False,
         segments_per_pass=16,
+        checkpoint_segment_passes=True,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -171,6 +177,7 @@ class SegmentLMConfig(PretrainedConfig):
         self.gradient_mode = gradient_mode
         self.stopped_segment_dropout = bool(stopped_segment_dropout)
         self.segments_per_pass = segments_per_pass
+        self.checkpoint_segment_passes = bool(checkpoint_segment_passes)
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

@@ -401,8 +401,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
 
         `paper`: segment 1 with gradient, the other present segments batched without it; `full`: every present
-        segment with gradient, under activation checkpointing per pass of `config.segments_per_pass` segments (the
-        backward pass recomputes one pass at a time); `none`: no gradient; `selected`: every segment without
+        segment with gradient, in passes of `config.segments_per_pass` segments, each under activation
+        checkpointing when `config.checkpoint_segment_passes` (the backward pass recomputes one pass at a time); `none`: no gradient; `selected`: every segment without
         gradient, and z_M re-encoded with it (Table 4's "No x_1 gradients"). Passes without gradient or under
         checkpointing take at most `segments_per_pass` segments, so peak memory does not grow with m."""
         segments, mask, present = self.segments(input_ids, attention_mask)
@@ -430,7 +430,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             z = encoded.new_zeros(b * m, d).index_put((without_grad.nonzero().flatten(),), encoded)  # (b·m, d)
         if with_grad.any():
             if mode == "full":
-                encoded = self.encode_in_passes(flat[with_grad], flat_mask[with_grad], checkpointed=True)
+                encoded = self.encode_in_passes(flat[with_grad], flat_mask[with_grad],
+                                                checkpointed=self.config.checkpoint_segment_passes)
             else:
                 encoded = self.encode(flat[with_grad], flat_mask[with_grad])
             base = z if z is not None else encoded.new_zeros(b * m, d)
@@ -519,8 +520,9 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
         paper's gradient through segment 1 and the attended segment (Section 3.1) covers most of a document read as
         a few segments of 256, but only two sentences of 32-64, and fine-tuning then teaches the LM that the first
         sentence predicts the label (MiniLM on plain reviews, seed 44: validation .788 after the head stage, .763
-        after every fine-tuning epoch in `paper` mode; .825 after the first in `full` mode). Passing
-        `gradient_mode` overrides this."""
+        after every fine-tuning epoch in `paper` mode; .825 after the first in `full` mode), without checkpointing
+        the passes (`checkpoint_segment_passes=False`: a third faster; MiniLM at 8 × 2,048 tokens keeps about GB
+        of activations). Passing `gradient_mode` or `checkpoint_segment_passes` overrides this."""
         from transformers import AutoTokenizer
 
         pretrained = AutoModel.from_pretrained(path_or_id)
@@ -554,10 +556,12 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
                             f"{path_or_id} was trained to embed (the paper's are 256: set `segment_length` for that).")
         if config_kwargs["segment_length"] <= SENTENCE_SEGMENT_LENGTH and "gradient_mode" not in config_kwargs:
             config_kwargs["gradient_mode"] = "full"
+            config_kwargs.setdefault("checkpoint_segment_passes", False)
             logger.info(f"The LM learns through every segment (`gradient_mode=\"full\"`): segments of "
                         f"{config_kwargs['segment_length']} tokens are sentences, and the paper's gradient through "
                         "segment 1 and the attended one would train it on two of them (set `gradient_mode=\"paper\"` "
-                        "for that).")
+                        "for that). Training keeps every segment's activations; if memory runs short, set "
+                        "`checkpoint_segment_passes=True` (about a third slower) or lower the batch size.")
         if max_length is not None and "num_segments" not in config_kwargs:
             config_kwargs["num_segments"] = segments_to_read(max_length, config_kwargs["segment_length"])
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
