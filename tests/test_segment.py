@@ -437,8 +437,13 @@ def test_full_mode_without_checkpointed_passes_keeps_the_gradients_and_encodes_e
     for checkpointed in (True, False):
         model = _classifier("att", "full", segments_per_pass=2)
         model.config.checkpoint_segment_passes = checkpointed
-        sizes, encode = [], model.segment_lm.encode
-        model.segment_lm.encode = lambda segments, mask: sizes.append(len(segments)) or encode(segments, mask)
+        sizes = []
+
+        def recording_encode(segments, mask, sizes=sizes, encode=model.segment_lm.encode):
+            sizes.append(len(segments))
+            return encode(segments, mask)
+
+        model.segment_lm.encode = recording_encode
         model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 2])).loss.backward()
         grads.append({name: p.grad for name, p in model.named_parameters() if p.grad is not None})
         calls.append(sizes)

@@ -402,9 +402,10 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
 
         `paper`: segment 1 with gradient, the other present segments batched without it; `full`: every present
         segment with gradient, in passes of `config.segments_per_pass` segments, each under activation
-        checkpointing when `config.checkpoint_segment_passes` (the backward pass recomputes one pass at a time); `none`: no gradient; `selected`: every segment without
-        gradient, and z_M re-encoded with it (Table 4's "No x_1 gradients"). Passes without gradient or under
-        checkpointing take at most `segments_per_pass` segments, so peak memory does not grow with m."""
+        checkpointing when `config.checkpoint_segment_passes` (the backward pass recomputes one pass at a time);
+        `none`: no gradient; `selected`: every segment without gradient, and z_M re-encoded with it (Table 4's "No
+        x_1 gradients"). Passes without gradient or under checkpointing take at most `segments_per_pass` segments,
+        so peak memory does not grow with m."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
         mode = gradient_mode or self.config.gradient_mode
