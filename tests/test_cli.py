@@ -95,9 +95,9 @@ def test_bench_writes_table_csv_and_plot(tmp_path, capsys):
     for name in ("contextualizer", "bert"):  # one roofline line per model, at the longest length
         assert f"{name}: roofline at 128 ids" in out
     assert "roofline_efficiency" in rows[0]
-    for row in csv.DictReader(rows):  # the roofline reuses the bench's own forward time, not a second timing
-        if row["roofline_forward_ms"]:
-            assert float(row["roofline_forward_ms"]) == pytest.approx(1000 * float(row["seconds"]))
+    # the roofline times the forward again beside its products, without the bench's memory sampler
+    timed = [row for row in csv.DictReader(rows) if row["roofline_forward_ms"]]
+    assert len(timed) == 2 and all(float(row["roofline_forward_ms"]) > 0 for row in timed)
 
 
 def test_roofline_counts_the_matrix_products_of_bert():

@@ -8,7 +8,7 @@ import os
 
 from ..modeling import FAMILIES
 from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
-from .options import Formatter, integers, names
+from .options import Formatter, integers, names, per_model_overrides
 
 
 def add_parser(subparsers):
@@ -37,6 +37,8 @@ def add_parser(subparsers):
                         help="segment LMs: tokens per segment L (m = length / (L - 2) segments)")
     parser.add_argument("--gradient-mode", default="paper", choices=["paper", "full", "none"],
                         help="segment LMs: which segments the LM gets gradient through")
+    parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
+                        help="config overrides for one model, e.g. slstm.compile_gates=true")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
     parser.add_argument("--attention-dropout", type=DROPOUT.parse, default=None,
                         help="Transformer models: attention-probability dropout (None: each config's, 0.1)")
@@ -71,11 +73,13 @@ def run(args):
     require_writable_folder(os.path.dirname(os.path.abspath(args.output)), "`--output`")
     check_files_free(bench_output_paths(args.output), args.overwrite, "--overwrite")
     models = names(args.models)
+    config_overrides = per_model_overrides(args.config)
     rows = run_bench(models=models, lengths=lengths, batch_size=args.batch_size, hidden_size=args.hidden_size,
                      num_layers=args.num_layers, num_heads=args.num_heads, repeats=args.repeats,
                      warmup=args.warmup, device=args.device, dtype=args.dtype, window=args.window,
                      num_global=args.num_global, backward=args.backward, attention_dropout=args.attention_dropout,
-                     segment_length=args.segment_length, gradient_mode=args.gradient_mode)
+                     segment_length=args.segment_length, gradient_mode=args.gradient_mode,
+                     config_overrides=config_overrides)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "

@@ -11,7 +11,7 @@ from ..numbers import (
     SEED,
     VOCAB_SIZE,
 )
-from .options import Formatter, integers, names, parse_config_overrides, word_range
+from .options import Formatter, integers, names, per_model_overrides, word_range
 
 
 def add_parser(subparsers):
@@ -79,17 +79,6 @@ def add_parser(subparsers):
                         help="replace report.md, the CSVs and plots in --output-dir even if hf-longdoc did not write "
                              "them")
     parser.set_defaults(run=run)
-
-
-def per_model_overrides(pairs):
-    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
-    per_model = {}
-    for key, value in parse_config_overrides(pairs).items():
-        model, dot, setting = key.rpartition(".")
-        if not dot or not model:
-            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs for compare, got {key!r}.")
-        per_model.setdefault(model, {})[setting] = value
-    return per_model
 
 
 def run(args):

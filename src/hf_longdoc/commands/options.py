@@ -49,6 +49,17 @@ def parse_config_overrides(pairs):
     return overrides
 
 
+def per_model_overrides(pairs):
+    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
+    per_model = {}
+    for key, value in parse_config_overrides(pairs).items():
+        model, dot, setting = key.rpartition(".")
+        if not dot or not model:
+            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs (e.g. slstm.compile_gates=true), got {key!r}.")
+        per_model.setdefault(model, {})[setting] = value
+    return per_model
+
+
 def integers(value, name):
     """`"512,1024"` -> (512, 1024): positive integers, or a ValueError naming the option."""
     try:

@@ -107,9 +107,15 @@ def check_models(models, lengths, config_overrides=None, **sizes):
     if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0 or window % 2):
         raise ValueError(f"`window` (--window) must be a positive even integer, got {window!r}.")
     entries = [BenchModel.parse(name) for name in models]
+    config_overrides = config_overrides or {}
+    families = {entry.name for entry in entries if entry.family is not None}
+    if unknown := sorted(set(config_overrides) - families):
+        raise ValueError(f"`config_overrides` (--config) names {', '.join(unknown)}, which is not a family model of "
+                         f"this run (models: {', '.join(sorted(families)) or 'none'}; baselines take no overrides).")
     for entry in entries:
         if entry.family is not None:
-            entry.config(max_length=min(lengths), **sizes, **(config_overrides or {}).get(entry.name, {}))
+            overrides = config_overrides.get(entry.name, {})
+            entry.config(max_length=min(lengths), **sizes, **overrides)
     return entries
 
 
@@ -155,8 +161,10 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
             rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
             if roofline and not backward and length == max(lengths):
+                # the forward timed again beside its products, both without the memory sampler of `_measure`
+                # (a thread waking every millisecond, on a trimmed heap), which would bias the ratio against it
                 line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                                   **inputs), repeats, warmup, forward_seconds=rows[-1]["seconds"])
+                                                   **inputs), repeats, warmup)
                 rows[-1].update({"roofline_" + key: value for key, value in line.items()})
             del model
     # Models that read v ids per position (elementwise: `length` bytes as length / v materials): also time the

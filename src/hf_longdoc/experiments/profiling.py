@@ -158,20 +158,19 @@ class MatmulRecorder(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def matmul_roofline(model, inputs, repeats=3, warmup=1, forward_seconds=None):
+def matmul_roofline(model, inputs, repeats=3, warmup=1):
     """A roofline line for any model: its forward time against the time of the same matrix products alone
     (`MatmulRecorder`: every product the forward makes, replayed as plain `torch.matmul`s of the same shapes, in the
     same run). `efficiency` = matmul time / forward time: 1.0 means the model runs at matmul speed, and the rest of
-    the time is element-wise work and memory traffic (the S-LSTM's gates, the sparse attention's gathers).
-    `forward_seconds`: the forward's time when the caller has just measured it on these inputs (the bench does),
-    so it is not timed twice; None: timed here."""
+    the time is element-wise work and memory traffic (the S-LSTM's gates, the sparse attention's gathers). Both are
+    timed here, under the same conditions."""
     device = next(model.parameters()).device
     recorder = MatmulRecorder()
     with torch.inference_mode():
-        with recorder:
+        # recorded eagerly (the same products): a compiled region run under a dispatch mode would be skipped for good
+        with torch.compiler.set_stance("force_eager"), recorder:
             model(**inputs)
-        forward = (forward_seconds if forward_seconds is not None
-                   else median_seconds(lambda: model(**inputs), device, repeats, warmup))
+        forward = median_seconds(lambda: model(**inputs), device, repeats, warmup)
         operands = {}  # one pair of random operands per distinct shape
         for _, shapes, dtype, where in recorder.products:
             if shapes not in operands:

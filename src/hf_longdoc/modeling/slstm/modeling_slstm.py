@@ -26,16 +26,20 @@ Padding never leaks: pads hold zero states, are skipped by the mean and the soft
 is a zero state. The masked-LM head is Eq. 5, E(w)ᵀ W h̃ with E tied to the input embeddings (`mlm_head="transform"`:
 dense → GELU → LayerNorm → tied decoder, the released code's form).
 
-Fast path (`SLSTMStep`): ξ of every token comes from a sliding window (unfold) over the step t-1 states, and ONE
-matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), plus U_f h_i of Eq. 4 (H²): the
-22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward, V g and the
-sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size` (with their
-neighbours) so a run's gate tensors stay in cache. Softmaxes and sums over tokens run in fp32 under autocast.
+Fast path (`SLSTMStep`): ξ of every token comes from shifted views of the step t-1 states (padded by k zero states),
+and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), adding U x + b as it
+writes, plus U_f h_i of Eq. 4 (H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is
+computed once per forward, V g and the sentence-node terms in g and h̄ once per document and step. Tokens are updated
+in runs of `chunk_size` (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a
+run is one pure function (`run_gates`), which `compile_gates` fuses with `torch.compile`. Gate arithmetic, softmaxes
+and sums over tokens run in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
+
+import functools
 
 import torch
 from torch import nn
@@ -139,16 +143,83 @@ def chunk_sizes(n, chunk_size, window_size):
     return sizes
 
 
-def neighbour_windows(runs, j, k):
-    """The (b, m + 2k, d) window around run j of `runs` (consecutive pieces of one sequence): the run with the k
-    states before and after it, zeros beyond the sequence, unfolded to (b, m, d, 2k + 1) where [..., k + o] is the
-    state at offset o. Only pieces of neighbouring runs are sliced, so the backward pass never touches the whole
-    sequence per run."""
+def neighbours(runs, j, k):
+    """The k states before and after run j of `runs` (consecutive (b, m, d) pieces of one sequence), zeros beyond the
+    sequence. Only pieces of neighbouring runs are sliced, so the backward pass never touches the whole sequence per
+    run."""
     run = runs[j]
     b, _, d = run.shape
     before = runs[j - 1][:, -k:] if j > 0 else run.new_zeros(b, k, d)
     after = runs[j + 1][:, :k] if j + 1 < len(runs) else run.new_zeros(b, k, d)
-    return torch.cat([before, run, after], dim=1).unfold(1, 2 * k + 1, 1)
+    return before, after
+
+
+def shifted(padded, k, offset):
+    """The (b, m, d) states at `offset` (-k..k) of every token, from the (b, m + 2k, d) states padded by k either side."""
+    m = padded.shape[1] - 2 * k
+    return padded[:, k + offset:k + offset + m]
+
+
+def side_sums(padded, k):
+    """The sums of the k left and of the k right neighbours of every token, from the states padded by k either side."""
+    left = [shifted(padded, k, -s) for s in range(1, k + 1)]
+    right = [shifted(padded, k, s) for s in range(1, k + 1)]
+    return sum(left[1:], left[0]), sum(right[1:], right[0])
+
+
+def tanh(x):
+    """tanh; compiled, as 2σ(2x) - 1, which vectorises to one exp (the library tanh costs 2.5 times a sigmoid)."""
+    return 2 * torch.sigmoid(2 * x) - 1 if torch.compiler.is_compiling() else torch.tanh(x)
+
+
+def gate_layer_norm(gates, weight, bias, eps):
+    """A LayerNorm per gate of a (..., G, H) tensor with (G, H) weight and bias (None: no LayerNorm). One `group_norm`
+    call: G groups of H channels with per-channel affine is exactly a LayerNorm per gate."""
+    if weight is None:
+        return gates
+    weight, bias = weight.to(gates.dtype), bias.to(gates.dtype)
+    if torch.compiler.is_compiling():  # one fused pass (Welford) for the statistics
+        mean = gates.mean(dim=-1, keepdim=True)
+        var = (gates * gates).mean(dim=-1, keepdim=True) - mean * mean
+        return (gates - mean) * torch.rsqrt(var + eps) * weight + bias
+    count, H = gates.shape[-2:]
+    return F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps).view(gates.shape)
+
+
+def run_gates(token_pre, forget_pre, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k, token_norm, sentence_norm,
+              eps):
+    """Everything element-wise in one run's update, after its two matrix products, in fp32: Eq. 3's gates and new
+    states of the run's m tokens, and the run's share of Eq. 4's softmax over tokens. A pure function of tensors, so
+    `torch.compile` fuses it into a few loops (`compile_gates`); the same function runs eagerly otherwise.
+
+    token_pre (b, m, 7H) = W ξ + U x + b; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H); W_f_g (b, H)
+    = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real (b, m, 1);
+    token_norm / sentence_norm: (weight, bias) of the gate LayerNorms, or (None, None).
+    Returns h, c of the run (b, m, H) and Σ_i exp(f̂_i), Σ_i exp(f̂_i) ⊙ c_i over its real tokens (b, H)."""
+    b, m, _ = token_pre.shape
+    H = c_g.shape[-1]
+    gates = at_least_fp32(token_pre) + at_least_fp32(V_g)[:, None, :]
+    gates = gate_layer_norm(gates.view(b, m, 7, H), *token_norm, eps)
+    # softmax over the five sigmoided gates i, l, r, f, s: σ(·) ∈ (0, 1), so exp needs no max shift
+    weights = torch.exp(torch.sigmoid(gates[:, :, :5]))
+    cells = at_least_fp32(torch.cat([c_before, c_run, c_after], dim=1))
+    c_left, c_right = side_sums(cells, k)
+    c_old = shifted(cells, k, 0)
+    c_new = (weights[:, :, 0] * tanh(gates[:, :, 6]) + weights[:, :, 1] * c_left
+             + weights[:, :, 2] * c_right + weights[:, :, 3] * c_old + weights[:, :, 4] * c_g[:, None, :])
+    c_new = c_new / weights.sum(dim=2) * real
+    h_new = torch.sigmoid(gates[:, :, 5]) * tanh(c_new)  # pads stay zero: tanh(0) = 0
+    # Eq. 4's per-token forget gates f̂_i = σ(LN(W_f g + U_f h_i + b_f)); their softmax (with the sentence slot) is
+    # taken per dimension over all tokens, so a run hands back its sums
+    forget = gate_layer_norm((at_least_fp32(forget_pre) + W_f_g[:, None, :])[:, :, None], *sentence_norm, eps)
+    forget_weight = torch.exp(torch.sigmoid(forget.squeeze(2))) * real
+    return h_new, c_new, forget_weight.sum(dim=1), (forget_weight * c_old).sum(dim=1)
+
+
+@functools.cache
+def compiled_run_gates():
+    """`run_gates` through `torch.compile`, built once per process (shapes that change recompile as dynamic)."""
+    return torch.compile(run_gates)
 
 
 class GateLayerNorm(nn.Module):
@@ -162,16 +233,16 @@ class GateLayerNorm(nn.Module):
             self.weight = nn.Parameter(torch.ones(num_gates, hidden_size))
             self.bias = nn.Parameter(torch.zeros(num_gates, hidden_size))
 
-    def forward(self, gates, first=0):
-        """gates: (..., G', H), normalised with the parameters of gates first .. first + G' - 1. One `group_norm` call:
-        G' groups of H channels with per-channel affine is exactly a LayerNorm per gate (and half the memory passes
-        of layer_norm followed by the affine)."""
+    def params(self, first=0, count=None):
+        """(weight, bias) of gates first .. first + count - 1, or (None, None) without LayerNorm."""
         if not self.enabled:
-            return gates
-        count, H = gates.shape[-2:]
-        weight = self.weight[first:first + count].reshape(-1).to(gates.dtype)
-        bias = self.bias[first:first + count].reshape(-1).to(gates.dtype)
-        return F.group_norm(gates.reshape(-1, count * H), count, weight, bias, self.eps).view(gates.shape)
+            return None, None
+        last = None if count is None else first + count
+        return self.weight[first:last], self.bias[first:last]
+
+    def forward(self, gates, first=0):
+        """gates: (..., G', H), normalised with the parameters of gates first .. first + G' - 1."""
+        return gate_layer_norm(gates, *self.params(first, gates.shape[-2]), self.eps)
 
 
 class SLSTMEmbeddings(nn.Module):
@@ -226,37 +297,28 @@ class SLSTMStep(GradientCheckpointingLayer):
         self.sentence_norm = GateLayerNorm(3, H, config.layer_norm_eps, config.gate_layer_norm)
         self.dropout = nn.Dropout(config.step_dropout_prob)
         self.chunk_size = config.chunk_size
+        self.compile_gates = config.compile_gates
 
-    def xi(self, window):
-        """ξ of Eq. 3 from the unfolded h window (b, m, H, 2k+1): left ‖ centre ‖ right, a side being the sum of its
-        k states (`sum`) or all 2k+1 states concatenated (`concat`); (b, m, B·H)."""
+    def xi(self, padded):
+        """ξ of Eq. 3 for every token, from the (b, n + 2k, H) states padded by k zero states either side: left ‖
+        centre ‖ right, a side being the sum of its k states (`sum`) or all 2k+1 states concatenated in order
+        (`concat`); (b, n, B·H)."""
         k = self.window_size
-        b, m, H, _ = window.shape
         if self.window_combine == "sum":
-            parts = (window[..., :k].sum(dim=-1), window[..., k], window[..., k + 1:].sum(dim=-1))
-            return torch.cat(parts, dim=-1)
-        return window.permute(0, 1, 3, 2).reshape(b, m, (2 * k + 1) * H)
+            left, right = side_sums(padded, k)
+            return torch.cat([left, shifted(padded, k, 0), right], dim=-1)
+        return torch.cat([shifted(padded, k, offset) for offset in range(-k, k + 1)], dim=-1)
 
-    def update_tokens(self, h_window, c_window, x_term, real, V_g, c_g):
-        """Eq. 3 for one run of m tokens, from the unfolded step t-1 windows of h and c (b, m, H, 2k+1) around it;
-        x_term = U x + b of the run. Returns its new h and c, (b, m, H)."""
-        k = self.window_size
-        b, m, H, _ = h_window.shape
-        pre = F.linear(self.xi(h_window), self.token_W.weight) + x_term  # W ξ + U x + b: all 7 gates, ONE matmul
-        pre = self.token_norm((pre + V_g[:, None, :]).view(b, m, 7, H))  # + V g, then LayerNorm per gate
-        with torch.autocast(device_type=h_window.device.type, enabled=False):
-            hats, o_hat, u_hat = at_least_fp32(pre).split([5, 1, 1], dim=2)
-            i, left, right, f, s = torch.softmax(torch.sigmoid(hats), dim=2).unbind(dim=2)  # over the 5 sigmoids
-            cells = at_least_fp32(c_window)
-            c_left, c_i, c_right = cells[..., :k].sum(dim=-1), cells[..., k], cells[..., k + 1:].sum(dim=-1)
-            c_new = left * c_left + f * c_i + right * c_right + s * c_g[:, None, :] + i * torch.tanh(u_hat.squeeze(2))
-            c_new = c_new * real
-            h_new = torch.sigmoid(o_hat.squeeze(2)) * torch.tanh(c_new)  # pads stay zero: tanh(0) = 0
-        return h_new, c_new
+    def run_gates(self):
+        """`run_gates`, compiled with `config.compile_gates` (unless the whole model is being compiled or exported)."""
+        if self.compile_gates and not torch.compiler.is_compiling():
+            return compiled_run_gates()
+        return run_gates
 
-    def forward(self, h, c, g, c_g, x_term, mask, sizes):
-        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
-        computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states.
+    def forward(self, h, c, g, c_g, x_runs, mask, sizes):
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_runs: U x + b of each run
+        of tokens ((b, m, 7H) each, `sizes` from `chunk_sizes`), computed once per forward; mask (b, n) bool. Returns
+        the four step-t states.
 
         The tokens are updated a run of `config.chunk_size` at a time, each with its k neighbours on either side, so
         the gate tensors of a run stay in cache; the result does not depend on the runs (tests check it)."""
@@ -271,23 +333,26 @@ class SLSTMStep(GradientCheckpointingLayer):
         with torch.autocast(device_type=h.device.type, enabled=False):
             forget_g, out_g = torch.sigmoid(self.sentence_norm(at_least_fp32(doc_gates), 1)).unbind(dim=1)
             c_g32 = at_least_fp32(c_g)
-        h_runs, c_runs = h.split(sizes, dim=1), c.split(sizes, dim=1)
-        x_runs, real_runs = x_term.split(sizes, dim=1), real.split(sizes, dim=1)
+        h_runs, c_runs, real_runs = h.split(sizes, dim=1), c.split(sizes, dim=1), real.split(sizes, dim=1)
+        xi_runs = self.xi(F.pad(h, (0, 0, k, k))).split(sizes, dim=1)  # (b, m, B·H) each
+        gates = self.run_gates()
+        token_norm, sentence_norm = self.token_norm.params(), self.sentence_norm.params(0, 1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
         for j in range(len(sizes)):
-            h_run, c_run = self.update_tokens(neighbour_windows(h_runs, j, k), neighbour_windows(c_runs, j, k),
-                                              x_runs[j], real_runs[j], V_g, c_g32)
+            # W ξ + U x + b: all 7 gates, ONE matmul, adding U x + b as it writes
+            xi = xi_runs[j].reshape(-1, xi_runs[j].shape[-1])
+            token_pre = torch.addmm(x_runs[j].view(-1, 7 * H), xi, self.token_W.weight.t()).view(b, -1, 7 * H)
+            forget_pre = self.sentence_U_token(h_runs[j])  # U_f h_i of Eq. 4
+            c_before, c_after = neighbours(c_runs, j, k)
+            with torch.autocast(device_type=h.device.type, enabled=False):
+                h_run, c_run, weight_sum, weighted = gates(token_pre, forget_pre, V_g, W_g[:, :H], c_before, c_runs[j],
+                                                           c_after, c_g32, real_runs[j], k, token_norm, sentence_norm,
+                                                           self.token_norm.eps)
             h_parts.append(h_run)
             c_parts.append(c_run)
-            # Eq. 4's per-token forget gates f̂_i = σ(LN(W_f g + U_f h_i + b_f)), summed into the sentence cell
-            token_forget = self.sentence_U_token(h_runs[j]) + W_g[:, None, :H]
-            with torch.autocast(device_type=h.device.type, enabled=False):
-                token_forget = self.sentence_norm(at_least_fp32(token_forget)[:, :, None], 0).squeeze(2)
-                # softmax over real tokens and the sentence slot, per dimension: σ(·) ∈ (0, 1), so exp needs no shift
-                weight = torch.exp(torch.sigmoid(token_forget)) * real_runs[j]  # (b, m, H)
-                token_weight_sum = token_weight_sum + weight.sum(dim=1)
-                weighted_cells = weighted_cells + (weight * at_least_fp32(c_runs[j])).sum(dim=1)
+            token_weight_sum = token_weight_sum + weight_sum
+            weighted_cells = weighted_cells + weighted
         with torch.autocast(device_type=h.device.type, enabled=False):
             weight_g = torch.exp(forget_g)  # (b, H)
             c_g_new = (weight_g * c_g32 + weighted_cells) / (token_weight_sum + weight_g)
@@ -405,15 +470,16 @@ class SLSTMModel(SLSTMPreTrainedModel):
         h, c = x, x  # the released code's start: h = c = x, g = c_g = mean of x
         g = x.sum(dim=1) / n_real
         c_g = g
-        x_term = self.step.token_U(x) + self.step.token_W.bias  # U x + b of Eq. 3: constant over the steps
         # runs bound the memory of a step; a traced graph (ONNX export) takes the whole sequence as one run (the same
         # states: each run reads its k neighbours from the next) so that its length stays symbolic
         n = x.shape[1]
         sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
                                                                        self.config.window_size)
+        # U x + b of Eq. 3, constant over the steps: once per forward, one contiguous (b, m, 7H) tensor per run
+        x_runs = [F.linear(run, self.step.token_U.weight, self.step.token_W.bias) for run in x.split(sizes, dim=1)]
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
-            h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)
+            h, c, g, c_g = self.step(h, c, g, c_g, x_runs, mask, sizes)
             if output_hidden_states:
                 hidden_states.append(h)
         return BaseModelOutputWithPooling(
