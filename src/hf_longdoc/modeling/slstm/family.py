@@ -21,12 +21,12 @@ def _slstm_step_profile(model, batch_size, length):
     h = torch.randn(batch_size, length, H, device=device)
     c, g, c_g = torch.randn_like(h), h.mean(dim=1), h.mean(dim=1)
     mask = torch.ones(batch_size, length, dtype=torch.bool, device=device)
+    x_term = torch.randn(batch_size, length, 7 * H, device=device)
     sizes = chunk_sizes(length, config.chunk_size, config.window_size)
-    x_runs = [torch.randn(batch_size, size, 7 * H, device=device) for size in sizes]  # U x + b of each run
     xi, w_gates = torch.randn(tokens, 3 * H, device=device), torch.randn(3 * H, 7 * H, device=device)
     h_flat, w_forget = torch.randn(tokens, H, device=device), torch.randn(H, H, device=device)
     return {"name": "recurrent step", "flops": 2 * 22 * H * H * tokens,
-            "run": lambda: model.step(h, c, g, c_g, x_runs, mask, sizes),
+            "run": lambda: model.step(h, c, g, c_g, x_term, mask, sizes),
             "matmuls": lambda: (torch.matmul(xi, w_gates), torch.matmul(h_flat, w_forget))}
 
 

@@ -178,9 +178,8 @@ def gate_layer_norm(gates, weight, bias, eps):
     if weight is None:
         return gates
     weight, bias = weight.to(gates.dtype), bias.to(gates.dtype)
-    if torch.compiler.is_compiling():  # one fused pass (Welford) for the statistics
-        mean = gates.mean(dim=-1, keepdim=True)
-        var = (gates * gates).mean(dim=-1, keepdim=True) - mean * mean
+    if torch.compiler.is_compiling():  # fused with what follows (group_norm is an opaque kernel to the compiler)
+        var, mean = torch.var_mean(gates, dim=-1, unbiased=False, keepdim=True)
         return (gates - mean) * torch.rsqrt(var + eps) * weight + bias
     count, H = gates.shape[-2:]
     return F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps).view(gates.shape)
@@ -315,10 +314,9 @@ class SLSTMStep(GradientCheckpointingLayer):
             return compiled_run_gates()
         return run_gates
 
-    def forward(self, h, c, g, c_g, x_runs, mask, sizes):
-        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_runs: U x + b of each run
-        of tokens ((b, m, 7H) each, `sizes` from `chunk_sizes`), computed once per forward; mask (b, n) bool. Returns
-        the four step-t states.
+    def forward(self, h, c, g, c_g, x_term, mask, sizes):
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
+        computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states.
 
         The tokens are updated a run of `config.chunk_size` at a time, each with its k neighbours on either side, so
         the gate tensors of a run stay in cache; the result does not depend on the runs (tests check it)."""
@@ -334,15 +332,15 @@ class SLSTMStep(GradientCheckpointingLayer):
             forget_g, out_g = torch.sigmoid(self.sentence_norm(at_least_fp32(doc_gates), 1)).unbind(dim=1)
             c_g32 = at_least_fp32(c_g)
         h_runs, c_runs, real_runs = h.split(sizes, dim=1), c.split(sizes, dim=1), real.split(sizes, dim=1)
+        x_runs = x_term.split(sizes, dim=1)
         xi_runs = self.xi(F.pad(h, (0, 0, k, k))).split(sizes, dim=1)  # (b, m, B·H) each
         gates = self.run_gates()
         token_norm, sentence_norm = self.token_norm.params(), self.sentence_norm.params(0, 1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
         for j in range(len(sizes)):
-            # W ξ + U x + b: all 7 gates, ONE matmul, adding U x + b as it writes
-            xi = xi_runs[j].reshape(-1, xi_runs[j].shape[-1])
-            token_pre = torch.addmm(x_runs[j].view(-1, 7 * H), xi, self.token_W.weight.t()).view(b, -1, 7 * H)
+            # W ξ + U x + b: all 7 gates, ONE matmul (per document), adding U x + b as it writes
+            token_pre = torch.baddbmm(x_runs[j], xi_runs[j], self.token_W.weight.t().expand(b, -1, -1))
             forget_pre = self.sentence_U_token(h_runs[j])  # U_f h_i of Eq. 4
             c_before, c_after = neighbours(c_runs, j, k)
             with torch.autocast(device_type=h.device.type, enabled=False):
@@ -475,11 +473,10 @@ class SLSTMModel(SLSTMPreTrainedModel):
         n = x.shape[1]
         sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
                                                                        self.config.window_size)
-        # U x + b of Eq. 3, constant over the steps: once per forward, one contiguous (b, m, 7H) tensor per run
-        x_runs = [F.linear(run, self.step.token_U.weight, self.step.token_W.bias) for run in x.split(sizes, dim=1)]
+        x_term = F.linear(x, self.step.token_U.weight, self.step.token_W.bias)  # U x + b of Eq. 3: constant over steps
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
-            h, c, g, c_g = self.step(h, c, g, c_g, x_runs, mask, sizes)
+            h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)
             if output_hidden_states:
                 hidden_states.append(h)
         return BaseModelOutputWithPooling(
