@@ -27,12 +27,12 @@ is a zero state. The masked-LM head is Eq. 5, E(w)ᵀ W h̃ with E tied to the i
 dense → GELU → LayerNorm → tied decoder, the released code's form).
 
 Fast path (`SLSTMStep`): ξ of every token comes from shifted views of the step t-1 states (padded by k zero states),
-and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), adding U x + b as it
-writes, plus U_f h_i of Eq. 4 (H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is
-computed once per forward, V g and the sentence-node terms in g and h̄ once per document and step. Tokens are updated
-in runs of `chunk_size` (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a
-run is one pure function (`run_gates`), which `compile_gates` fuses with `torch.compile`. Gate arithmetic, softmaxes
-and sums over tokens run in fp32 under autocast.
+and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), plus U_f h_i of Eq. 4
+(H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward,
+V g and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
+(with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a run is one pure function
+(`run_gates`), which `compile_gates` fuses with `torch.compile`. Gate arithmetic, softmaxes and sums over tokens run
+in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
@@ -167,58 +167,62 @@ def side_sums(padded, k):
     return sum(left[1:], left[0]), sum(right[1:], right[0])
 
 
-def tanh(x):
-    """tanh; compiled, as 2σ(2x) - 1, which vectorises to one exp (the library tanh costs 2.5 times a sigmoid)."""
-    return 2 * torch.sigmoid(2 * x) - 1 if torch.compiler.is_compiling() else torch.tanh(x)
+def tanh(x, fused):
+    """tanh; `fused` (compiled by `compile_gates`) as 2σ(2x) - 1, which the compiler vectorises to one exp (its
+    library tanh costs 2.5 sigmoids on CPU)."""
+    return 2 * torch.sigmoid(2 * x) - 1 if fused else torch.tanh(x)
 
 
-def gate_layer_norm(gates, weight, bias, eps):
-    """A LayerNorm per gate of a (..., G, H) tensor with (G, H) weight and bias (None: no LayerNorm). One `group_norm`
-    call: G groups of H channels with per-channel affine is exactly a LayerNorm per gate."""
+def gate_layer_norm(gates, weight, bias, eps, fused=False):
+    """A LayerNorm per gate of a (..., G, H) tensor with (G, H) weight and bias (None: no LayerNorm). Eagerly one
+    `group_norm` call (G groups of H channels with per-channel affine is exactly a LayerNorm per gate); `fused`, the
+    same from `var_mean`, which the compiler fuses with what follows (`group_norm` is an opaque kernel to it)."""
     if weight is None:
         return gates
     weight, bias = weight.to(gates.dtype), bias.to(gates.dtype)
-    if torch.compiler.is_compiling():  # fused with what follows (group_norm is an opaque kernel to the compiler)
+    if fused:
         var, mean = torch.var_mean(gates, dim=-1, unbiased=False, keepdim=True)
         return (gates - mean) * torch.rsqrt(var + eps) * weight + bias
     count, H = gates.shape[-2:]
     return F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps).view(gates.shape)
 
 
-def run_gates(token_pre, forget_pre, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k, token_norm, sentence_norm,
-              eps):
+def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k, token_norm,
+              sentence_norm, eps, fused=False):
     """Everything element-wise in one run's update, after its two matrix products, in fp32: Eq. 3's gates and new
     states of the run's m tokens, and the run's share of Eq. 4's softmax over tokens. A pure function of tensors, so
-    `torch.compile` fuses it into a few loops (`compile_gates`); the same function runs eagerly otherwise.
+    `torch.compile` fuses it (`compile_gates`, which passes `fused=True`); the same function runs eagerly otherwise.
 
-    token_pre (b, m, 7H) = W ξ + U x + b; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H); W_f_g (b, H)
+    token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x + b; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H); W_f_g (b, H)
     = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real (b, m, 1);
-    token_norm / sentence_norm: (weight, bias) of the gate LayerNorms, or (None, None).
+    token_norm / sentence_norm: (weight, bias) of the gate LayerNorms, or (None, None); eps: theirs (one config value).
     Returns h, c of the run (b, m, H) and Σ_i exp(f̂_i), Σ_i exp(f̂_i) ⊙ c_i over its real tokens (b, H)."""
     b, m, _ = token_pre.shape
     H = c_g.shape[-1]
-    gates = at_least_fp32(token_pre) + at_least_fp32(V_g)[:, None, :]
-    gates = gate_layer_norm(gates.view(b, m, 7, H), *token_norm, eps)
+    gates = at_least_fp32(token_pre) + at_least_fp32(x_term) + at_least_fp32(V_g)[:, None, :]
+    gates = gate_layer_norm(gates.view(b, m, 7, H), *token_norm, eps, fused)
     # softmax over the five sigmoided gates i, l, r, f, s: σ(·) ∈ (0, 1), so exp needs no max shift
     weights = torch.exp(torch.sigmoid(gates[:, :, :5]))
     cells = at_least_fp32(torch.cat([c_before, c_run, c_after], dim=1))
     c_left, c_right = side_sums(cells, k)
     c_old = shifted(cells, k, 0)
-    c_new = (weights[:, :, 0] * tanh(gates[:, :, 6]) + weights[:, :, 1] * c_left
+    c_new = (weights[:, :, 0] * tanh(gates[:, :, 6], fused) + weights[:, :, 1] * c_left
              + weights[:, :, 2] * c_right + weights[:, :, 3] * c_old + weights[:, :, 4] * c_g[:, None, :])
     c_new = c_new / weights.sum(dim=2) * real
-    h_new = torch.sigmoid(gates[:, :, 5]) * tanh(c_new)  # pads stay zero: tanh(0) = 0
+    h_new = torch.sigmoid(gates[:, :, 5]) * tanh(c_new, fused)  # pads stay zero: tanh(0) = 0
     # Eq. 4's per-token forget gates f̂_i = σ(LN(W_f g + U_f h_i + b_f)); their softmax (with the sentence slot) is
     # taken per dimension over all tokens, so a run hands back its sums
-    forget = gate_layer_norm((at_least_fp32(forget_pre) + W_f_g[:, None, :])[:, :, None], *sentence_norm, eps)
-    forget_weight = torch.exp(torch.sigmoid(forget.squeeze(2))) * real
+    forget = at_least_fp32(forget_pre) + at_least_fp32(W_f_g)[:, None, :]
+    forget = gate_layer_norm(forget[:, :, None], *sentence_norm, eps, fused).squeeze(2)
+    forget_weight = torch.exp(torch.sigmoid(forget)) * real
     return h_new, c_new, forget_weight.sum(dim=1), (forget_weight * c_old).sum(dim=1)
 
 
 @functools.cache
 def compiled_run_gates():
-    """`run_gates` through `torch.compile`, built once per process (shapes that change recompile as dynamic)."""
-    return torch.compile(run_gates)
+    """`run_gates(..., fused=True)` through `torch.compile`, built once per process (shapes that change recompile
+    as dynamic)."""
+    return torch.compile(functools.partial(run_gates, fused=True))
 
 
 class GateLayerNorm(nn.Module):
@@ -295,7 +299,6 @@ class SLSTMStep(GradientCheckpointingLayer):
         self.sentence_U_mean = nn.Linear(H, 2 * H, bias=False)
         self.sentence_norm = GateLayerNorm(3, H, config.layer_norm_eps, config.gate_layer_norm)
         self.dropout = nn.Dropout(config.step_dropout_prob)
-        self.chunk_size = config.chunk_size
         self.compile_gates = config.compile_gates
 
     def xi(self, padded):
@@ -308,7 +311,7 @@ class SLSTMStep(GradientCheckpointingLayer):
             return torch.cat([left, shifted(padded, k, 0), right], dim=-1)
         return torch.cat([shifted(padded, k, offset) for offset in range(-k, k + 1)], dim=-1)
 
-    def run_gates(self):
+    def gate_function(self):
         """`run_gates`, compiled with `config.compile_gates` (unless the whole model is being compiled or exported)."""
         if self.compile_gates and not torch.compiler.is_compiling():
             return compiled_run_gates()
@@ -334,19 +337,18 @@ class SLSTMStep(GradientCheckpointingLayer):
         h_runs, c_runs, real_runs = h.split(sizes, dim=1), c.split(sizes, dim=1), real.split(sizes, dim=1)
         x_runs = x_term.split(sizes, dim=1)
         xi_runs = self.xi(F.pad(h, (0, 0, k, k))).split(sizes, dim=1)  # (b, m, B·H) each
-        gates = self.run_gates()
+        gates = self.gate_function()
         token_norm, sentence_norm = self.token_norm.params(), self.sentence_norm.params(0, 1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
         for j in range(len(sizes)):
-            # W ξ + U x + b: all 7 gates, ONE matmul (per document), adding U x + b as it writes
-            token_pre = torch.baddbmm(x_runs[j], xi_runs[j], self.token_W.weight.t().expand(b, -1, -1))
+            token_pre = F.linear(xi_runs[j], self.token_W.weight)  # W ξ: all 7 gates, ONE matmul
             forget_pre = self.sentence_U_token(h_runs[j])  # U_f h_i of Eq. 4
             c_before, c_after = neighbours(c_runs, j, k)
             with torch.autocast(device_type=h.device.type, enabled=False):
-                h_run, c_run, weight_sum, weighted = gates(token_pre, forget_pre, V_g, W_g[:, :H], c_before, c_runs[j],
-                                                           c_after, c_g32, real_runs[j], k, token_norm, sentence_norm,
-                                                           self.token_norm.eps)
+                h_run, c_run, weight_sum, weighted = gates(token_pre, x_runs[j], forget_pre, V_g, W_g[:, :H], c_before,
+                                                           c_runs[j], c_after, c_g32, real_runs[j], k, token_norm,
+                                                           sentence_norm, self.token_norm.eps)
             h_parts.append(h_run)
             c_parts.append(c_run)
             token_weight_sum = token_weight_sum + weight_sum
@@ -468,8 +470,9 @@ class SLSTMModel(SLSTMPreTrainedModel):
         h, c = x, x  # the released code's start: h = c = x, g = c_g = mean of x
         g = x.sum(dim=1) / n_real
         c_g = g
-        # runs bound the memory of a step; a traced graph (ONNX export) takes the whole sequence as one run (the same
-        # states: each run reads its k neighbours from the next) so that its length stays symbolic
+        # runs bound the gate tensors of a step (ξ, (b, n, B·H), is built whole); a traced graph (ONNX export) takes
+        # the whole sequence as one run (the same states: each run reads its k neighbours from the next) so that its
+        # length stays symbolic
         n = x.shape[1]
         sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
                                                                        self.config.window_size)
