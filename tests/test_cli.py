@@ -128,6 +128,8 @@ def test_roofline_counts_the_matrix_products_of_bert():
     (["bench", "--lengths", "1k"], "--lengths"),
     (["bench", "--models", "slstm:blocked"], "variant"),
     (["bench", "--models", "bert-64"], "use `bert`"),
+    (["bench", "--models", "slstm,bert", "--config", "bert.num_hidden_layers=2"], "not a family model of this run"),
+    (["bench", "--models", "slstm", "--config", "compile_gates=true"], "MODEL.KEY=VALUE"),
     (["bench", "--models", ""], "at least one model"),
     (["bench", "--repeats", "0"], "repeats"),
     (["bench", "--models", "longformer", "--window", "15"], "--window"),

@@ -109,7 +109,7 @@ def check_models(models, lengths, config_overrides=None, **sizes):
     entries = [BenchModel.parse(name) for name in models]
     config_overrides = config_overrides or {}
     families = {entry.name for entry in entries if entry.family is not None}
-    if unknown := sorted(set(config_overrides) - families):
+    if unknown := sorted(name for name, overrides in config_overrides.items() if overrides and name not in families):
         raise ValueError(f"`config_overrides` (--config) names {', '.join(unknown)}, which is not a family model of "
                          f"this run (models: {', '.join(sorted(families)) or 'none'}; baselines take no overrides).")
     for entry in entries:

@@ -155,7 +155,7 @@ def neighbours(runs, j, k):
 
 
 def shifted(padded, k, offset):
-    """The (b, m, d) states at `offset` (-k..k) of every token, from the (b, m + 2k, d) states padded by k either side."""
+    """The (b, m, d) states at `offset` (-k..k) of every token, from the (b, m + 2k, d) states padded by k each side."""
     m = padded.shape[1] - 2 * k
     return padded[:, k + offset:k + offset + m]
 
@@ -184,7 +184,8 @@ def gate_layer_norm(gates, weight, bias, eps, fused=False):
         var, mean = torch.var_mean(gates, dim=-1, unbiased=False, keepdim=True)
         return (gates - mean) * torch.rsqrt(var + eps) * weight + bias
     count, H = gates.shape[-2:]
-    return F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps).view(gates.shape)
+    normed = F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps)
+    return normed.view(gates.shape)
 
 
 def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k, token_norm,
