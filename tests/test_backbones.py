@@ -12,6 +12,7 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
+from hf_longdoc.modeling import get_family
 from hf_longdoc.run_settings import RunSettings
 from hf_longdoc.training import build_from_backbone
 
@@ -44,13 +45,9 @@ def test_the_backbone_weights_are_used(pretrained, family, encoder):
     assert model.config.num_labels == 2
 
 
-@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "mean"),
-                                             ({"pooling_mode_cls_token": True}, "cls"),
-                                             ({"pooling_mode_max_tokens": True}, "cls")])
-def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_declares(pretrained, tmp_path, modes,
-                                                                                       expected, caplog):
-    """A checkpoint with a sentence-transformers Pooling module gets its own pooling for z_i; one it cannot compute
-    (max) falls back to the paper's [CLS] with a warning; a plain checkpoint gets [CLS]."""
+def sentence_transformers_copy(pretrained, tmp_path, modes):
+    """A copy of the checkpoint in `pretrained` that declares a sentence-transformers Pooling module with `modes`
+    (None: no module, a plain checkpoint)."""
     folder = tmp_path / "checkpoint"
     shutil.copytree(pretrained, folder)
     if modes is not None:
@@ -61,6 +58,17 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
         (folder / "1_Pooling" / "config.json").write_text(json.dumps(
             {"word_embedding_dimension": 32, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False,
              "pooling_mode_max_tokens": False, **modes}))
+    return folder
+
+
+@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "mean"),
+                                             ({"pooling_mode_cls_token": True}, "cls"),
+                                             ({"pooling_mode_max_tokens": True}, "cls")])
+def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_declares(pretrained, tmp_path, modes,
+                                                                                       expected, caplog):
+    """A checkpoint with a sentence-transformers Pooling module gets its own pooling for z_i; one it cannot compute
+    (max) falls back to the paper's [CLS] with a warning; a plain checkpoint gets [CLS]."""
+    folder = sentence_transformers_copy(pretrained, tmp_path, modes)
     with caplog.at_level("INFO"):
         model, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128)
     assert model.config.segment_pooling == expected
@@ -85,6 +93,28 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     kept, _ = build_from_backbone("segment_lm", str(folder), ["a", "b"], False, max_length=128,
                                   config_overrides={"segment_length": 16, "gradient_mode": "paper"})
     assert kept.config.gradient_mode == "paper"  # an explicit choice always wins
+
+
+@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "mean"),
+                                             ({"pooling_mode_cls_token": True}, "cls")])
+def test_the_sparse_longformer_classifies_as_a_sentence_transformers_checkpoint_embeds(pretrained, tmp_path, modes,
+                                                                                      expected):
+    """A checkpoint trained to embed text by its token mean gets a classifier over that mean; any other the thesis'
+    [CLS]; `--config classifier_pooling=...` always wins. The head stage's cached features are what the head reads."""
+    folder = sentence_transformers_copy(pretrained, tmp_path, modes)
+    model, tokenizer = build_from_backbone("sparse_longformer", str(folder), ["a", "b"], False, max_length=128)
+    assert model.config.classifier_pooling == expected
+    chosen, _ = build_from_backbone("sparse_longformer", str(folder), ["a", "b"], False, max_length=128,
+                                    config_overrides={"classifier_pooling": "cls"})
+    assert chosen.config.classifier_pooling == "cls"
+    family = get_family("sparse_longformer")
+    batch = tokenizer(["a short one", "and a longer document than the first of these"], padding=True,
+                      return_tensors="pt")
+    model.config.global_selector = "first_n"  # no statistics fitted here
+    with torch.no_grad():
+        features = family.frozen_features(model, batch["input_ids"], batch["attention_mask"])
+        logits = model(**batch).logits
+    torch.testing.assert_close(family.head_logits(model, *features), logits)
 
 
 def test_the_sparse_longformer_fine_tunes_without_attention_dropout_unless_asked(pretrained, caplog):

@@ -129,6 +129,29 @@ def test_blocked_backend_matches_longformer_outputs_and_gradients(window, length
         torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
 
 
+def test_mean_pooling_reads_the_mean_of_each_documents_real_token_states():
+    """`classifier_pooling="mean"`: the head reads each document's mean final state over its real tokens (ModernBERT's
+    definition, written out per document here), so padding a document in a batch leaves its logits unchanged; "cls"
+    reads the [CLS] state, as Longformer does."""
+    torch.manual_seed(0)
+    model = SparseLongformerForSequenceClassification(
+        SparseLongformerConfig(**TINY, global_selector="first_n", num_global_tokens=3, num_labels=3,
+                               classifier_pooling="mean")).eval()
+    input_ids, attention_mask = _documents([45, 30, 7])
+    with torch.no_grad():
+        batch = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        for row, length in enumerate(attention_mask.sum(dim=1).tolist()):
+            states = model.longformer(input_ids[row:row + 1, :length]).last_hidden_state[0]  # (length, d)
+            expected = model.classifier(states.mean(dim=0)[None, None])
+            torch.testing.assert_close(batch[row:row + 1], expected, rtol=0, atol=1e-5)
+        model.config.classifier_pooling = "cls"
+        states = model.longformer(input_ids, attention_mask=attention_mask).last_hidden_state
+        torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask).logits,
+                                   model.classifier(states))
+    with pytest.raises(ValueError, match="classifier_pooling"):
+        SparseLongformerConfig(classifier_pooling="max")
+
+
 def test_blocked_backend_never_builds_a_dense_mask(monkeypatch):
     """No tensor with n × n elements is allocated on the blocked path (Transformers' path builds (b, 1, n, n))."""
     torch.manual_seed(0)

@@ -466,7 +466,7 @@ SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode
 
 def declared_pooling(path_or_id):
     """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
-    named in its modules.json), or None when it declares none, or one this model lacks (max, weighted mean, several
+    named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one this model lacks (max, weighted mean, several
     modes at once: logged)."""
     def read(filename):
         found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
@@ -484,8 +484,9 @@ def declared_pooling(path_or_id):
     modes = sorted(key for key, value in settings.items() if key.startswith("pooling_mode_") and value is True)
     if len(modes) == 1 and modes[0] in SENTENCE_TRANSFORMERS_POOLINGS:
         return SENTENCE_TRANSFORMERS_POOLINGS[modes[0]]
-    logger.warning(f"{path_or_id} embeds text with {modes}, which the segment LM cannot compute; its segment vectors "
-                   "are read at [CLS] (the paper's). Set `segment_pooling` to choose.")
+    logger.warning(f"{path_or_id} embeds text with {modes}, which hf_longdoc cannot compute; the model reads [CLS] "
+                   "instead (the paper's). Set `segment_pooling` (segment LM) or `classifier_pooling` (sparse "
+                   "Longformer) to choose.")
     return None
 
 

@@ -11,6 +11,7 @@ from transformers import LongformerConfig
 GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
 PMI_SELECTIONS = ("pairs", "sum")
 ATTENTION_BACKENDS = ("blocked", "longformer")
+CLASSIFIER_POOLINGS = ("cls", "mean")  # ModernBERT's names for the same two readings
 
 # The small model `SparseLongformerConfig()` builds (trains on two CPU cores in minutes); anything a Longformer
 # checkpoint's config.json holds overrides these.
@@ -100,6 +101,12 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             Training with `attention_probs_dropout_prob` > 0 also materialises them (PyTorch's fused CPU kernel has
             no dropout): a step at window 512 takes 3-4x as long as without, so `hf-longdoc train` and `compare` set
             it to 0.
+        classifier_pooling (`str`, defaults to `"cls"`):
+            What the classification head reads (ModernBERT's setting, the same values): `"cls"`, the final [CLS]
+            state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens
+            (those `attention_mask` keeps). `hf-longdoc train --backbone` sets `"mean"` for a sentence-embedding
+            checkpoint trained to embed text by its mean (all-MiniLM-L6-v2): its [CLS] state was never trained to
+            summarise.
     """
 
     model_type = "sparse_longformer"
@@ -120,18 +127,22 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         attention_backend="blocked",
         pmi_selection="pairs",
         stop_words=None,
+        classifier_pooling="cls",
         **kwargs,
     ):
         self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
                                    pmi_num_pairs, unique_global_tokens, excluded_token_ids, pmi_selection, stop_words)
         if attention_backend not in ATTENTION_BACKENDS:
             raise ValueError(f"`attention_backend` must be one of {ATTENTION_BACKENDS}, got {attention_backend!r}.")
+        if classifier_pooling not in CLASSIFIER_POOLINGS:
+            raise ValueError(f"`classifier_pooling` must be one of {CLASSIFIER_POOLINGS}, got {classifier_pooling!r}.")
         for key, value in SMALL_MODEL.items():
             kwargs.setdefault(key, value)
         if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         self._check_longformer_sizes(kwargs)
         self.attention_backend = attention_backend
+        self.classifier_pooling = classifier_pooling
         super().__init__(**kwargs)
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")

@@ -11,6 +11,7 @@ import logging
 from transformers import AutoConfig, AutoTokenizer
 
 from ..registry import Family, register_family, special_token_ids
+from ..segment_lm.modeling_segment import declared_pooling
 from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES
 from .configuration_sparse_bigbird import SparseBigBirdConfig
 from .configuration_sparse_longformer import ATTENTION_BACKENDS, GLOBAL_SELECTORS, SparseLongformerConfig
@@ -55,6 +56,10 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
     settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS),
                 **settings}
+    if "classifier_pooling" not in settings and declared_pooling(path) == "mean":
+        settings["classifier_pooling"] = "mean"
+        logger.info("%s embeds text by the mean of its token states (its sentence-transformers Pooling module): the "
+                    "classifier reads that mean, not [CLS] (--config classifier_pooling=cls for the thesis').", path)
     if settings["attention_probs_dropout_prob"] == 0.0:
         logger.info("Fine-tuning without attention-probability dropout (the fused CPU attention kernel has none; "
                     "--config attention_probs_dropout_prob=0.1 restores the checkpoint's, at 3-4x the step time).")
@@ -92,13 +97,20 @@ def _sparse_bigbird_from_backbone(path, tokenizer, max_length, **settings):
 
 
 def _first_state(encoder_name):
-    """The final [CLS] state (b, 1, d) of the encoder at `model.<encoder_name>`: what a Longformer or Big Bird
-    classification head reads."""
+    """The final [CLS] state (b, 1, d) of the encoder at `model.<encoder_name>`: what a Big Bird classification head
+    reads."""
     def features(model, input_ids, attention_mask):
         encoder = getattr(model, encoder_name)
         return (encoder(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state[:, :1],)
 
     return features
+
+
+def _pooled_state(model, input_ids, attention_mask):
+    """(b, 1, d): what the sparse Longformer's classification head reads, [CLS] or the token mean
+    (`classifier_pooling`)."""
+    states = model.longformer(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
+    return (model.pooled_state(states, attention_mask),)
 
 
 def _classifier_logits(model, first_state):
@@ -134,11 +146,11 @@ register_family(Family(
     reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
     from_backbone=_sparse_longformer_from_backbone,
     backbone_refusal=_sparse_longformer_refusal,
-    frozen_features=_first_state("longformer"),
+    frozen_features=_pooled_state,
     head_logits=_classifier_logits,
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                    "global_selector", "num_global_tokens", "max_position_embeddings",
-                   "attention_probs_dropout_prob"),
+                   "attention_probs_dropout_prob", "classifier_pooling"),
 ))
 
 

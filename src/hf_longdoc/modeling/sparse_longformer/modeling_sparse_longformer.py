@@ -443,8 +443,9 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
 
 
 class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel):
-    """Longformer's classification head (dense → tanh → out_proj on the [CLS] state, same parameter names) on a
-    `SparseLongformerModel`: single-label, multi-label (BCE) or regression, by `problem_type`."""
+    """Longformer's classification head (dense → tanh → out_proj, same parameter names) on a `SparseLongformerModel`,
+    reading the final [CLS] state or the mean of the real tokens' (`config.classifier_pooling`): single-label,
+    multi-label (BCE) or regression, by `problem_type`."""
 
     accepts_loss_kwargs = False  # the loss is a mean over the batch; it does not use num_items_in_batch
 
@@ -550,6 +551,18 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         )
         return model.eval()
 
+    def pooled_state(self, last_hidden_state, attention_mask=None):
+        """(b, 1, d): what the classification head reads (it takes position 0): the final [CLS] state, or with
+        `classifier_pooling="mean"` the mean of the final states of the tokens `attention_mask` keeps (all of them
+        without one), as ModernBERT's `classifier_pooling` computes it."""
+        if self.config.classifier_pooling == "cls":
+            return last_hidden_state[:, :1]
+        if attention_mask is None:
+            return last_hidden_state.mean(dim=1, keepdim=True)
+        keep = attention_mask[..., None].to(last_hidden_state.dtype)  # (b, n, 1)
+        weights = keep / keep.sum(dim=1, keepdim=True).clamp(min=1)  # weighted before the sum: no fp16 overflow
+        return (last_hidden_state * weights).sum(dim=1, keepdim=True)
+
     @can_return_tuple
     def forward(
         self,
@@ -570,7 +583,7 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
                                   position_ids=position_ids, inputs_embeds=inputs_embeds,
                                   output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                                   global_selector_generator=global_selector_generator, return_dict=True)
-        logits = self.classifier(outputs.last_hidden_state)
+        logits = self.classifier(self.pooled_state(outputs.last_hidden_state, attention_mask))
         loss = None
         if labels is not None:
             check_labels(labels, logits, self.config)
