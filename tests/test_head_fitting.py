@@ -114,6 +114,46 @@ def test_head_stage_settings_that_cannot_apply_are_refused(pretrained, tmp_path,
         assert message in err and "Traceback" not in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("family", ["segment_lm", "sparse_longformer"])
+def test_bf16_trains_in_mixed_precision_and_saves_float32_weights(pretrained, tmp_path, family):
+    """`--bf16` reaches Trainer and the head stage's frozen encoding (autocast; the cached features and the head in
+    float32); the saved weights are float32 and the model classifies through `pipeline`."""
+    output = tmp_path / family
+    assert main(["train", "--model", family, "--backbone", str(pretrained), "--max-length", "200", "--task-size",
+                 "24", "--task-words", "60,150", "--epochs", "1", "--head-epochs", "3", "--bf16",
+                 "--output-dir", str(output)]) == 0
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["mixed_precision"] == "bf16" and metrics["head_stage"]["epochs_run"] >= 1
+    assert json.loads((output / "training_args.json").read_text())["bf16"] is True
+    assert {tensor.dtype for tensor in load_file(output / "model.safetensors").values()} <= {torch.float32,
+                                                                                             torch.int64}
+    classifier = pipeline("text-classification", model=str(output))
+    assert classifier("markets rallied as the bank held rates " * 30)[0]["label"].startswith("topic_")
+
+
+def test_cached_features_under_autocast_are_float32_and_near_the_float32_ones(pretrained):
+    from datasets import Dataset
+
+    model, tokenizer = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False, max_length=200)
+    dataset = Dataset.from_dict(dict(tokenizer(["markets rallied " * 60, "a film about rain " * 35],
+                                               truncation=True)))
+    exact = cached_features(model, FAMILIES["segment_lm"], dataset, tokenizer, progress=False)
+    mixed = cached_features(model, FAMILIES["segment_lm"], dataset, tokenizer, progress=False,
+                            autocast_dtype=torch.bfloat16)
+    assert mixed[0].dtype == torch.float32 and mixed[1].dtype == torch.bool  # the segment mask is left alone
+    torch.testing.assert_close(mixed[0], exact[0], rtol=0.05, atol=0.05)
+    assert torch.equal(mixed[1], exact[1])
+
+
+def test_mixed_precision_that_cannot_run_is_refused_before_any_data(pretrained, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for flags, message in ((["--bf16", "--fp16"], "not both"), (["--fp16"], "--bf16 instead")):
+        assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), *flags,
+                     "--output-dir", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and not (tmp_path / "out").exists()
+
+
 def test_labels_of_reads_single_and_multi_label_splits():
     from datasets import Dataset
 
@@ -132,6 +172,21 @@ def test_compare_with_a_frozen_backbone_trains_only_heads(pretrained, tmp_path):
     rows = {row["model"]: row for row in csv.DictReader((output / "summary.csv").open())}
     assert set(rows) == {"segment_lm:att", "bert-128", "tfidf"}
     assert all(0.0 <= float(row["accuracy"]) <= 1.0 for row in rows.values())
+
+
+def test_compare_trains_every_model_in_bf16_when_asked(pretrained, tmp_path, capsys):
+    import csv
+
+    output = tmp_path / "compare"
+    assert main(["compare", "--backbone", str(pretrained), "--models", "segment_lm:att", "--baselines",
+                 "bert-128", "--bf16", "--head-epochs", "2", "--task-size", "24", "--task-words", "60,150",
+                 "--epochs", "1", "--max-length", "200", "--evidence", "none", "--bench-lengths", "none",
+                 "--output-dir", str(output)]) == 0
+    rows = {row["model"]: row for row in csv.DictReader((output / "summary.csv").open())}
+    assert set(rows) == {"segment_lm:att", "bert-128"}
+    assert main(["compare", "--backbone", str(pretrained), "--bf16", "--fp16", "--output-dir",
+                 str(tmp_path / "both")]) == 2
+    assert "not both" in capsys.readouterr().err and not (tmp_path / "both").exists()
 
 
 def test_the_warm_start_is_kept_when_fine_tuning_ends_below_it():

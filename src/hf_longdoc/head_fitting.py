@@ -30,9 +30,10 @@ logger = logging.getLogger(__name__)
 
 
 @torch.no_grad()
-def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True):
+def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True, autocast_dtype=None):
     """The tensors `family.frozen_features` gives for every document of `dataset` (tokenized, with `input_ids` and
-    `attention_mask`), batch first, computed once in eval mode."""
+    `attention_mask`), batch first, computed once in eval mode; under autocast to `autocast_dtype` (a bf16 / fp16 run:
+    the backbone runs as fine-tuning will run it) and kept in float32 for the head."""
     from tqdm.auto import tqdm
 
     collator = DataCollatorWithPadding(tokenizer)
@@ -42,9 +43,11 @@ def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=Tr
     starts = range(0, len(rows), batch_size)
     for start in tqdm(starts, desc="Encoding with the frozen backbone", unit="batch", disable=not progress):
         batch = collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
-        features = family.frozen_features(model, batch["input_ids"].to(model.device),
-                                          batch["attention_mask"].to(model.device))
-        parts.append([feature.detach() for feature in features])
+        with torch.autocast(model.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+            features = family.frozen_features(model, batch["input_ids"].to(model.device),
+                                              batch["attention_mask"].to(model.device))
+        parts.append([feature.detach().float() if feature.is_floating_point() else feature.detach()
+                      for feature in features])
     return [torch.cat(tensors) for tensors in zip(*parts)]
 
 
@@ -179,9 +182,10 @@ class HeadStage:
         return not (self.freeze_backbone and self.epochs)
 
     def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold, fit=True):
-        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`. Returns (the
-        report, the warm start), both None without the stage.
+            threshold, fit=True, autocast_dtype=None):
+        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs` (the features
+        encoded under autocast to `autocast_dtype` when given, the head trained in float32). Returns (the report, the
+        warm start), both None without the stage.
 
         With a frozen backbone the model keeps the head of the best validation score. Before fine-tuning, that model
         is the warm start (`state_copy`, which `keep_the_better` returns to), and fine-tuning starts from the head of
@@ -194,9 +198,10 @@ class HeadStage:
             logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
         if not (self.epochs and fit):
             return None, None
-        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size),
+        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype=autocast_dtype),
                  labels_of(encoded["train"], multi_label))
-        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size),
+        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size,
+                                      autocast_dtype=autocast_dtype),
                       labels_of(encoded["validation"], multi_label))
         report, calibrated_head = fit_head(model, family, head_parameters, train, validation, self.epochs,
                                            learning_rate or 1e-3, batch_size, seed, multi_label, threshold)

@@ -10,6 +10,7 @@ import os
 import time
 from dataclasses import dataclass, field, fields
 
+import torch
 from transformers import AutoConfig, SchedulerType
 
 from .data import load_tokenizer
@@ -59,6 +60,10 @@ class RunSettings:
     - `freeze_backbone`: with `backbone` or `init_from`, train only the new head; `head_epochs`: the epochs of the
       head on cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches
       them, else 0).
+    - `bf16`, `fp16`: train and evaluate in mixed precision (Trainer's `bf16` / `fp16`: autocast, float32 weights;
+      the head stage's frozen encoding too). `bf16` runs on a GPU or on a CPU with bfloat16 instructions (AVX-512
+      BF16 or AMX: a sparse Longformer step over 2,048 tokens takes two thirds of its float32 time there); `fp16`
+      needs a CUDA GPU. The saved weights are float32 either way.
     - `time_budget`: minutes for the run from its start (data, encoding and the head stage included): fine-tuning
       stops after the step that reaches it, evaluates that last partial epoch, and keeps the best model so far (the
       stop is logged and recorded in `metrics.json`). None: `epochs` alone decide.
@@ -93,6 +98,8 @@ class RunSettings:
     freeze_backbone: bool = False
     head_epochs: int | None = None
     time_budget: float | None = None
+    bf16: bool = False
+    fp16: bool = False
     family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
     stage: HeadStage | None = field(default=None, init=False, repr=False)
     started: float = field(default_factory=time.monotonic, init=False, repr=False)  # when the run began
@@ -125,6 +132,7 @@ class RunSettings:
         check_head_learning_rate(self.head_learning_rate, self.pretrained)
         if self.time_budget is not None:
             POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
+        check_mixed_precision(self.bf16, self.fp16)
         self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
         if not self.pretrained:
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
@@ -165,6 +173,28 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
         if rate is not None and rate > 1:
             logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
                            "stops with an error.", name, rate)
+
+
+def check_mixed_precision(bf16, fp16):
+    """A TypeError or ValueError naming the flag when mixed precision cannot run here; a warning when bf16 will be
+    slow (a CPU without bfloat16 instructions emulates it)."""
+    for name, value in (("bf16", bf16), ("fp16", fp16)):
+        if not isinstance(value, bool):
+            raise TypeError(f"`{name}` (--{name}) must be True or False, got {value!r}.")
+    if bf16 and fp16:
+        raise ValueError("Pass one of `bf16` (--bf16) and `fp16` (--fp16), not both.")
+    if fp16 and not torch.cuda.is_available():
+        raise ValueError("`fp16` (--fp16) trains with a gradient scaler on a CUDA GPU, and none is visible; on a CPU "
+                         "pass --bf16 instead (or neither, for float32).")
+    if bf16 and not torch.cuda.is_available() and not cpu_has_bfloat16():
+        logger.warning("--bf16 on a CPU without AVX-512 BF16 or AMX: PyTorch emulates bfloat16 there, which is "
+                       "usually slower than float32.")
+
+
+def cpu_has_bfloat16():
+    """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX tiles), as PyTorch reports it."""
+    checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return any(check() for check in checks if check is not None)
 
 
 def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--backbone or --init-from"):

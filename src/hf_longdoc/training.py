@@ -270,7 +270,7 @@ def fit(run, task, model, tokenizer, encoded, folder):
         folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, weight_decay=run.weight_decay,
         report_to=run.report_to, lr_scheduler_type=run.lr_scheduler, eval_strategy="epoch", save_strategy="epoch",
         save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=score_name(task.multi_label),
-        greater_is_better=True, logging_steps=20,
+        greater_is_better=True, logging_steps=20, bf16=run.bf16, fp16=run.fp16,
     )
     budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
     trainer, head_report = fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
@@ -308,9 +308,10 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
     start is kept instead when fine-tuning ends below it on validation (`keep_the_better`). `checkpoint`: resume an
     interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns (trainer, the
     head stage's report)."""
+    autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
     head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
                                         args.per_device_train_batch_size, args.seed, multi_label, threshold,
-                                        fit=checkpoint is None)
+                                        fit=checkpoint is None, autocast_dtype=autocast_dtype)
     trainer = HeadRateTrainer(
         model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
@@ -341,6 +342,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
         "backbone": run.backbone,
         "head_learning_rate": run.head_learning_rate,
         "freeze_backbone": run.freeze_backbone,
+        "mixed_precision": "bf16" if run.bf16 else "fp16" if run.fp16 else None,
         "head_stage": head_report,
         "time_budget": budget.report() if budget is not None else None,
         "split_seed": run.seed,

@@ -11,7 +11,7 @@ from ..numbers import (
     SEED,
     VOCAB_SIZE,
 )
-from .options import Formatter, integers, names, per_model_overrides, word_range
+from .options import Formatter, add_precision_arguments, integers, names, per_model_overrides, word_range
 
 
 def add_parser(subparsers):
@@ -35,6 +35,7 @@ def add_parser(subparsers):
     parser.add_argument("--freeze-backbone", action="store_true",
                         help="with --backbone: every model trains only its new head (on cached frozen features where "
                              "the family can cache them)")
+    add_precision_arguments(parser)
     parser.add_argument("--head-epochs", type=NON_NEGATIVE_INTEGER.parse, default=None,
                         help="with --backbone: epochs of each family's new head on cached frozen features before "
                              "fine-tuning; 0 skips it; None: 50 where the family caches features, else 0")
@@ -91,7 +92,7 @@ def run(args):
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
         config_overrides=per_model_overrides(args.config), backbone=args.backbone,
-        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs)
+        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, bf16=args.bf16, fp16=args.fp16)
     words = word_range(args.task_words)
     compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
             models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,

@@ -27,6 +27,14 @@ def add_data_arguments(parser, seed_help="seed of the data split, the model and 
                         help="multi-label decision threshold on sigmoid scores, in (0, 1)")
 
 
+def add_precision_arguments(parser):
+    """--bf16 and --fp16, Trainer's mixed-precision switches (what `train` and `compare` take)."""
+    parser.add_argument("--bf16", action="store_true",
+                        help="mixed precision in bfloat16 (a GPU, or a CPU with AVX-512 BF16 / AMX); weights stay "
+                             "float32")
+    parser.add_argument("--fp16", action="store_true", help="mixed precision in float16 (a CUDA GPU)")
+
+
 def word_range(value):
     """`"300,900"` -> (300, 900), the built-in task's min,max words per document; a ValueError naming the flag."""
     words = integers(value, "--task-words")

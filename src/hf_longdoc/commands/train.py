@@ -4,8 +4,21 @@ import json
 import os
 
 from ..modeling import FAMILIES
-from ..numbers import LEARNING_RATE, MAX_LENGTH, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
-from .options import Formatter, add_data_arguments, parse_config_overrides, word_range
+from ..numbers import (
+    LEARNING_RATE,
+    MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    VOCAB_SIZE,
+)
+from .options import (
+    Formatter,
+    add_data_arguments,
+    add_precision_arguments,
+    parse_config_overrides,
+    word_range,
+)
 
 
 def add_parser(subparsers):
@@ -58,6 +71,7 @@ def add_parser(subparsers):
     parser.add_argument("--time-budget", type=POSITIVE_NUMBER.parse, default=None, metavar="MINUTES",
                         help="minutes for the whole run: fine-tuning stops after the step that reaches them, that "
                              "partial epoch is evaluated and the best model so far kept; None: --epochs alone")
+    add_precision_arguments(parser)
     parser.add_argument("--init-from", default=None, metavar="MODEL_DIR",
                         help="start from the encoder saved there (examples/pretrain_slstm_mlm.py) and its tokenizer")
     add_data_arguments(parser)
@@ -77,6 +91,7 @@ def run(args):
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, time_budget=args.time_budget,
+        bf16=args.bf16, fp16=args.fp16,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
     print(json.dumps(metrics["test"], indent=2))

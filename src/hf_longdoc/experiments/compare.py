@@ -53,6 +53,7 @@ from ..run_settings import (
     check_head_learning_rate,
     check_label_overrides,
     check_lr_scheduler,
+    check_mixed_precision,
 )
 from ..training import (
     build_from_backbone,
@@ -110,6 +111,8 @@ class CompareSettings:
     backbone: str | None = None  # a pretrained model every model starts from (folder or Hub id); None: from scratch
     freeze_backbone: bool = False  # with a backbone: only the new heads train
     head_epochs: int | None = None  # with a backbone: epochs of a head on cached frozen features (`HeadStage`)
+    bf16: bool = False  # mixed precision (Trainer's switches; see `RunSettings`)
+    fp16: bool = False
 
     def check(self):
         """A ValueError naming the setting (and its flag) for a number no run can use, before anything is read."""
@@ -122,6 +125,7 @@ class CompareSettings:
             if getattr(self, name) is not None:
                 LEARNING_RATE.check(getattr(self, name), name, name.replace("_", "-"))
         check_lr_scheduler(self.lr_scheduler)
+        check_mixed_precision(self.bf16, self.fp16)
         for overrides in self.config_overrides.values():
             check_label_overrides(overrides)
 
@@ -441,7 +445,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
-                              logging_strategy="no", disable_tqdm=True)
+                              logging_strategy="no", disable_tqdm=True, bf16=settings.bf16, fp16=settings.fp16)
     device = args.device
     with PeakMemory(device) as training_memory:  # the head stage and fine-tuning alike
         start = time.perf_counter()

@@ -466,8 +466,8 @@ SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode
 
 def declared_pooling(path_or_id):
     """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
-    named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one this model lacks (max, weighted mean, several
-    modes at once: logged)."""
+    named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one
+    this model lacks (max, weighted mean, several modes at once: logged)."""
     def read(filename):
         found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
                             _raise_exceptions_for_connection_errors=False)
