@@ -152,6 +152,21 @@ def test_mean_pooling_reads_the_mean_of_each_documents_real_token_states():
         SparseLongformerConfig(classifier_pooling="max")
 
 
+def test_mean_pooling_reads_what_the_model_reads_of_an_over_long_document():
+    """A document longer than the positions is cut (with a warning) before the mean, as before [CLS]; a global mask
+    value of 2 still counts one token once."""
+    torch.manual_seed(0)
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(
+        **{**TINY, "max_position_embeddings": 42}, global_selector="first_n", num_global_tokens=3,
+        classifier_pooling="mean")).eval()  # reads 42 - pad id 1 - 1 = 40 tokens
+    input_ids, attention_mask = _documents([45, 30])
+    with torch.no_grad():
+        cut = model(input_ids=input_ids[:, :40], attention_mask=attention_mask[:, :40]).logits
+        torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask).logits, cut)
+        torch.testing.assert_close(model(input_ids=input_ids[:, :40], attention_mask=2 * attention_mask[:, :40])
+                                   .logits, cut)
+
+
 def test_blocked_backend_never_builds_a_dense_mask(monkeypatch):
     """No tensor with n × n elements is allocated on the blocked path (Transformers' path builds (b, 1, n, n))."""
     torch.manual_seed(0)

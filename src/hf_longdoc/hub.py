@@ -117,6 +117,7 @@ def _procedure(output_dir, recorded):
         with open(arguments_path) as f:
             arguments = json.load(f)
         rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
+        rows += [f"| mixed precision | {key} |" for key in ("bf16", "fp16") if arguments.get(key) is True]
     if recorded.get("head_learning_rate"):
         rows.append(f"| learning rate of the new parameters (head, new embeddings) | "
                     f"{recorded['head_learning_rate']} |")

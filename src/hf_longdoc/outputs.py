@@ -262,7 +262,9 @@ class RunFolder:
             raise ValueError(f"`resume` (--resume): {self.staging!r} does not record the settings of the interrupted "
                              "run, so it cannot be checked; train without --resume.") from None
         given = json.loads(json.dumps(self.settings, default=str))
-        differ = [key for key in sorted(set(recorded) | set(given)) if recorded.get(key) != given.get(key)]
+        # a setting one side lacks came with another hf_longdoc version (an interrupted run of an older one can
+        # continue): only the settings both record are compared
+        differ = [key for key in sorted(set(recorded) & set(given)) if recorded[key] != given[key]]
         if differ:
             shown = "; ".join(f"{key}: {recorded.get(key)!r} there, {given.get(key)!r} here" for key in differ)
             raise ValueError(f"`resume` (--resume): this run's settings differ from the interrupted run's ({shown}); "

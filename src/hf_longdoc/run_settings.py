@@ -184,8 +184,11 @@ def check_mixed_precision(bf16, fp16):
     if bf16 and fp16:
         raise ValueError("Pass one of `bf16` (--bf16) and `fp16` (--fp16), not both.")
     if fp16 and not torch.cuda.is_available():
-        raise ValueError("`fp16` (--fp16) trains with a gradient scaler on a CUDA GPU, and none is visible; on a CPU "
-                         "pass --bf16 instead (or neither, for float32).")
+        raise ValueError("`fp16` (--fp16) needs a CUDA GPU, and none is visible (Accelerate would train in float32 "
+                         "while recording fp16); on a CPU pass --bf16 instead, or neither for float32.")
+    if bf16 and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        raise ValueError("`bf16` (--bf16) needs a GPU with bfloat16 (Ampere or newer), and this one has none; pass "
+                         "--fp16 instead.")
     if bf16 and not torch.cuda.is_available() and not cpu_has_bfloat16():
         logger.warning("--bf16 on a CPU without AVX-512 BF16 or AMX: PyTorch emulates bfloat16 there, which is "
                        "usually slower than float32.")

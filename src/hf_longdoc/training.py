@@ -309,6 +309,7 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
     interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns (trainer, the
     head stage's report)."""
     autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+    model.to(args.device)  # the head stage encodes where Trainer will train
     head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
                                         args.per_device_train_batch_size, args.seed, multi_label, threshold,
                                         fit=checkpoint is None, autocast_dtype=autocast_dtype)

@@ -559,9 +559,10 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
             return last_hidden_state[:, :1]
         if attention_mask is None:
             return last_hidden_state.mean(dim=1, keepdim=True)
-        keep = attention_mask[..., None].to(last_hidden_state.dtype)  # (b, n, 1)
+        # the encoder cut an over-long input to what it reads; any nonzero mask value is a real token
+        keep = attention_mask[:, :last_hidden_state.shape[1], None].bool().float()  # (b, n, 1)
         weights = keep / keep.sum(dim=1, keepdim=True).clamp(min=1)  # weighted before the sum: no fp16 overflow
-        return (last_hidden_state * weights).sum(dim=1, keepdim=True)
+        return (last_hidden_state * weights.to(last_hidden_state.dtype)).sum(dim=1, keepdim=True)
 
     @can_return_tuple
     def forward(
