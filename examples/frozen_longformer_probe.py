@@ -1,8 +1,9 @@
 """What does a frozen converted Longformer's output say about a document? Linear probes on its final states.
 
 `hf-longdoc train --model sparse_longformer --backbone PATH` converts a BERT-like checkpoint into the sparse-map
-Longformer (Haman, 2023) and, in the recipe's first stage, trains Longformer's classification head on the frozen
-model's final [CLS] state. This script measures how much each readout of the frozen states carries, on one split:
+Longformer (Haman, 2023) and, in the recipe's first stage, trains Longformer's classification head on what it reads
+of the frozen model (the final [CLS] state, or the token mean for a checkpoint that embeds text by it, as MiniLM
+does: `classifier_pooling`). This script measures how much each readout of the frozen states carries, on one split:
 logistic regression on the final [CLS] state, on the mean of every real token's state, on the mean of the global
 tokens' states (those the TF-IDF/PMI selector chose), and on the mean of the last 512 real tokens' states (where a
 late-evidence document's own text lies), beside TF-IDF over the full text. docs/results.md's probe rows:

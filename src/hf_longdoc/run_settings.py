@@ -62,8 +62,8 @@ class RunSettings:
       them, else 0).
     - `bf16`, `fp16`: train and evaluate in mixed precision (Trainer's `bf16` / `fp16`: autocast, float32 weights;
       the head stage's frozen encoding too). `bf16` runs on a GPU or on a CPU with bfloat16 instructions (AVX-512
-      BF16 or AMX: a sparse Longformer step over 2,048 tokens takes two thirds of its float32 time there); `fp16`
-      needs a CUDA GPU. The saved weights are float32 either way.
+      BF16 or AMX: a sparse Longformer step over 2,048 tokens takes 0.65-0.77 of its float32 time there, results.md);
+      `fp16` needs a CUDA GPU. The saved weights are float32 either way.
     - `time_budget`: minutes for the run from its start (data, encoding and the head stage included): fine-tuning
       stops after the step that reaches it, evaluates that last partial epoch, and keeps the best model so far (the
       stop is logged and recorded in `metrics.json`). None: `epochs` alone decide.
