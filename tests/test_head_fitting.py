@@ -218,7 +218,7 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
         calibrated = {"1.weight": torch.full((2, 3), -1.0), "1.bias": torch.zeros(2)}
         return {"best_epoch": 9, "lowest_validation_loss_epoch": 3}, calibrated
 
-    monkeypatch.setattr(head_fitting, "cached_features", lambda *args: [torch.zeros(1)])
+    monkeypatch.setattr(head_fitting, "cached_features", lambda *args, **kwargs: [torch.zeros(1)])
     monkeypatch.setattr(head_fitting, "labels_of", lambda *args: torch.zeros(1))
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     encoded = {"train": None, "validation": None}
