@@ -125,6 +125,7 @@ def test_bf16_trains_in_mixed_precision_and_saves_float32_weights(pretrained, tm
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["mixed_precision"] == "bf16" and metrics["head_stage"]["epochs_run"] >= 1
     assert json.loads((output / "training_args.json").read_text())["bf16"] is True
+    assert "| mixed precision | bf16 |" in (output / "README.md").read_text()
     assert {tensor.dtype for tensor in load_file(output / "model.safetensors").values()} <= {torch.float32,
                                                                                              torch.int64}
     classifier = pipeline("text-classification", model=str(output))
@@ -184,6 +185,7 @@ def test_compare_trains_every_model_in_bf16_when_asked(pretrained, tmp_path, cap
                  "--output-dir", str(output)]) == 0
     rows = {row["model"]: row for row in csv.DictReader((output / "summary.csv").open())}
     assert set(rows) == {"segment_lm:att", "bert-128"}
+    assert "bf16 mixed precision" in (output / "report.md").read_text()
     assert main(["compare", "--backbone", str(pretrained), "--bf16", "--fp16", "--output-dir",
                  str(tmp_path / "both")]) == 2
     assert "not both" in capsys.readouterr().err and not (tmp_path / "both").exists()

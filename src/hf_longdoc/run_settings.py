@@ -194,6 +194,11 @@ def check_mixed_precision(bf16, fp16):
                        "usually slower than float32.")
 
 
+def mixed_precision(bf16, fp16):
+    """The run's mixed precision as `metrics.json` and reports name it: "bf16", "fp16", or None (float32)."""
+    return "bf16" if bf16 else "fp16" if fp16 else None
+
+
 def cpu_has_bfloat16():
     """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX tiles), as PyTorch reports it."""
     checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]

@@ -34,7 +34,7 @@ from .numbers import (
     THRESHOLD,
 )
 from .outputs import RunDiverged, RunFolder
-from .run_settings import RunSettings, check_backbone
+from .run_settings import RunSettings, check_backbone, mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -343,7 +343,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
         "backbone": run.backbone,
         "head_learning_rate": run.head_learning_rate,
         "freeze_backbone": run.freeze_backbone,
-        "mixed_precision": "bf16" if run.bf16 else "fp16" if run.fp16 else None,
+        "mixed_precision": mixed_precision(run.bf16, run.fp16),
         "head_stage": head_report,
         "time_budget": budget.report() if budget is not None else None,
         "split_seed": run.seed,

@@ -5,6 +5,7 @@ import os
 from contextlib import contextmanager
 
 from ..outputs import record_outputs
+from ..run_settings import mixed_precision
 
 RATIO_PREFIXES = ("speedup_vs_", "time_vs_", "memory_vs_")
 
@@ -147,7 +148,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
-    precision = "bf16 mixed precision" if settings.bf16 else "fp16 mixed precision" if settings.fp16 else "float32"
+    precision = mixed_precision(settings.bf16, settings.fp16)
+    precision = f"{precision} mixed precision" if precision else "float32"
     if settings.head_learning_rate:
         rate += f" ({settings.head_learning_rate:g} for the parameters the checkpoint does not supply)"
     sizes = (f"fine-tuned from the pretrained `{settings.backbone}` (its sizes and tokenizer)" if settings.backbone
@@ -155,8 +157,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
                   "from scratch")
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
              f"Same budget for every model: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
-             f"{settings.epochs:g} epochs, batch {settings.batch_size}, {rate}, {precision}; {seed_text}. TF-IDF: logistic "
-             "regression over the whole text. Inverted: the same model on "
+             f"{settings.epochs:g} epochs, batch {settings.batch_size}, {rate}, {precision}; {seed_text}. TF-IDF: "
+             "logistic regression over the whole text. Inverted: the same model on "
              "the test documents with their sentences in reverse order."
              + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
                 "middle or end of each document." if evidence else ""), "",

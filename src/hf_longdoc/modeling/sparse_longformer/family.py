@@ -135,8 +135,8 @@ register_family(Family(
     # (validation .713 -> .500 after one epoch, gradient norms 20-50; docs/results.md); 2e-5, the low end of BERT's
     # fine-tuning rates (Devlin et al., https://arxiv.org/abs/1810.04805, Appendix A.3), dropped less (.625, then
     # .663; both with the [CLS] head, and the same pattern with the token mean: .775 -> .625, then .725). Two epochs:
-    # at 2,048 tokens a step of 8 documents takes 13 s on 2 CPU cores, and the whole run on 560
-    # training documents took 39 minutes
+    # at 2,048 tokens a step of 8 documents takes 13 s on 2 CPU cores, and the whole run on 560 training documents
+    # took 39 minutes
     backbone_learning_rate=2e-5,
     backbone_epochs=2,
     special_tokens=SPARSE_LONGFORMER_TOKENS,
