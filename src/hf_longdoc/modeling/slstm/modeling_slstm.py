@@ -29,7 +29,7 @@ dense → GELU → LayerNorm → tied decoder, the released code's form).
 Fast path (`SLSTMStep`): ξ of every token comes from shifted views of the step t-1 states (padded by k zero states),
 and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-adds per token), plus U_f h_i of Eq. 4
 (H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward,
-V g and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
+V g + b and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
 (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a run is one pure function
 (`run_gates`), which `compile_gates` fuses with `torch.compile`. Gate arithmetic, softmaxes and sums over tokens run
 in fp32 under autocast.
@@ -194,7 +194,7 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
     states of the run's m tokens, and the run's share of Eq. 4's softmax over tokens. A pure function of tensors, so
     `torch.compile` fuses it (`compile_gates`, which passes `fused=True`); the same function runs eagerly otherwise.
 
-    token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x + b; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H); W_f_g (b, H)
+    token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H) = V g + b; W_f_g (b, H)
     = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real (b, m, 1);
     token_norm / sentence_norm: (weight, bias) of the gate LayerNorms, or (None, None); eps: theirs (one config value).
     Returns h, c of the run (b, m, H) and Σ_i exp(f̂_i), Σ_i exp(f̂_i) ⊙ c_i over its real tokens (b, H)."""
@@ -319,7 +319,7 @@ class SLSTMStep(GradientCheckpointingLayer):
         return run_gates
 
     def forward(self, h, c, g, c_g, x_term, mask, sizes):
-        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x + b, (b, n, 7H),
+        """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x, (b, n, 7H),
         computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states.
 
         The tokens are updated a run of `config.chunk_size` at a time, each with its k neighbours on either side, so
@@ -328,7 +328,7 @@ class SLSTMStep(GradientCheckpointingLayer):
         k = self.window_size
         real = mask[:, :, None].to(h.dtype)
         # terms of g and of the sentence node, once per document
-        V_g = self.token_V(g)  # (b, 7H)
+        V_g = F.linear(g, self.token_V.weight, self.token_W.bias)  # V g + b, (b, 7H): the bias once per document
         W_g = self.sentence_W(g)  # (b, 3H): W_f g + b_f, W_g g + b_g, W_o g + b_o
         h_mean = h.sum(dim=1) / real.sum(dim=1)  # h̄ of Eq. 4; pads are zero
         doc_gates = (W_g[:, H:] + self.sentence_U_mean(h_mean)).view(b, 2, H)  # W_g g + U_g h̄ + b_g, W_o g + ...
@@ -477,7 +477,8 @@ class SLSTMModel(SLSTMPreTrainedModel):
         n = x.shape[1]
         sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
                                                                        self.config.window_size)
-        x_term = F.linear(x, self.step.token_U.weight, self.step.token_W.bias)  # U x + b of Eq. 3: constant over steps
+        # U x of Eq. 3, constant over the steps (its bias joins V g, per document: a bias here is a (b, n, 7H) copy)
+        x_term = F.linear(x, self.step.token_U.weight)
         hidden_states = [h] if output_hidden_states else None
         for _ in range(self.config.num_recurrent_steps):
             h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)
