@@ -270,9 +270,13 @@ def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys
     results, tfidf = frozen_longformer_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--max-length",
                                                    "96"])
     assert set(results) == set(frozen_longformer_probe.READOUTS)
-    assert all(0.0 <= score <= 1.0 for score in results.values()) and 0.0 <= tfidf <= 1.0
+    assert all(0.0 <= score <= 1.0 for scores in results.values() for score in scores) and 0.0 <= tfidf <= 1.0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [row.get("readout") for row in printed] == [*frozen_longformer_probe.READOUTS, None]
+    # with [CLS] the only global token, the global tokens' mean is the [CLS] state: the same probe, the same scores
+    only_cls, _ = frozen_longformer_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--max-length", "96",
+                                                "--global-selector", "cls"])
+    assert only_cls["global_mean"] == only_cls["cls"]
 
 
 def _zip(entries):
