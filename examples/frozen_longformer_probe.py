@@ -22,6 +22,7 @@ import json
 
 import numpy as np
 import torch
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import make_pipeline
@@ -56,6 +57,22 @@ def readouts(model, dataset, tokenizer, batch_size=8):
     return {key: torch.cat([part[key] for part in parts]).numpy() for key in READOUTS}
 
 
+def probe_readout(features, labels, seed=42):
+    """(test accuracy, 5-fold accuracy) of logistic regression on one readout: `features` and `labels` by split
+    (train, validation, test); C is chosen on validation, the folds run over every document with that C."""
+    fits = [make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000)).fit(features["train"],
+                                                                                        labels["train"])
+            for c in (0.01, 0.1, 1.0, 10.0)]
+    best = max(fits, key=lambda fit: fit.score(features["validation"], labels["validation"]))
+    tested = float(best.score(features["test"], labels["test"]))
+    every = np.concatenate([features[split] for split in ("train", "validation", "test")])
+    every_label = np.concatenate([labels[split] for split in ("train", "validation", "test")])
+    folds = StratifiedKFold(5, shuffle=True, random_state=seed).split(every, every_label)
+    folded = [clone(best).fit(every[train], every_label[train]).score(every[test], every_label[test])
+              for train, test in folds]  # a fresh copy per fold: the tested model is never refitted
+    return tested, float(np.mean(folded))
+
+
 def probe(dataset, backbone, max_length, split_seed=42, global_selector="tfidf"):
     """{readout: (test accuracy, 5-fold accuracy)} of logistic regression (its C chosen on validation) and TF-IDF's
     test accuracy, on one split; `global_selector` picks the global tokens (the thesis' selectors, or `cls` alone)."""
@@ -70,18 +87,8 @@ def probe(dataset, backbone, max_length, split_seed=42, global_selector="tfidf")
     fit_statistics(family, model, encoded["train"]["input_ids"], tokenizer)
     features = {split: readouts(model, encoded[split], tokenizer) for split in ("train", "validation", "test")}
     labels = {split: encoded[split]["label"] for split in features}
-    results = {}
-    every_label = np.concatenate([labels[split] for split in features])
-    folds = list(StratifiedKFold(5, shuffle=True, random_state=split_seed).split(every_label, every_label))
-    for key in READOUTS:
-        fits = [make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=3000)).fit(features["train"][key],
-                                                                                            labels["train"])
-                for c in (0.01, 0.1, 1.0, 10.0)]
-        best = max(fits, key=lambda fit: fit.score(features["validation"][key], labels["validation"]))
-        every = np.concatenate([features[split][key] for split in features])
-        folded = [best.fit(every[train], every_label[train]).score(every[test], every_label[test])
-                  for train, test in folds]
-        results[key] = (float(best.score(features["test"][key], labels["test"])), float(np.mean(folded)))
+    results = {key: probe_readout({split: features[split][key] for split in features}, labels, split_seed)
+               for key in READOUTS}
     tfidf = tfidf_classifier(data["train"]["text"], data["train"]["label"]).score(data["test"]["text"],
                                                                                   data["test"]["label"])
     return results, float(tfidf)

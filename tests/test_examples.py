@@ -279,6 +279,19 @@ def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys
     assert only_cls["global_mean"] == only_cls["cls"]
 
 
+def test_frozen_longformer_probe_never_scores_test_documents_it_trained_on():
+    """Features that say nothing about the labels score near chance on test: the 5-fold refits (which train on test
+    documents) must not touch the model the test accuracy comes from."""
+    import frozen_longformer_probe
+
+    generator = np.random.default_rng(0)
+    sizes = {"train": 60, "validation": 20, "test": 40}
+    features = {split: generator.normal(size=(n, 300)) for split, n in sizes.items()}  # enough to memorise
+    labels = {split: generator.integers(0, 2, n) for split, n in sizes.items()}
+    tested, folded = frozen_longformer_probe.probe_readout(features, labels)
+    assert tested < 0.75 and folded < 0.75
+
+
 def _zip(entries):
     import io
     import zipfile
