@@ -32,9 +32,11 @@ from transformers import DataCollatorWithPadding, set_seed
 from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.modeling import get_family
+from hf_longdoc.modeling.sparse_longformer.configuration_sparse_longformer import GLOBAL_SELECTORS
 from hf_longdoc.training import build_from_backbone, fit_statistics
 
 READOUTS = ("cls", "mean", "global_mean", "last_512_mean")
+SPLITS = ("train", "validation", "test")
 
 
 @torch.no_grad()
@@ -65,8 +67,8 @@ def probe_readout(features, labels, seed=42):
             for c in (0.01, 0.1, 1.0, 10.0)]
     best = max(fits, key=lambda fit: fit.score(features["validation"], labels["validation"]))
     tested = float(best.score(features["test"], labels["test"]))
-    every = np.concatenate([features[split] for split in ("train", "validation", "test")])
-    every_label = np.concatenate([labels[split] for split in ("train", "validation", "test")])
+    every = np.concatenate([features[split] for split in SPLITS])
+    every_label = np.concatenate([labels[split] for split in SPLITS])
     folds = StratifiedKFold(5, shuffle=True, random_state=seed).split(every, every_label)
     folded = [clone(best).fit(every[train], every_label[train]).score(every[test], every_label[test])
               for train, test in folds]  # a fresh copy per fold: the tested model is never refitted
@@ -85,7 +87,7 @@ def probe(dataset, backbone, max_length, split_seed=42, global_selector="tfidf")
                                            {"global_selector": global_selector}, max_length)
     encoded = tokenize(data, tokenizer, tokenizer.model_max_length)
     fit_statistics(family, model, encoded["train"]["input_ids"], tokenizer)
-    features = {split: readouts(model, encoded[split], tokenizer) for split in ("train", "validation", "test")}
+    features = {split: readouts(model, encoded[split], tokenizer) for split in SPLITS}
     labels = {split: encoded[split]["label"] for split in features}
     results = {key: probe_readout({split: features[split][key] for split in features}, labels, split_seed)
                for key in READOUTS}
@@ -100,7 +102,7 @@ def main(argv=None):
     parser.add_argument("--backbone", required=True, help="a BERT or RoBERTa checkpoint folder (or Hub id)")
     parser.add_argument("--max-length", type=int, default=2048, help="tokens read per document")
     parser.add_argument("--split-seed", type=int, default=42, help="seed of the train / validation / test split")
-    parser.add_argument("--global-selector", default="tfidf", choices=("cls", "first_n", "random", "tfidf", "pmi"),
+    parser.add_argument("--global-selector", default="tfidf", choices=GLOBAL_SELECTORS,
                         help="how the global tokens are chosen (cls: [CLS] alone)")
     args = parser.parse_args(argv)
     results, tfidf = probe(args.dataset, args.backbone, args.max_length, args.split_seed, args.global_selector)

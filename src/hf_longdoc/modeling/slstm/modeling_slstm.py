@@ -194,8 +194,9 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
     states of the run's m tokens, and the run's share of Eq. 4's softmax over tokens. A pure function of tensors, so
     `torch.compile` fuses it (`compile_gates`, which passes `fused=True`); the same function runs eagerly otherwise.
 
-    token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H) = V g + b; W_f_g (b, H)
-    = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real (b, m, 1);
+    token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H) = V g + b;
+    W_f_g (b, H) = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real
+    (b, m, 1);
     token_norm / sentence_norm: (weight, bias) of the gate LayerNorms, or (None, None); eps: theirs (one config value).
     Returns h, c of the run (b, m, H) and Σ_i exp(f̂_i), Σ_i exp(f̂_i) ⊙ c_i over its real tokens (b, H)."""
     b, m, _ = token_pre.shape
