@@ -305,9 +305,9 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
               multi_label=False, threshold=0.3, checkpoint=None, callbacks=()):
     """The recipe every run trains with (`train` and `compare`): the head stage on cached frozen features where it
     applies (`HeadStage`), then Trainer end to end with `args` unless only the head trains; the head stage's warm
-    start is kept instead when fine-tuning ends below it on validation (`keep_the_better`). `checkpoint`: resume an
-    interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns (trainer, the
-    head stage's report)."""
+    start is kept instead when fine-tuning ends clearly below it on validation (`keep_the_better`). `checkpoint`:
+    resume an interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns
+    (trainer, the head stage's report)."""
     autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
     model.to(args.device)  # the head stage encodes where Trainer will train
     head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
@@ -327,7 +327,8 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
         tuned = trainer.state.best_metric  # Trainer loaded its best epoch, when it evaluated every epoch
         if tuned is None:
             tuned = trainer.evaluate(encoded["validation"])[f"eval_{key}"]
-        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"], tuned)
+        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"], tuned,
+                                              len(encoded["validation"]))
     return trainer, head_report
 
 
