@@ -23,6 +23,8 @@ class FamilyCase:
     mixin_attributes: dict = field(default_factory=dict)  # ModelTesterMixin switches to set on the test class
     # config kwargs for the mixin's gradient-checkpointing tests, which require every layer call to be checkpointed
     checkpointing_overrides: dict = field(default_factory=dict)
+    # how far a fresh process's logits may be from this process's for the same saved model (0: bit-identical)
+    cross_process_atol: float = 0.0
 
     @property
     def registered(self):
@@ -150,6 +152,9 @@ FAMILY_CASES = [
             (dict(position_embedding_type="rotary"), "position_embedding_type"),
             (dict(step_dropout_prob=1.5), "step_dropout_prob"),
         ],
+        # measured: about one fresh process in ten rounds the tiny S-LSTM's logits differently (up to 2e-7, with the
+        # code of 83c761b as with today's), while every forward within one process is bit-identical
+        cross_process_atol=1e-6,
     ),
     FamilyCase(
         name="sparse_longformer",
