@@ -209,3 +209,29 @@ def test_the_other_native_long_encoders_are_bench_baselines(name, tmp_path, caps
     assert main(["bench", "--models", f"contextualizer,{name}", "--lengths", "64,128", "--hidden-size", "32",
                  "--num-layers", "3", "--num-heads", "2", "--repeats", "1", "--output", str(tmp_path / "b")]) == 0
     assert f"speedup vs {name}" in capsys.readouterr().out
+
+
+def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_path, capsys):
+    """`--attention`: SDPA by default on CPU (FlashAttention 2 needs flash-attn and a CUDA GPU), eager where a model has
+    nothing else (Longformer); the choice reaches the model, the report and the CSV; an unusable one fails first."""
+    import torch
+
+    from hf_longdoc.experiments.baselines import baseline_attention
+
+    assert baseline_attention("modernbert") == "sdpa"
+    assert baseline_attention("modernbert", "auto", torch.device("cuda"), torch.float32) == "sdpa"  # fp32: no FA2
+    assert baseline_attention("longformer") == "eager"
+    assert baseline_attention("longformer", "flex_attention") == "eager"
+    assert baseline_attention("modernbert", "eager") == "eager"
+    args = ["bench", "--models", "modernbert,longformer", "--lengths", "64", "--hidden-size", "32", "--num-layers",
+            "3", "--num-heads", "2", "--repeats", "1", "--window", "32", "--num-global", "4"]
+    assert main([*args, "--attention", "eager", "--output", str(tmp_path / "b")]) == 0
+    assert "Baselines' attention: modernbert eager, longformer eager" in capsys.readouterr().out
+    rows = list(csv.DictReader(open(tmp_path / "b.csv")))
+    assert [row["attention"] for row in rows] == ["eager", "eager"]
+    from transformers.utils import is_flash_attn_2_available
+
+    if not is_flash_attn_2_available():
+        assert main([*args, "--attention", "flash_attention_2", "--output", str(tmp_path / "c")]) == 2
+        assert "flash-attn" in capsys.readouterr().err
+        assert not (tmp_path / "c.csv").exists()

@@ -239,3 +239,23 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
                                                                   False, 0.3)
     assert warm is None and torch.equal(model[1].weight, torch.ones(2, 3))  # only the head trains: the best score
     assert HeadStage(epochs=0).run(model, None, head, encoded, None, None, 8, 42, False, 0.3) == (None, None)
+
+
+def test_a_half_precision_checkpoint_trains_with_float32_weights(caplog):
+    """Transformers loads a checkpoint in the dtype it was saved in; training keeps float32 weights (mixed precision
+    computes in half from them) and says so."""
+    import logging
+
+    from transformers import BertConfig, BertForSequenceClassification
+
+    from hf_longdoc.training import master_weights_in_float32
+
+    model = BertForSequenceClassification(BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                                     intermediate_size=32, vocab_size=50)).to(torch.bfloat16)
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+        master_weights_in_float32(model)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+    assert "bfloat16" in caplog.text and "float32" in caplog.text
+    caplog.clear()
+    master_weights_in_float32(model)  # already float32: nothing to say
+    assert caplog.text == ""

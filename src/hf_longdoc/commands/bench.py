@@ -6,6 +6,7 @@ instead, `--fit-documents` the cost of fitting selection statistics.
 
 import os
 
+from ..experiments.baselines import ATTENTION_IMPLEMENTATIONS
 from ..modeling import FAMILIES
 from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
 from .options import Formatter, integers, names, per_model_overrides
@@ -40,6 +41,10 @@ def add_parser(subparsers):
     parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
                         help="config overrides for one model, e.g. slstm.compile_gates=true")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
+    parser.add_argument("--attention", default="auto", choices=ATTENTION_IMPLEMENTATIONS,
+                        help="the baselines' attention implementation where their model supports it (else eager); "
+                             "auto: flash_attention_2 on a CUDA GPU in half precision when flash-attn is installed, "
+                             "else sdpa. flex_attention makes ModernBERT's local window sparse on a GPU")
     parser.add_argument("--attention-dropout", type=DROPOUT.parse, default=None,
                         help="Transformer models: attention-probability dropout (None: each config's, 0.1)")
     parser.add_argument("--output", default="out/bench",
@@ -79,7 +84,7 @@ def run(args):
                      warmup=args.warmup, device=args.device, dtype=args.dtype, window=args.window,
                      num_global=args.num_global, backward=args.backward, attention_dropout=args.attention_dropout,
                      segment_length=args.segment_length, gradient_mode=args.gradient_mode,
-                     config_overrides=config_overrides)
+                     config_overrides=config_overrides, attention=args.attention)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
@@ -88,6 +93,9 @@ def run(args):
           f"(all tokens up to length {args.num_global + 1}); "
           f"models over segments: segments of {args.segment_length} tokens, m = length / {args.segment_length - 2}, "
           f"gradient mode {args.gradient_mode}")
+    attentions = {row["model"]: row["attention"] for row in rows if "attention" in row}
+    if attentions:
+        print("Baselines' attention: " + ", ".join(f"{model} {kind}" for model, kind in attentions.items()))
     print(format_table(rows))
     csv_path, png_path = write_bench_outputs(rows, args.output)
     print(f"Wrote {csv_path} and {png_path}")

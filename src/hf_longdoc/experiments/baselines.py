@@ -127,6 +127,41 @@ def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attenti
     return baseline.model_class(baseline.config_class(**{**sizes, **settings}))
 
 
+ATTENTION_IMPLEMENTATIONS = ("auto", "sdpa", "eager", "flash_attention_2", "flex_attention")
+SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
+                 "flex_attention": "_supports_flex_attn"}
+
+
+def check_attention(requested):
+    """`requested` (one of ATTENTION_IMPLEMENTATIONS), or a ValueError naming the fix, before any model is built."""
+    if requested not in ATTENTION_IMPLEMENTATIONS:
+        raise ValueError(f"`attention` (--attention) must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
+                         f"{requested!r}.")
+    if requested == "flash_attention_2":
+        from transformers.utils import is_flash_attn_2_available
+
+        if not is_flash_attn_2_available():
+            raise ValueError("`attention` (--attention) flash_attention_2 needs the flash-attn package and a CUDA GPU; "
+                             "install it (pip install flash-attn) or use --attention sdpa.")
+    return requested
+
+
+def baseline_attention(name, requested="auto", device="cpu", dtype=torch.float32):
+    """The attention implementation the baseline `name` runs with: `requested` where its model supports it, else its
+    own (eager: Longformer, Big Bird). `auto`: FlashAttention 2 on a CUDA GPU in half precision when flash-attn is
+    installed, else PyTorch's SDPA (on CPU a masked n x n product, so ModernBERT's 128-token window costs full
+    attention there), else eager."""
+    model_class = BASELINES[name].model_class
+    supported = [kind for kind, flag in SUPPORT_FLAGS.items() if getattr(model_class, flag, False)]
+    if requested == "auto":
+        from transformers.utils import is_flash_attn_2_available
+
+        fast = (torch.device(device).type == "cuda" and dtype in (torch.float16, torch.bfloat16)
+                and "flash_attention_2" in supported and is_flash_attn_2_available())
+        return "flash_attention_2" if fast else "sdpa" if "sdpa" in supported else "eager"
+    return requested if requested in supported or requested == "eager" else "eager"
+
+
 def baseline_tokenizer(name, max_length, default):
     """The tokenizer the baseline `name` reads: its own (CANINE: characters), else `default`."""
     own = BASELINES[name].own_tokenizer

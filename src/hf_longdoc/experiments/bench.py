@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..modeling import FAMILIES, Family, resolve
-from .baselines import BASELINES, build_baseline, parse_baseline
+from .baselines import BASELINES, baseline_attention, build_baseline, check_attention, parse_baseline
 from .measure import time_forward
 from .profiling import matmul_roofline
 
@@ -45,13 +45,16 @@ class BenchModel:
         return cls(name, family, variant)
 
     def build(self, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-              attention_dropout=None, segment_length=256, gradient_mode="paper", **overrides):
+              attention_dropout=None, segment_length=256, gradient_mode="paper", attention=None, **overrides):
         """A randomly initialised classification model of the given width and depth. `attention_dropout` (Transformer
-        models only) overrides their attention-probability dropout; `overrides` are config settings of a family."""
+        models only) overrides their attention-probability dropout; `attention` is a baseline's attention
+        implementation (see `baseline_attention`; None: Transformers' default); `overrides` are config settings of a
+        family."""
         if self.family is None:
+            chosen = {} if attention is None else {"attn_implementation": attention}
             return build_baseline(self.baseline, hidden_size, num_layers, num_heads, max_length,
                                   attention_window=window, attention_dropout=attention_dropout, vocab_size=vocab_size,
-                                  num_labels=2, pad_token_id=0)
+                                  num_labels=2, pad_token_id=0, **chosen)
         return self.family.classification_class(self.config(
             hidden_size, num_layers, num_heads, max_length, window, attention_dropout, segment_length, gradient_mode,
             vocab_size=vocab_size, pad_token_id=0, **overrides))
@@ -133,14 +136,17 @@ def bench_device(device):
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
               seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
-              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True):
-    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields).
-    `config_overrides` maps a model name to config settings of that family model. With `roofline` (forward passes
-    only), each model's row at the longest length also holds its `matmul_roofline` under `roofline_*` keys."""
+              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True, attention="auto"):
+    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields; a
+    baseline's rows also name its `attention` implementation). `config_overrides` maps a model name to config
+    settings of that family model; `attention` picks the baselines' attention (`baseline_attention`). With
+    `roofline` (forward passes only), each model's row at the longest length also holds its `matmul_roofline` under
+    `roofline_*` keys."""
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, window=window,
                  attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
     config_overrides = config_overrides or {}
     entries = check_models(models, lengths, config_overrides, **sizes)
+    check_attention(attention)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
     device = bench_device(device)
@@ -149,9 +155,12 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     rows = []
     baseline = next((entry for entry in entries if entry.family is None), None)
     packing = {}  # input ids per encoder position of each model
+    attentions = {entry.name: baseline_attention(entry.baseline, attention, device, torch_dtype)
+                  for entry in entries if entry.family is None}
     for entry in entries:
         for length in lengths:  # one model per length: positions (and a segment LM's m) follow the length
-            model = entry.build(max_length=length, **sizes, **config_overrides.get(entry.name, {}))
+            settings = dict(attention=attentions[entry.name]) if entry.family is None else {}
+            model = entry.build(max_length=length, **sizes, **settings, **config_overrides.get(entry.name, {}))
             model = model.to(device, torch_dtype).eval()
             packing[entry.name] = entry.ids_per_position(model.config)
             low = 4 if packing[entry.name] > 1 else 5  # element ids are bytes + 4
@@ -160,18 +169,25 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             if takes_global_attention_mask(model):
                 inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
             rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
+            if entry.family is None:
+                rows[-1]["attention"] = model.config._attn_implementation
             if roofline and not backward and length == max(lengths):
                 # the forward timed again beside its products, both without the memory sampler of `_measure`
                 # (a thread waking every millisecond, on a trimmed heap), which would bias the ratio against it
-                line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-                                                   **inputs), repeats, warmup)
-                rows[-1].update({"roofline_" + key: value for key, value in line.items()})
+                try:
+                    line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+                                                       **inputs), repeats, warmup)
+                except NotImplementedError as error:  # an operator the recorder cannot look into (flex_attention)
+                    progress(f"{entry.name}: no roofline line: {str(error).split('.')[0]}")
+                else:
+                    rows[-1].update({"roofline_" + key: value for key, value in line.items()})
             del model
     # Models that read v ids per position (elementwise: `length` bytes as length / v materials): also time the
     # baseline at length / v tokens (the subword-level cost of the same number of positions).
     v = max(packing.values())
     if baseline and v > 1:
-        model = baseline.build(max_length=max(lengths), **sizes).to(device, torch_dtype).eval()
+        model = baseline.build(max_length=max(lengths), attention=attentions[baseline.name], **sizes)
+        model = model.to(device, torch_dtype).eval()
         for length in lengths:
             input_ids = torch.randint(5, 8000, (batch_size, max(length // v, 1)), device=device)
             row = _measure(model, f"{baseline.name}@length/v", input_ids, repeats, warmup, progress, backward)
