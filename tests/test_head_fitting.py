@@ -209,6 +209,11 @@ def test_the_warm_start_is_kept_when_fine_tuning_ends_clearly_below_it():
     model.load_state_dict(tuned)
     assert keep_the_better(model, warm, 0.76, 0.66, 80) and torch.equal(model.weight, warm["weight"])
     assert not keep_the_better(model, warm, None, 0.66, 80)  # nothing to compare
+    model.load_state_dict(tuned)
+    # at a perfect warm score the binomial error is 0 there: the margin is taken at the mean, and at least 1 / n
+    assert not keep_the_better(model, warm, 1.0, 11 / 12, 12)  # one document of 12: no evidence
+    assert not keep_the_better(model, warm, 1.0, 0.9875, 80)  # one document of 80 (the error at .994 is .009)
+    assert keep_the_better(model, warm, 1.0, 0.9, 80) and torch.equal(model.weight, warm["weight"])  # eight
     assert warm["weight"].device.type == "cpu"
 
 
