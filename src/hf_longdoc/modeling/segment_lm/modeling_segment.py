@@ -556,6 +556,10 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
             if pooling is not None:
                 logger.info(f"Segments of {config_kwargs['segment_length']} tokens, a sentence's length, which "
                             f"{path_or_id} was trained to embed (the paper's are 256: set `segment_length` for that).")
+            elif "segment_pooling" not in config_kwargs:  # a sentence-embedding folder copied without these files
+                logger.info(f"{path_or_id} declares no sentence embedding (no sentence-transformers modules.json and "
+                            f"Pooling folder): segments of {config_kwargs['segment_length']} tokens read at [CLS], "
+                            "the paper's (set `segment_pooling` and `segment_length` to read it otherwise).")
         if config_kwargs["segment_length"] <= SENTENCE_SEGMENT_LENGTH and "gradient_mode" not in config_kwargs:
             config_kwargs["gradient_mode"] = "full"
             config_kwargs.setdefault("checkpoint_segment_passes", False)

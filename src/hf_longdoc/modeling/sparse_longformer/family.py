@@ -56,10 +56,16 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
     settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS),
                 **settings}
-    if "classifier_pooling" not in settings and declared_pooling(path) == "mean":
-        settings["classifier_pooling"] = "mean"
-        logger.info("%s embeds text by the mean of its token states (its sentence-transformers Pooling module): the "
-                    "classifier reads that mean, not [CLS] (--config classifier_pooling=cls for the thesis').", path)
+    if "classifier_pooling" not in settings:
+        if declared_pooling(path) == "mean":
+            settings["classifier_pooling"] = "mean"
+            logger.info("%s embeds text by the mean of its token states (its sentence-transformers Pooling module): "
+                        "the classifier reads that mean, not [CLS] (--config classifier_pooling=cls for the thesis').",
+                        path)
+        else:
+            logger.info("%s declares no mean pooling (no sentence-transformers modules.json and Pooling folder): the "
+                        "classifier reads [CLS], the thesis' (--config classifier_pooling=mean for the token mean).",
+                        path)
     if settings["attention_probs_dropout_prob"] == 0.0:
         logger.info("Fine-tuning without attention-probability dropout (the fused CPU attention kernel has none; "
                     "--config attention_probs_dropout_prob=0.1 restores the checkpoint's, at 3-4x the step time).")
