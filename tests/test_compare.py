@@ -235,3 +235,22 @@ def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_
         assert main([*args, "--attention", "flash_attention_2", "--output", str(tmp_path / "c")]) == 2
         assert "flash-attn" in capsys.readouterr().err
         assert not (tmp_path / "c.csv").exists()
+
+
+def test_compare_around_a_backbone_gives_each_family_its_train_epochs_unless_set():
+    """`compare --backbone` without `--epochs` trains each family as `train` would (its recipe's fine-tuning epochs:
+    the sparse Longformer 2, the segment LM 4) and the baselines 3; `--epochs` sets every model's; from scratch
+    every model trains 3. The report says which."""
+    from hf_longdoc.experiments.report import epochs_text
+
+    specs = parse_models(["segment_lm:att", "sparse_longformer"], ["bert-512", "native", "tfidf"])
+    around = CompareSettings(epochs=None, backbone="any-folder")
+    assert [spec.epochs(around) for spec in specs] == [4, 2, 3, 3, 3]
+    assert [spec.epochs(CompareSettings(epochs=None)) for spec in specs] == [3] * 5
+    assert [spec.epochs(CompareSettings(epochs=1.5, backbone="any-folder")) for spec in specs] == [1.5] * 5
+    summary = [{"model": "segment_lm:att", "epochs": 4}, {"model": "native", "epochs": 3}, {"model": "tfidf"}]
+    assert epochs_text(around, summary) == "epochs: segment_lm:att 4, native 3"
+    assert epochs_text(CompareSettings(epochs=2), summary) == "2 epochs"
+    CompareSettings(epochs=None).check()  # None is a setting, not an error
+    with pytest.raises(ValueError, match="epochs"):
+        CompareSettings(epochs=0).check()

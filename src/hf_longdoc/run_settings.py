@@ -126,7 +126,7 @@ class RunSettings:
         check_label_overrides(self.config_overrides)
         self.family.check_settings(self.config_overrides)
         if self.epochs is None:  # the family's fine-tuning epochs from pretrained weights
-            self.epochs = (self.family.backbone_epochs if self.pretrained else None) or TRAIN_EPOCHS
+            self.epochs = recipe_epochs(self.family, self.pretrained)
         check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
                           self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
         check_head_learning_rate(self.head_learning_rate, self.pretrained)
@@ -151,6 +151,12 @@ class RunSettings:
         settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
                         head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))
         return settings
+
+
+def recipe_epochs(family, pretrained):
+    """The epochs `train` gives `family` when none are set: from pretrained weights its `backbone_epochs`, else (or
+    when it sets none) TRAIN_EPOCHS."""
+    return (family.backbone_epochs if pretrained else None) or TRAIN_EPOCHS
 
 
 def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear", threshold=0.3, seed=42,

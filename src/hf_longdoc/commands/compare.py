@@ -43,7 +43,9 @@ def add_parser(subparsers):
     parser.add_argument("--split-seed", type=SEED.parse, default=None,
                         help="draw the data split (built-in task: its documents) once with this seed for every "
                              "--seeds run; None: each seed draws its own")
-    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=3, help="training epochs of every model")
+    parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=None,
+                        help="training epochs of every model; None: 3, and with --backbone each family's `train` "
+                             "epochs (its fine-tuning recipe; the baselines 3)")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="the same for every model; None: 1e-3 from scratch, each family's own rate (1e-4) with "

@@ -54,6 +54,7 @@ from ..run_settings import (
     check_label_overrides,
     check_lr_scheduler,
     check_mixed_precision,
+    recipe_epochs,
 )
 from ..training import (
     build_from_backbone,
@@ -80,6 +81,7 @@ logger = logging.getLogger(__name__)
 
 METRICS = ("accuracy", "macro_f1", "micro_f1")
 EVIDENCE_POSITIONS = ("start", "middle", "end")
+COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
 FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1
 TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over the full text
 # baselines of a pretrained `--backbone` only: the checkpoint through its own AutoModelForSequenceClassification at all
@@ -96,7 +98,7 @@ class CompareSettings:
     num_layers: int = 2
     num_heads: int = 4
     max_length: int = 1024  # tokens read per document (a `bert-N` baseline reads N)
-    epochs: float = 3
+    epochs: float | None = 3  # None: 3, and with a backbone each family's `train` epochs (`recipe_epochs`)
     batch_size: int = 8
     # one rate for every model: from scratch with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238
     # after 2 epochs) where 1e-3 reaches 0.929; None: each family's `hf-longdoc train` default (baselines 1e-4)
@@ -120,7 +122,8 @@ class CompareSettings:
                            ("num_heads", POSITIVE_INTEGER), ("max_length", MAX_LENGTH), ("epochs", POSITIVE_NUMBER),
                            ("batch_size", POSITIVE_INTEGER), ("vocab_size", VOCAB_SIZE), ("window", POSITIVE_INTEGER),
                            ("segment_length", POSITIVE_INTEGER)):
-            rule.check(getattr(self, name), name, name.replace("_", "-"))
+            if name != "epochs" or self.epochs is not None:
+                rule.check(getattr(self, name), name, name.replace("_", "-"))
         for name in ("learning_rate", "head_learning_rate"):
             if getattr(self, name) is not None:
                 LEARNING_RATE.check(getattr(self, name), name, name.replace("_", "-"))
@@ -170,6 +173,10 @@ class ModelSpec:
         """The name `hf-longdoc bench` measures this entry under (None: not measured there)."""
         return None
 
+    def epochs(self, settings):
+        """The epochs this entry trains: `settings.epochs`, or when that is None COMPARE_EPOCHS."""
+        return settings.epochs if settings.epochs is not None else COMPARE_EPOCHS
+
     def fit_statistics(self, model, train_input_ids, tokenizer):
         """Fit what the model computes from the training documents before training (nothing, unless a family)."""
 
@@ -211,6 +218,12 @@ class FamilySpec(ModelSpec):
 
     def bench_name(self):
         return self.name
+
+    def epochs(self, settings):
+        """With a backbone and no `settings.epochs`, the family's `train` recipe (`recipe_epochs`)."""
+        if settings.epochs is None and settings.backbone is not None:
+            return recipe_epochs(self.family, True)
+        return super().epochs(settings)
 
     def fit_statistics(self, model, train_input_ids, tokenizer):
         fit_statistics(self.family, model, train_input_ids, tokenizer)
@@ -443,7 +456,8 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     encoded = task.splits(tokenizer, max_length, spec.head)
     spec.fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
-    args = training_arguments(output_dir, settings.epochs, settings.batch_size, learning_rate, seed,
+    epochs = spec.epochs(settings)
+    args = training_arguments(output_dir, epochs, settings.batch_size, learning_rate, seed,
                               lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
                               logging_strategy="no", disable_tqdm=True, bf16=settings.bf16, fp16=settings.fp16)
     device = args.device
@@ -456,7 +470,8 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         start = time.perf_counter()
         test = trainer.predict(encoded["test"]).metrics
         inference_seconds = time.perf_counter() - start
-    row = {"model": spec.name, "seed": seed, "parameters": sum(p.numel() for p in model.parameters()),
+    row = {"model": spec.name, "seed": seed, "epochs": epochs,
+           "parameters": sum(p.numel() for p in model.parameters()),
            **{name: test[f"test_{name}"] for name in METRICS},
            "train_seconds": train_seconds, "inference_docs_per_s": len(encoded["test"]) / inference_seconds,
            "train_peak_mib": training_memory.peak / 2**20,

@@ -136,6 +136,16 @@ def _cell(entry, key, digits=3):
 COMPARE_OUTPUTS = ("report.md", "results.csv", "summary.csv", "accuracy_vs_speed.png", "time_memory_vs_length.png")
 
 
+def epochs_text(settings, summary):
+    """The epochs of a compare run for its report: one number, or each trained model's (with a backbone and no
+    `--epochs`, each family trains its recipe's)."""
+    trained = [entry for entry in summary if entry.get("epochs")]
+    if settings.epochs is not None or len({entry["epochs"] for entry in trained}) <= 1:
+        epochs = settings.epochs if settings.epochs is not None else trained[0]["epochs"] if trained else 0
+        return f"{epochs:g} epochs"
+    return "epochs: " + ", ".join(f"{entry['model']} {entry['epochs']:g}" for entry in trained)
+
+
 def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir):
     """report.md, results.csv, summary.csv and the plots of a `compare` run (`COMPARE_OUTPUTS`), recorded in the
     folder's manifest."""
@@ -155,9 +165,11 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     sizes = (f"fine-tuned from the pretrained `{settings.backbone}` (its sizes and tokenizer)" if settings.backbone
              else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads, "
                   "from scratch")
+    epochs = epochs_text(settings, summary)
+    lead = "Each family at its `train` recipe" if epochs.startswith("epochs:") else "Same budget for every model"
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
-             f"Same budget for every model: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
-             f"{settings.epochs:g} epochs, batch {settings.batch_size}, {rate}, {precision}; {seed_text}. TF-IDF: "
+             f"{lead}: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
+             f"{epochs}, batch {settings.batch_size}, {rate}, {precision}; {seed_text}. TF-IDF: "
              "logistic regression over the whole text. Inverted: the same model on "
              "the test documents with their sentences in reverse order."
              + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
