@@ -79,3 +79,17 @@ def test_compare_runs_native_chunks_and_tfidf_around_a_modernbert_checkpoint(mod
 def test_checkpoint_baselines_need_a_backbone(tmp_path, capsys):
     assert main(["compare", "--models", "", "--baselines", "native", "--output-dir", str(tmp_path / "c")]) == 2
     assert "--backbone" in capsys.readouterr().err
+
+
+def test_a_bfloat16_checkpoint_fine_tunes_with_float32_weights(tmp_path, caplog):
+    """Transformers loads a checkpoint in the dtype it was saved in; `fit_model` (what `train` and `compare` run)
+    trains it with float32 weights, and says so."""
+    import logging
+
+    folder = save_tiny(tmp_path / "bf16", BertModel, BertConfig, num_hidden_layers=1, max_position_embeddings=128)
+    BertModel.from_pretrained(folder).to(torch.bfloat16).save_pretrained(folder)
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+        assert main(["compare", "--backbone", str(folder), "--models", "", "--baselines", "native", "--task-size",
+                     "24", "--task-words", "40,80", "--epochs", "1", "--max-length", "128", "--evidence", "none",
+                     "--bench-lengths", "none", "--output-dir", str(tmp_path / "c")]) == 0
+    assert "weights are bfloat16; training casts them to float32" in caplog.text

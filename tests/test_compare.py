@@ -211,7 +211,7 @@ def test_the_other_native_long_encoders_are_bench_baselines(name, tmp_path, caps
     assert f"speedup vs {name}" in capsys.readouterr().out
 
 
-def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_path, capsys):
+def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_path, capsys, monkeypatch):
     """`--attention`: SDPA by default on CPU (FlashAttention 2 needs flash-attn and a CUDA GPU), eager where a model has
     nothing else (Longformer); the choice reaches the model, the report and the CSV; an unusable one fails first."""
     import torch
@@ -235,6 +235,32 @@ def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_
         assert main([*args, "--attention", "flash_attention_2", "--output", str(tmp_path / "c")]) == 2
         assert "flash-attn" in capsys.readouterr().err
         assert not (tmp_path / "c.csv").exists()
+    import transformers.utils
+
+    from hf_longdoc.experiments.baselines import check_attention
+
+    monkeypatch.setattr(transformers.utils, "is_flash_attn_2_available", lambda: True)  # installed, but CPU / fp32
+    with pytest.raises(ValueError, match="--device cuda --dtype bfloat16"):
+        check_attention("flash_attention_2", "cpu", torch.bfloat16)
+    with pytest.raises(ValueError, match="--device cuda --dtype bfloat16"):
+        check_attention("flash_attention_2", "cuda", torch.float32)
+    assert check_attention("flash_attention_2", "cuda", torch.bfloat16) == "flash_attention_2"
+
+
+def test_bench_goes_on_without_a_roofline_line_where_the_recorder_cannot_look(monkeypatch):
+    """A model whose forward the matmul recorder cannot follow (flex_attention's higher-order operator) is still
+    timed; its row has no roofline, and the run says why."""
+    import hf_longdoc.experiments.bench as bench
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("There was no rule registered for HigherOrderOperator flex_attention. Hint: ...")
+
+    monkeypatch.setattr(bench, "matmul_roofline", refuse)
+    said = []
+    rows = bench.run_bench(models=["bert"], lengths=(64,), hidden_size=32, num_layers=1, num_heads=2, repeats=1,
+                           progress=said.append)
+    assert rows[0]["seconds"] > 0 and not any(key.startswith("roofline_") for key in rows[0])
+    assert any("no roofline line" in line and "flex_attention" in line for line in said)
 
 
 def test_compare_around_a_backbone_gives_each_family_its_train_epochs_unless_set():

@@ -17,6 +17,7 @@ from transformers import (
     AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
+    PreTrainedConfig,
     Trainer,
     TrainerCallback,
     TrainingArguments,
@@ -301,15 +302,21 @@ class TimeBudget(TrainerCallback):
         return {"minutes": self.minutes, "stopped_at_step": self.stopped_at_step}
 
 
-def master_weights_in_float32(model):
-    """Cast a model whose weights are stored in half precision (a bf16 or fp16 checkpoint: Transformers loads it in
-    the dtype it was saved in) to float32, logging it: training keeps float32 weights, and --bf16/--fp16 mixed
-    precision computes in half precision from them (Trainer cannot unscale fp16 gradients of fp16 weights)."""
+def master_weights_in_float32(model, mixed_precision=False):
+    """Cast a model with weights not in float32 (a bf16 or fp16 checkpoint: Transformers loads it in the dtype it was
+    saved in) to float32, config included (each sub-model's too, so a model rebuilt from the saved config is float32),
+    logging it: training keeps float32 weights, and --bf16/--fp16 mixed precision computes in half precision from
+    them (Trainer cannot unscale fp16 gradients of fp16 weights)."""
     stored = {parameter.dtype for parameter in model.parameters() if parameter.is_floating_point()}
-    if stored - {torch.float32}:
-        logger.warning("The model's weights are %s; training casts them to float32 (use --bf16 or --fp16 for mixed "
-                       "precision).", ", ".join(sorted(str(dtype).removeprefix("torch.") for dtype in stored)))
-        model.float()
+    if not stored - {torch.float32}:
+        return
+    logger.warning("The model's weights are %s; training casts them to float32%s.",
+                   ", ".join(sorted(str(dtype).removeprefix("torch.") for dtype in stored)),
+                   "" if mixed_precision else " (--bf16 or --fp16 computes in half precision from them)")
+    model.float()
+    for module in model.modules():
+        if isinstance(getattr(module, "config", None), PreTrainedConfig):
+            module.config.dtype = torch.float32
 
 
 def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,
@@ -320,7 +327,7 @@ def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, h
     resume an interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns
     (trainer, the head stage's report)."""
     autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
-    master_weights_in_float32(model)
+    master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
     head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
                                         args.per_device_train_batch_size, args.seed, multi_label, threshold,

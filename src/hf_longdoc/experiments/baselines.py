@@ -132,8 +132,9 @@ SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash
                  "flex_attention": "_supports_flex_attn"}
 
 
-def check_attention(requested):
-    """`requested` (one of ATTENTION_IMPLEMENTATIONS), or a ValueError naming the fix, before any model is built."""
+def check_attention(requested, device="cpu", dtype=torch.float32):
+    """`requested` (one of ATTENTION_IMPLEMENTATIONS), or a ValueError naming the fix, before any model is built:
+    FlashAttention 2 runs only from the flash-attn package, on a CUDA GPU, in float16 or bfloat16."""
     if requested not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"`attention` (--attention) must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
                          f"{requested!r}.")
@@ -143,6 +144,9 @@ def check_attention(requested):
         if not is_flash_attn_2_available():
             raise ValueError("`attention` (--attention) flash_attention_2 needs the flash-attn package and a CUDA GPU; "
                              "install it (pip install flash-attn) or use --attention sdpa.")
+        if torch.device(device).type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
+            raise ValueError("`attention` (--attention) flash_attention_2 runs on a CUDA GPU in half precision; add "
+                             "--device cuda --dtype bfloat16 (or float16), or use --attention sdpa.")
     return requested
 
 

@@ -146,11 +146,11 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                  attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
     config_overrides = config_overrides or {}
     entries = check_models(models, lengths, config_overrides, **sizes)
-    check_attention(attention)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
     device = bench_device(device)
     torch_dtype = getattr(torch, dtype)
+    check_attention(attention, device, torch_dtype)
     torch.manual_seed(seed)
     rows = []
     baseline = next((entry for entry in entries if entry.family is None), None)
@@ -191,7 +191,7 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
         for length in lengths:
             input_ids = torch.randint(5, 8000, (batch_size, max(length // v, 1)), device=device)
             row = _measure(model, f"{baseline.name}@length/v", input_ids, repeats, warmup, progress, backward)
-            row["length"] = length
+            row["length"], row["attention"] = length, model.config._attn_implementation
             rows.append(row)
         del model
     for entry in entries:

@@ -16,7 +16,8 @@ full text.
 
 With a pretrained `backbone` (a folder or Hub id), nothing is trained from scratch: every family that can wraps the
 backbone (its registry `from_backbone`), `bert-N` and `bert-N-headtail` fine-tune the backbone itself, and all read the
-backbone's tokenizer; the size settings then do not apply.
+backbone's tokenizer; the size settings then do not apply, and unless `epochs` is set each family trains its `train`
+recipe's epochs (the baselines COMPARE_EPOCHS).
 """
 
 import logging

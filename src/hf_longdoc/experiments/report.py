@@ -140,9 +140,10 @@ def epochs_text(settings, summary):
     """The epochs of a compare run for its report: one number, or each trained model's (with a backbone and no
     `--epochs`, each family trains its recipe's)."""
     trained = [entry for entry in summary if entry.get("epochs")]
-    if settings.epochs is not None or len({entry["epochs"] for entry in trained}) <= 1:
-        epochs = settings.epochs if settings.epochs is not None else trained[0]["epochs"] if trained else 0
-        return f"{epochs:g} epochs"
+    if settings.epochs is None and not trained:
+        return "no training epochs (nothing but TF-IDF)"
+    if settings.epochs is not None or len({entry["epochs"] for entry in trained}) == 1:
+        return f"{settings.epochs if settings.epochs is not None else trained[0]['epochs']:g} epochs"
     return "epochs: " + ", ".join(f"{entry['model']} {entry['epochs']:g}" for entry in trained)
 
 

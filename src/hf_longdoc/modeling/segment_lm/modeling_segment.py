@@ -464,17 +464,22 @@ SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode
                                   "pooling_mode_lasttoken": "last"}
 
 
+def sentence_transformers_file(path_or_id, filename):
+    """The JSON of `filename` in a checkpoint (a folder or Hub id), or None when it has none."""
+    found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
+                        _raise_exceptions_for_connection_errors=False)
+    if found is None:
+        return None
+    with open(found, encoding="utf-8") as file:
+        return json.load(file)
+
+
 def declared_pooling(path_or_id):
     """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
     named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one
     this model lacks (max, weighted mean, several modes at once: logged)."""
     def read(filename):
-        found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
-                            _raise_exceptions_for_connection_errors=False)
-        if found is None:
-            return None
-        with open(found, encoding="utf-8") as file:
-            return json.load(file)
+        return sentence_transformers_file(path_or_id, filename)
 
     modules = read("modules.json") or []
     folders = [module.get("path", "") for module in modules if str(module.get("type", "")).endswith(".Pooling")]
@@ -556,7 +561,8 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
             if pooling is not None:
                 logger.info(f"Segments of {config_kwargs['segment_length']} tokens, a sentence's length, which "
                             f"{path_or_id} was trained to embed (the paper's are 256: set `segment_length` for that).")
-            elif "segment_pooling" not in config_kwargs:  # a sentence-embedding folder copied without these files
+            elif ("segment_pooling" not in config_kwargs
+                  and sentence_transformers_file(path_or_id, "modules.json") is None):  # e.g. copied without them
                 logger.info(f"{path_or_id} declares no sentence embedding (no sentence-transformers modules.json and "
                             f"Pooling folder): segments of {config_kwargs['segment_length']} tokens read at [CLS], "
                             "the paper's (set `segment_pooling` and `segment_length` to read it otherwise).")

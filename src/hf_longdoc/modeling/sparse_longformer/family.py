@@ -11,7 +11,7 @@ import logging
 from transformers import AutoConfig, AutoTokenizer
 
 from ..registry import Family, register_family, special_token_ids
-from ..segment_lm.modeling_segment import declared_pooling
+from ..segment_lm.modeling_segment import declared_pooling, sentence_transformers_file
 from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES
 from .configuration_sparse_bigbird import SparseBigBirdConfig
 from .configuration_sparse_longformer import ATTENTION_BACKENDS, GLOBAL_SELECTORS, SparseLongformerConfig
@@ -56,20 +56,21 @@ def _sparse_longformer_from_backbone(path, tokenizer, max_length, **settings):
     tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
     settings = {**SPARSE_LONGFORMER_TRAIN_DEFAULTS, **special_token_ids(tokenizer, SPARSE_LONGFORMER_TOKENS),
                 **settings}
+    converting = AutoConfig.from_pretrained(path).model_type not in ("longformer", "sparse_longformer")
     if "classifier_pooling" not in settings:
         if declared_pooling(path) == "mean":
             settings["classifier_pooling"] = "mean"
             logger.info("%s embeds text by the mean of its token states (its sentence-transformers Pooling module): "
                         "the classifier reads that mean, not [CLS] (--config classifier_pooling=cls for the thesis').",
                         path)
-        else:
-            logger.info("%s declares no mean pooling (no sentence-transformers modules.json and Pooling folder): the "
-                        "classifier reads [CLS], the thesis' (--config classifier_pooling=mean for the token mean).",
-                        path)
+        elif converting and sentence_transformers_file(path, "modules.json") is None:  # e.g. copied without them
+            logger.info("%s declares no sentence embedding (no sentence-transformers modules.json and Pooling "
+                        "folder): the classifier reads [CLS], the thesis' (--config classifier_pooling=mean for the "
+                        "token mean).", path)
     if settings["attention_probs_dropout_prob"] == 0.0:
         logger.info("Fine-tuning without attention-probability dropout (the fused CPU attention kernel has none; "
                     "--config attention_probs_dropout_prob=0.1 restores the checkpoint's, at 3-4x the step time).")
-    if AutoConfig.from_pretrained(path).model_type in ("longformer", "sparse_longformer"):
+    if not converting:
         return SparseLongformerForSequenceClassification.from_pretrained(path, **settings), tokenizer
     model = SparseLongformerForSequenceClassification.from_bert_like_pretrained(path, max_length=max_length,
                                                                                 **settings)
