@@ -132,21 +132,28 @@ SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash
                  "flex_attention": "_supports_flex_attn"}
 
 
+def flash_attention_can_run(device, dtype):
+    """Whether FlashAttention 2 can run here: the flash-attn package, a CUDA device and float16 or bfloat16."""
+    from transformers.utils import is_flash_attn_2_available
+
+    return torch.device(device).type == "cuda" and dtype in (torch.float16, torch.bfloat16) and \
+        is_flash_attn_2_available()
+
+
 def check_attention(requested, device="cpu", dtype=torch.float32):
     """`requested` (one of ATTENTION_IMPLEMENTATIONS), or a ValueError naming the fix, before any model is built:
     FlashAttention 2 runs only from the flash-attn package, on a CUDA GPU, in float16 or bfloat16."""
     if requested not in ATTENTION_IMPLEMENTATIONS:
         raise ValueError(f"`attention` (--attention) must be one of {', '.join(ATTENTION_IMPLEMENTATIONS)}, got "
                          f"{requested!r}.")
-    if requested == "flash_attention_2":
+    if requested == "flash_attention_2" and not flash_attention_can_run(device, dtype):
         from transformers.utils import is_flash_attn_2_available
 
         if not is_flash_attn_2_available():
             raise ValueError("`attention` (--attention) flash_attention_2 needs the flash-attn package and a CUDA GPU; "
                              "install it (pip install flash-attn) or use --attention sdpa.")
-        if torch.device(device).type != "cuda" or dtype not in (torch.float16, torch.bfloat16):
-            raise ValueError("`attention` (--attention) flash_attention_2 runs on a CUDA GPU in half precision; add "
-                             "--device cuda --dtype bfloat16 (or float16), or use --attention sdpa.")
+        raise ValueError("`attention` (--attention) flash_attention_2 runs on a CUDA GPU in half precision; add "
+                         "--device cuda --dtype bfloat16 (or float16), or use --attention sdpa.")
     return requested
 
 
@@ -158,10 +165,7 @@ def baseline_attention(name, requested="auto", device="cpu", dtype=torch.float32
     model_class = BASELINES[name].model_class
     supported = [kind for kind, flag in SUPPORT_FLAGS.items() if getattr(model_class, flag, False)]
     if requested == "auto":
-        from transformers.utils import is_flash_attn_2_available
-
-        fast = (torch.device(device).type == "cuda" and dtype in (torch.float16, torch.bfloat16)
-                and "flash_attention_2" in supported and is_flash_attn_2_available())
+        fast = "flash_attention_2" in supported and flash_attention_can_run(device, dtype)
         return "flash_attention_2" if fast else "sdpa" if "sdpa" in supported else "eager"
     return requested if requested in supported or requested == "eager" else "eager"
 

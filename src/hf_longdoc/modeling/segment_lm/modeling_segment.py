@@ -478,12 +478,9 @@ def declared_pooling(path_or_id):
     """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
     named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one
     this model lacks (max, weighted mean, several modes at once: logged)."""
-    def read(filename):
-        return sentence_transformers_file(path_or_id, filename)
-
-    modules = read("modules.json") or []
+    modules = sentence_transformers_file(path_or_id, "modules.json") or []
     folders = [module.get("path", "") for module in modules if str(module.get("type", "")).endswith(".Pooling")]
-    settings = read(f"{folders[0]}/config.json") if folders and folders[0] else None
+    settings = sentence_transformers_file(path_or_id, f"{folders[0]}/config.json") if folders and folders[0] else None
     if not settings:
         return None
     modes = sorted(key for key, value in settings.items() if key.startswith("pooling_mode_") and value is True)
