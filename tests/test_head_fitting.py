@@ -30,14 +30,20 @@ def pretrained(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("family", ["segment_lm", "sparse_longformer"])
-def test_head_logits_on_cached_features_equal_the_whole_model(pretrained, family):
-    """The cache is exactly what the model computes: the head over it gives the model's own logits."""
+@pytest.mark.parametrize("family, pooling", [("segment_lm", None), ("sparse_longformer", None),
+                                             ("sparse_longformer", "gated")])
+def test_head_logits_on_cached_features_equal_the_whole_model(pretrained, family, pooling):
+    """The cache is exactly what the model computes: the head over it gives the model's own logits (the gated
+    readout caches every state, padded so that batches of different lengths stack)."""
     from datasets import Dataset
 
     selector = {"global_selector": "first_n", "num_global_tokens": 4} if family == "sparse_longformer" else None
+    if pooling:
+        selector["classifier_pooling"] = pooling
     model, tokenizer = build_from_backbone(family, str(pretrained), ["a", "b", "c"], False, selector, max_length=200)
     model.eval()
+    if pooling == "gated":  # gates that differ between tokens (they start equal)
+        torch.nn.init.normal_(model.token_gate.weight, std=1.0)
     texts = ["markets rallied " * 60, "the match ended " * 20, "a film about rain " * 35]
     dataset = Dataset.from_dict(dict(tokenizer(texts, truncation=True)))
     features = cached_features(model, FAMILIES[family], dataset, tokenizer, batch_size=2, progress=False)

@@ -152,6 +152,37 @@ def test_mean_pooling_reads_the_mean_of_each_documents_real_token_states():
         SparseLongformerConfig(classifier_pooling="max")
 
 
+def test_gated_pooling_weights_each_real_token_by_its_gate_and_starts_as_the_mean():
+    """`classifier_pooling="gated"`: the head reads Σ_i σ(w·LN(h_i) + b) h_i / Σ_i σ(...) over each document's real
+    tokens (written out per document here); with the gate's initial w = 0, b = 0 that is the mean, and the gate is a
+    head parameter that saves and loads with the model."""
+    torch.manual_seed(0)
+    config = dict(**TINY, global_selector="first_n", num_global_tokens=3, num_labels=3)
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(**config, classifier_pooling="gated"))
+    model.eval()
+    input_ids, attention_mask = _documents([45, 30, 7])
+    with torch.no_grad():
+        assert not model.token_gate.weight.any() and not model.token_gate.bias.any()
+        model.config.classifier_pooling = "mean"
+        as_mean = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        model.config.classifier_pooling = "gated"
+        torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask).logits, as_mean)
+        torch.nn.init.normal_(model.token_gate.weight, std=0.5)
+        torch.nn.init.constant_(model.token_gate.bias, -0.3)
+        batch = model(input_ids=input_ids, attention_mask=attention_mask).logits
+        w, b = model.token_gate.weight, model.token_gate.bias[0]
+        for row, length in enumerate(attention_mask.sum(dim=1).tolist()):
+            states = model.longformer(input_ids[row:row + 1, :length]).last_hidden_state[0]  # (length, d)
+            normed = (states - states.mean(-1, keepdim=True)) / torch.sqrt(states.var(-1, unbiased=False, keepdim=True)
+                                                                           + model.config.layer_norm_eps)
+            gates = torch.sigmoid(normed @ w + b)  # (length,); the LayerNorm's own weight 1 and bias 0
+            expected = model.classifier(((gates[:, None] * states).sum(0) / gates.sum())[None, None])
+            torch.testing.assert_close(batch[row:row + 1], expected, rtol=0, atol=1e-5)
+        assert not torch.allclose(batch, as_mean, atol=1e-3)  # the gates changed what the head reads
+    assert "token_gate.weight" in dict(model.named_parameters())
+    assert SparseLongformerForSequenceClassification(SparseLongformerConfig(**config)).token_gate is None
+
+
 def test_mean_pooling_reads_what_the_model_reads_of_an_over_long_document():
     """A document longer than the positions is cut (with a warning) before the mean, as before [CLS]; a global mask
     value of 2 still counts one token once."""

@@ -11,7 +11,7 @@ from transformers import LongformerConfig
 GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
 PMI_SELECTIONS = ("pairs", "sum")
 ATTENTION_BACKENDS = ("blocked", "longformer")
-CLASSIFIER_POOLINGS = ("cls", "mean")  # ModernBERT's names for the same two readings
+CLASSIFIER_POOLINGS = ("cls", "mean", "gated")  # the first two: ModernBERT's names for the same two readings
 
 # The small model `SparseLongformerConfig()` builds (trains on two CPU cores in minutes); anything a Longformer
 # checkpoint's config.json holds overrides these.
@@ -106,7 +106,9 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens
             (those `attention_mask` keeps). `hf-longdoc train --backbone` sets `"mean"` for a sentence-embedding
             checkpoint trained to embed text by its mean (all-MiniLM-L6-v2): its [CLS] state was never trained to
-            summarise.
+            summarise. `"gated"`: a weighted mean, each real token weighted by a learned gate σ(w·LN(h_i) + b) on its
+            final state h_i (w = 0, b = 0 at initialisation, so it starts as the mean), so the head can learn which
+            tokens carry the label (in a document whose evidence sits after unrelated text, those of the evidence).
     """
 
     model_type = "sparse_longformer"

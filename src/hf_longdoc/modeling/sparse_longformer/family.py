@@ -8,6 +8,7 @@ Hub never does.
 
 import logging
 
+from torch.nn import functional as F
 from transformers import AutoConfig, AutoTokenizer
 
 from ..registry import Family, register_family, special_token_ids
@@ -114,14 +115,24 @@ def _first_state(encoder_name):
 
 
 def _pooled_state(model, input_ids, attention_mask):
-    """(b, 1, d): what the sparse Longformer's classification head reads, [CLS] or the token mean
-    (`classifier_pooling`)."""
+    """What the sparse Longformer's classification head reads, computed by the frozen encoder: (b, 1, d), [CLS] or
+    the token mean (`classifier_pooling`); for `"gated"`, whose gates train with the head, every final state and the
+    mask, zero-padded to the model's reading length so that batches stack: (b, L, d) and (b, L)."""
     states = model.longformer(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
-    return (model.pooled_state(states, attention_mask),)
+    if model.token_gate is None:
+        return (model.pooled_state(states, attention_mask),)
+    missing = model.config.max_position_embeddings - model.config.pad_token_id - 1 - states.shape[1]
+    mask = attention_mask[:, :states.shape[1]]
+    return F.pad(states, (0, 0, 0, missing)), F.pad(mask, (0, missing))
 
 
 def _classifier_logits(model, first_state):
     return model.classifier(first_state)
+
+
+def _sparse_longformer_logits(model, *features):
+    """The classifier on `_pooled_state`'s features: the pooled state, or every state and the mask (`"gated"`)."""
+    return model.classifier(model.pooled_state(*features) if model.token_gate is not None else features[0])
 
 
 register_family(Family(
@@ -155,7 +166,7 @@ register_family(Family(
     from_backbone=_sparse_longformer_from_backbone,
     backbone_refusal=_sparse_longformer_refusal,
     frozen_features=_pooled_state,
-    head_logits=_classifier_logits,
+    head_logits=_sparse_longformer_logits,
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                    "global_selector", "num_global_tokens", "max_position_embeddings",
                    "attention_probs_dropout_prob", "classifier_pooling"),

@@ -36,8 +36,10 @@ import os
 import re
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoModel
+from transformers import initialization as init
 from transformers.models.longformer.modeling_longformer import (
     LongformerBaseModelOutputWithPooling,
     LongformerClassificationHead,
@@ -331,6 +333,23 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         return out.scatter(1, index, kept)
 
 
+class TokenGate(nn.Module):
+    """`classifier_pooling="gated"`: one gate per token, σ(w·LN(h_i) + b) on its final state h_i. The LayerNorm gives
+    the score unit-scale inputs (a converted MiniLM's final states have a norm near 3.6, and without it the gate barely
+    moved in 30 epochs of the head stage); w = 0 and b = 0 at initialisation (every gate 1/2), so the weighted mean
+    it gives starts as the plain mean."""
+
+    def __init__(self, hidden_size, eps):
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
+        self.weight = nn.Parameter(torch.zeros(hidden_size))  # w
+        self.bias = nn.Parameter(torch.zeros(1))  # b
+
+    def forward(self, hidden_states):
+        score = self.norm(hidden_states) @ self.weight.to(hidden_states.dtype) + self.bias.to(hidden_states.dtype)
+        return torch.sigmoid(score)[..., None]  # (b, n, 1)
+
+
 class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedModel):
     config_class = SparseLongformerConfig
     _no_split_modules = ["SparseLongformerSelfAttention"]
@@ -339,6 +358,9 @@ class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedM
     def _init_weights(self, module):
         super()._init_weights(module)
         init_selector_buffers(module)
+        if isinstance(module, TokenGate):  # every gate 1/2: the mean at the start
+            init.zeros_(module.weight)
+            init.zeros_(module.bias)
 
 
 class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
@@ -444,8 +466,8 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
 
 class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel):
     """Longformer's classification head (dense → tanh → out_proj, same parameter names) on a `SparseLongformerModel`,
-    reading the final [CLS] state or the mean of the real tokens' (`config.classifier_pooling`): single-label,
-    multi-label (BCE) or regression, by `problem_type`."""
+    reading the final [CLS] state, the mean of the real tokens' or their gated mean (`config.classifier_pooling`):
+    single-label, multi-label (BCE) or regression, by `problem_type`."""
 
     accepts_loss_kwargs = False  # the loss is a mean over the batch; it does not use num_items_in_batch
 
@@ -454,6 +476,7 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         self.num_labels = config.num_labels
         self.longformer = SparseLongformerModel(config, add_pooling_layer=False)
         self.classifier = LongformerClassificationHead(config)
+        self.token_gate = TokenGate(config.hidden_size, config.layer_norm_eps) if config.classifier_pooling == "gated" else None
         self.post_init()
 
     @classmethod
@@ -552,16 +575,19 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         return model.eval()
 
     def pooled_state(self, last_hidden_state, attention_mask=None):
-        """(b, 1, d): what the classification head reads (it takes position 0): the final [CLS] state, or with
+        """(b, 1, d): what the classification head reads (it takes position 0): the final [CLS] state; with
         `classifier_pooling="mean"` the mean of the final states of the tokens `attention_mask` keeps (all of them
-        without one), as ModernBERT's `classifier_pooling` computes it."""
+        without one), as ModernBERT's `classifier_pooling` computes it; with `"gated"` their mean weighted by
+        `token_gate`, Σ_i σ(w·LN(h_i) + b) h_i / Σ_i σ(w·LN(h_i) + b) over the same tokens."""
         if self.config.classifier_pooling == "cls":
             return last_hidden_state[:, :1]
         if attention_mask is None:
-            return last_hidden_state.mean(dim=1, keepdim=True)
-        # the encoder cut an over-long input to what it reads; any nonzero mask value is a real token
-        keep = attention_mask[:, :last_hidden_state.shape[1], None].bool().float()  # (b, n, 1)
-        weights = keep / keep.sum(dim=1, keepdim=True).clamp(min=1)  # weighted before the sum: no fp16 overflow
+            keep = last_hidden_state.new_ones(last_hidden_state.shape[:2] + (1,), dtype=torch.float32)
+        else:  # the encoder cut an over-long input to what it reads; any nonzero mask value is a real token
+            keep = attention_mask[:, :last_hidden_state.shape[1], None].bool().float()  # (b, n, 1)
+        if self.token_gate is not None:
+            keep = keep * self.token_gate(last_hidden_state).float()
+        weights = keep / keep.sum(dim=1, keepdim=True).clamp(min=torch.finfo(keep.dtype).tiny)  # no fp16 overflow
         return (last_hidden_state * weights.to(last_hidden_state.dtype)).sum(dim=1, keepdim=True)
 
     @can_return_tuple
