@@ -476,7 +476,8 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         self.num_labels = config.num_labels
         self.longformer = SparseLongformerModel(config, add_pooling_layer=False)
         self.classifier = LongformerClassificationHead(config)
-        self.token_gate = TokenGate(config.hidden_size, config.layer_norm_eps) if config.classifier_pooling == "gated" else None
+        gated = config.classifier_pooling == "gated"
+        self.token_gate = TokenGate(config.hidden_size, config.layer_norm_eps) if gated else None
         self.post_init()
 
     @classmethod
