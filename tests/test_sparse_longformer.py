@@ -152,7 +152,7 @@ def test_mean_pooling_reads_the_mean_of_each_documents_real_token_states():
         SparseLongformerConfig(classifier_pooling="max")
 
 
-def test_gated_pooling_weights_each_real_token_by_its_gate_and_starts_as_the_mean():
+def test_gated_pooling_weights_each_real_token_by_its_gate_and_starts_as_the_mean(tmp_path):
     """`classifier_pooling="gated"`: the head reads Σ_i σ(w·LN(h_i) + b) h_i / Σ_i σ(...) over each document's real
     tokens (written out per document here); with the gate's initial w = 0, b = 0 that is the mean, and the gate is a
     head parameter that saves and loads with the model."""
@@ -180,6 +180,10 @@ def test_gated_pooling_weights_each_real_token_by_its_gate_and_starts_as_the_mea
             torch.testing.assert_close(batch[row:row + 1], expected, rtol=0, atol=1e-5)
         assert not torch.allclose(batch, as_mean, atol=1e-3)  # the gates changed what the head reads
     assert "token_gate.weight" in dict(model.named_parameters())
+    model.save_pretrained(tmp_path)
+    loaded = SparseLongformerForSequenceClassification.from_pretrained(tmp_path).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(input_ids=input_ids, attention_mask=attention_mask).logits, batch)
     assert SparseLongformerForSequenceClassification(SparseLongformerConfig(**config)).token_gate is None
 
 

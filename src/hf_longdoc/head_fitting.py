@@ -1,9 +1,10 @@
 """Train a pretrained model's new head on features its frozen backbone computes once: the linear-probe stage.
 
 A frozen backbone maps a document to the same vectors in every epoch, so they are computed once (the family's
-registry `frozen_features`: a segment LM's segment vectors z and their mask, a sparse Longformer's [CLS] state) and
-the head (`head_logits`: the biLSTM, attention and classifier of Eq. 3-7; Longformer's classification head) trains on
-that cache for many epochs in seconds. Two uses:
+registry `frozen_features`: a segment LM's segment vectors z and their mask, a sparse Longformer's pooled state or,
+for its gated mean, every final state and the mask) and the head (`head_logits`: the biLSTM, attention and classifier
+of Eq. 3-7; Longformer's classification head, with the gate) trains on that cache for many epochs in seconds. Two
+uses:
 
 - `--freeze-backbone`: the head is all that trains (for users without a GPU); the saved model is still the whole
   `PreTrainedModel`, backbone included, and runs through `pipeline` as any other.

@@ -114,6 +114,11 @@ def _first_state(encoder_name):
     return features
 
 
+def _sparse_longformer_reading_length(config):
+    """RoBERTa-style positions start after the pad id."""
+    return config.max_position_embeddings - config.pad_token_id - 1
+
+
 def _pooled_state(model, input_ids, attention_mask):
     """What the sparse Longformer's classification head reads, computed by the frozen encoder: (b, 1, d), [CLS] or
     the token mean (`classifier_pooling`); for `"gated"`, whose gates train with the head, every final state and the
@@ -121,7 +126,7 @@ def _pooled_state(model, input_ids, attention_mask):
     states = model.longformer(input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
     if model.token_gate is None:
         return (model.pooled_state(states, attention_mask),)
-    missing = model.config.max_position_embeddings - model.config.pad_token_id - 1 - states.shape[1]
+    missing = _sparse_longformer_reading_length(model.config) - states.shape[1]
     mask = attention_mask[:, :states.shape[1]]
     return F.pad(states, (0, 0, 0, missing)), F.pad(mask, (0, missing))
 
@@ -161,8 +166,7 @@ register_family(Family(
     variants={"global_selector": GLOBAL_SELECTORS, "attention_backend": ATTENTION_BACKENDS},
     bench_reference=("longformer", "speedup"),  # our model on Transformers' own attention
     fit_statistics=_fit_selector_statistics,
-    # RoBERTa-style positions start after the pad id
-    reading_length=lambda config: config.max_position_embeddings - config.pad_token_id - 1,
+    reading_length=_sparse_longformer_reading_length,
     from_backbone=_sparse_longformer_from_backbone,
     backbone_refusal=_sparse_longformer_refusal,
     frozen_features=_pooled_state,
