@@ -95,12 +95,13 @@ def test_the_segment_lm_pools_segments_as_a_sentence_transformers_checkpoint_dec
     assert kept.config.gradient_mode == "paper"  # an explicit choice always wins
 
 
-@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "mean"),
+@pytest.mark.parametrize("modes, expected", [(None, "cls"), ({"pooling_mode_mean_tokens": True}, "gated"),
                                              ({"pooling_mode_cls_token": True}, "cls")])
 def test_the_sparse_longformer_classifies_as_a_sentence_transformers_checkpoint_embeds(pretrained, tmp_path, modes,
                                                                                       expected):
-    """A checkpoint trained to embed text by its token mean gets a classifier over that mean; any other the thesis'
-    [CLS]; `--config classifier_pooling=...` always wins. The head stage's cached features are what the head reads."""
+    """A checkpoint trained to embed text by its token mean gets a classifier over a gated mean, which starts as that
+    mean; any other the thesis' [CLS]; `--config classifier_pooling=...` always wins. The head stage's cached
+    features are what the head reads."""
     folder = sentence_transformers_copy(pretrained, tmp_path, modes)
     model, tokenizer = build_from_backbone("sparse_longformer", str(folder), ["a", "b"], False, max_length=128)
     assert model.config.classifier_pooling == expected

@@ -31,25 +31,57 @@ from .outputs import RunDiverged
 logger = logging.getLogger(__name__)
 
 
+CACHE_SHARE = 0.5  # of the memory free where the model runs, the most the head stage's cache may take
+
+
+def free_memory(device):
+    """Bytes free on `device`: the GPU's free memory, or the machine's available RAM."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    import psutil
+
+    return psutil.virtual_memory().available
+
+
 @torch.no_grad()
-def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True, autocast_dtype=None):
-    """The tensors `family.frozen_features` gives for every document of `dataset` (tokenized, with `input_ids` and
+def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True, autocast_dtype=None,
+                    max_bytes=None):
+    """The tensors `family.frozen_features` gives for the documents of `dataset` (tokenized, with `input_ids` and
     `attention_mask`), batch first, computed once in eval mode; under autocast to `autocast_dtype` (a bf16 / fp16 run:
-    the backbone runs as fine-tuning will run it) and kept in float32 for the head."""
+    the backbone runs as fine-tuning will run it) and kept in float32 for the head.
+
+    Every document, unless the cache would take more than `max_bytes`: the size of a document's features, measured
+    on the first batch, sets how many documents fit (at least that batch), and only the first ones are encoded, with
+    a warning. A family that caches every state (the sparse Longformer's gated mean: length × width floats a
+    document) would otherwise fill the memory fine-tuning needs on a large dataset."""
     from tqdm.auto import tqdm
 
     collator = DataCollatorWithPadding(tokenizer)
     rows = dataset.select_columns(["input_ids", "attention_mask"])
     model.eval()
-    parts = []
-    starts = range(0, len(rows), batch_size)
-    for start in tqdm(starts, desc="Encoding with the frozen backbone", unit="batch", disable=not progress):
-        batch = collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
+    parts, documents = [], len(rows)
+    bar = tqdm(total=documents, desc="Encoding with the frozen backbone", unit="doc", disable=not progress)
+    for start in range(0, len(rows), batch_size):
+        if start >= documents:
+            break
+        batch = collator([rows[i] for i in range(start, min(start + batch_size, documents))])
         with torch.autocast(model.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             features = family.frozen_features(model, batch["input_ids"].to(model.device),
                                               batch["attention_mask"].to(model.device))
         parts.append([feature.detach().float() if feature.is_floating_point() else feature.detach()
                       for feature in features])
+        bar.update(len(batch["input_ids"]))
+        if start == 0 and max_bytes is not None:
+            per_document = sum(feature.nbytes for feature in parts[0]) / len(batch["input_ids"])
+            fits = max(len(batch["input_ids"]), int(max_bytes // per_document))
+            if fits < documents:
+                logger.warning("The frozen features of all %d documents would take %.1f GB, more than the %.1f GB "
+                               "set aside for them; the head stage reads the first %d (fine-tuning reads every "
+                               "document). Lower --max-length, or pass --head-epochs 0 to skip the stage.",
+                               documents, per_document * documents / 1e9, max_bytes / 1e9, fits)
+                documents = fits
+                bar.total = fits
+    bar.close()
     return [torch.cat(tensors) for tensors in zip(*parts)]
 
 
@@ -189,6 +221,13 @@ class HeadStage:
                              "out or give a number of epochs.")
         return cls(epochs, freeze_backbone)
 
+    @staticmethod
+    def _cache(model, family, split, tokenizer, batch_size, autocast_dtype, max_bytes, multi_label):
+        """(features, labels) of the documents of `split` whose features fit in `max_bytes`."""
+        features = cached_features(model, family, split, tokenizer, batch_size, autocast_dtype=autocast_dtype,
+                                   max_bytes=max_bytes)
+        return features, labels_of(split, multi_label)[:len(features[0])]
+
     @property
     def trains_end_to_end(self):
         """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
@@ -211,11 +250,12 @@ class HeadStage:
             logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
         if not (self.epochs and fit):
             return None, None
-        train = (cached_features(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype=autocast_dtype),
-                 labels_of(encoded["train"], multi_label))
-        validation = (cached_features(model, family, encoded["validation"], tokenizer, batch_size,
-                                      autocast_dtype=autocast_dtype),
-                      labels_of(encoded["validation"], multi_label))
+        budget = CACHE_SHARE * free_memory(next(model.parameters()).device)
+        train_share = len(encoded["train"]) / (len(encoded["train"]) + len(encoded["validation"]))
+        train = self._cache(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype,
+                            train_share * budget, multi_label)
+        validation = self._cache(model, family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
+                                 (1 - train_share) * budget, multi_label)
         report, calibrated_head = fit_head(model, family, head_parameters, train, validation, self.epochs,
                                            learning_rate or 1e-3, batch_size, seed, multi_label, threshold)
         if not self.trains_end_to_end:

@@ -104,11 +104,11 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         classifier_pooling (`str`, defaults to `"cls"`):
             What the classification head reads (ModernBERT's setting, the same values): `"cls"`, the final [CLS]
             state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens
-            (those `attention_mask` keeps). `hf-longdoc train --backbone` sets `"mean"` for a sentence-embedding
-            checkpoint trained to embed text by its mean (all-MiniLM-L6-v2): its [CLS] state was never trained to
-            summarise. `"gated"`: a weighted mean, each real token weighted by a learned gate σ(w·LN(h_i) + b) on its
-            final state h_i (w = 0, b = 0 at initialisation, so it starts as the mean), so the head can learn which
-            tokens carry the label (in a document whose evidence sits after unrelated text, those of the evidence).
+            (those `attention_mask` keeps). `"gated"`: a weighted mean, each real token weighted by a learned gate
+            σ(w·LN(h_i) + b) on its final state h_i (w = 0, b = 0 at initialisation, so it starts as the mean), so
+            the head can learn which tokens carry the label (in a document whose evidence sits after unrelated text,
+            those of the evidence). `hf-longdoc train --backbone` sets `"gated"` for a sentence-embedding checkpoint
+            trained to embed text by its mean (all-MiniLM-L6-v2), whose [CLS] state was never trained to summarise.
     """
 
     model_type = "sparse_longformer"
