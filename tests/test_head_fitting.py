@@ -53,30 +53,37 @@ def test_head_logits_on_cached_features_equal_the_whole_model(pretrained, family
     torch.testing.assert_close(from_cache, whole, rtol=1e-5, atol=1e-5)
 
 
-def test_a_cache_larger_than_its_memory_holds_the_first_documents_and_says_so(pretrained, monkeypatch, caplog):
-    """The gated sparse Longformer caches every final state: when the documents' features would pass the memory set
-    aside (half of what is free), the head stage reads the first documents that fit, with their labels, and warns."""
+def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_and_says_so(pretrained, monkeypatch,
+                                                                                          caplog):
+    """The gated sparse Longformer caches every final state: when a split's features would pass the memory set aside
+    (half of what is free), the head stage reads as many documents as fit, spread evenly over the split (a split
+    sorted by label keeps both labels), with their labels, and warns; when they fit, it reads them all."""
     from datasets import Dataset
 
     import hf_longdoc.head_fitting as head_fitting
+    from hf_longdoc.head_fitting import cached_split
 
     family = FAMILIES["sparse_longformer"]
     model, tokenizer = build_from_backbone("sparse_longformer", str(pretrained), ["a", "b"], False,
                                            {"global_selector": "first_n", "classifier_pooling": "gated"},
                                            max_length=200)
     texts = [f"document {i} " + "words in it " * (5 + i) for i in range(7)]
-    split = Dataset.from_dict({**tokenizer(texts, truncation=True), "label": [i % 2 for i in range(7)]})
+    split = Dataset.from_dict({**tokenizer(texts, truncation=True), "label": [0, 0, 0, 0, 1, 1, 1]})  # sorted
     every = cached_features(model, family, split, tokenizer, batch_size=2, progress=False)
     per_document = sum(feature.nbytes for feature in every) / 7
-    assert cached_features(model, family, split, tokenizer, batch_size=2, progress=False,
-                           max_bytes=7 * per_document)[0].shape[0] == 7
+    features, labels = cached_split(model, family, split, tokenizer, 2, None, 7 * per_document, False, False)
+    for whole, part in zip(every, features):
+        torch.testing.assert_close(part, whole)
+    assert labels.tolist() == [0, 0, 0, 0, 1, 1, 1] and "set aside" not in caplog.text
     with caplog.at_level("WARNING", logger="hf_longdoc"):
-        features, labels = HeadStage._cache(model, family, split, tokenizer, 2, None, 4.5 * per_document, False)
-    assert features[0].shape[0] == features[1].shape[0] == 4 and labels.tolist() == [0, 1, 0, 1]
-    torch.testing.assert_close(features[0], every[0][:4])
-    assert "the head stage reads the first 4" in caplog.text and "--head-epochs 0" in caplog.text
-    tiny, _ = HeadStage._cache(model, family, split, tokenizer, 2, None, 1.0, False)
-    assert tiny[0].shape[0] == 2  # at least the first batch
+        features, labels = cached_split(model, family, split, tokenizer, 2, None, 4.5 * per_document, False, False)
+    assert features[0].shape[0] == features[1].shape[0] == 4 and labels.tolist() == [0, 0, 1, 1]  # 0, 2, 4, 6
+    kept = [0, 2, 4, 6]  # the real tokens' states (padding depends on the batch)
+    assert torch.equal(features[1], every[1][kept])
+    torch.testing.assert_close(features[0] * features[1][..., None], every[0][kept] * every[1][kept][..., None])
+    assert "reads 4 of them, spread evenly" in caplog.text and "--head-epochs 0" in caplog.text
+    tiny, _ = cached_split(model, family, split, tokenizer, 2, None, 1.0, False, False)
+    assert tiny[0].shape[0] == 2  # at least one batch
     monkeypatch.setattr(head_fitting, "free_memory", lambda device: 2 * 6 * per_document)  # the cache gets half
     report, _ = HeadStage(epochs=2, freeze_backbone=True).run(
         model, family, new_parameter_names(model, family), {"train": split, "validation": split.select(range(3))},
@@ -269,8 +276,7 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
         calibrated = {"1.weight": torch.full((2, 3), -1.0), "1.bias": torch.zeros(2)}
         return {"best_epoch": 9, "lowest_validation_loss_epoch": 3}, calibrated
 
-    monkeypatch.setattr(head_fitting, "cached_features", lambda *args, **kwargs: [torch.zeros(1)])
-    monkeypatch.setattr(head_fitting, "labels_of", lambda *args: torch.zeros(1))
+    monkeypatch.setattr(head_fitting, "cached_split", lambda *args, **kwargs: ([torch.zeros(1)], torch.zeros(1)))
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     encoded = {"train": [0], "validation": [0]}
     report, warm = HeadStage(epochs=5).run(model, None, head, encoded, None, None, 8, 42, False, 0.3)

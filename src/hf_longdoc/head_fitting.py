@@ -44,45 +44,50 @@ def free_memory(device):
 
 
 @torch.no_grad()
-def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True, autocast_dtype=None,
-                    max_bytes=None):
-    """The tensors `family.frozen_features` gives for the documents of `dataset` (tokenized, with `input_ids` and
+def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=True, autocast_dtype=None):
+    """The tensors `family.frozen_features` gives for every document of `dataset` (tokenized, with `input_ids` and
     `attention_mask`), batch first, computed once in eval mode; under autocast to `autocast_dtype` (a bf16 / fp16 run:
-    the backbone runs as fine-tuning will run it) and kept in float32 for the head.
-
-    Every document, unless the cache would take more than `max_bytes`: the size of a document's features, measured
-    on the first batch, sets how many documents fit (at least that batch), and only the first ones are encoded, with
-    a warning. A family that caches every state (the sparse Longformer's gated mean: length × width floats a
-    document) would otherwise fill the memory fine-tuning needs on a large dataset."""
+    the backbone runs as fine-tuning will run it) and kept in float32 for the head."""
     from tqdm.auto import tqdm
 
     collator = DataCollatorWithPadding(tokenizer)
     rows = dataset.select_columns(["input_ids", "attention_mask"])
     model.eval()
-    parts, documents = [], len(rows)
-    bar = tqdm(total=documents, desc="Encoding with the frozen backbone", unit="doc", disable=not progress)
-    for start in range(0, len(rows), batch_size):
-        if start >= documents:
-            break
-        batch = collator([rows[i] for i in range(start, min(start + batch_size, documents))])
+    parts = []
+    starts = range(0, len(rows), batch_size)
+    for start in tqdm(starts, desc="Encoding with the frozen backbone", unit="batch", disable=not progress):
+        batch = collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
         with torch.autocast(model.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             features = family.frozen_features(model, batch["input_ids"].to(model.device),
                                               batch["attention_mask"].to(model.device))
         parts.append([feature.detach().float() if feature.is_floating_point() else feature.detach()
                       for feature in features])
-        bar.update(len(batch["input_ids"]))
-        if start == 0 and max_bytes is not None:
-            per_document = sum(feature.nbytes for feature in parts[0]) / len(batch["input_ids"])
-            fits = max(len(batch["input_ids"]), int(max_bytes // per_document))
-            if fits < documents:
-                logger.warning("The frozen features of all %d documents would take %.1f GB, more than the %.1f GB "
-                               "set aside for them; the head stage reads the first %d (fine-tuning reads every "
-                               "document). Lower --max-length, or pass --head-epochs 0 to skip the stage.",
-                               documents, per_document * documents / 1e9, max_bytes / 1e9, fits)
-                documents = fits
-                bar.total = fits
-    bar.close()
     return [torch.cat(tensors) for tensors in zip(*parts)]
+
+
+def cached_split(model, family, split, tokenizer, batch_size, autocast_dtype, max_bytes, multi_label, progress=True):
+    """(features, labels) of a split for the head stage, the features taking at most `max_bytes`.
+
+    Every document when they fit. The size of a document's features is measured on the first batch. A family that
+    caches every state (the sparse Longformer's gated mean: length × width floats a document) could otherwise fill the
+    memory fine-tuning needs on a large dataset; then the stage reads documents spread evenly over the split (every
+    label of a split sorted by label is among them), as many as fit, and says so."""
+    first = split.select(range(min(batch_size, len(split))))
+    probe = cached_features(model, family, first, tokenizer, batch_size, False, autocast_dtype)
+    per_document = sum(feature.nbytes for feature in probe) / len(first)
+    fits = max(len(first), int(max_bytes // per_document))
+    if fits >= len(split):
+        rest = cached_features(model, family, split.select(range(len(first), len(split))), tokenizer, batch_size,
+                               progress, autocast_dtype) if len(split) > len(first) else None
+        features = probe if rest is None else [torch.cat(pair) for pair in zip(probe, rest)]
+        return features, labels_of(split, multi_label)
+    logger.warning("The frozen features of all %d documents would take %.1f GB, more than the %.1f GB set aside for "
+                   "them (half the free memory); the head stage reads %d of them, spread evenly (fine-tuning reads "
+                   "every document). Lower --max-length, or pass --head-epochs 0 to skip the stage.",
+                   len(split), per_document * len(split) / 1e9, max_bytes / 1e9, fits)
+    split = split.select(torch.linspace(0, len(split) - 1, fits).round().long().tolist())
+    return cached_features(model, family, split, tokenizer, batch_size, progress, autocast_dtype), labels_of(
+        split, multi_label)
 
 
 def labels_of(dataset, multi_label):
@@ -184,7 +189,8 @@ def freeze_backbone(model, head_parameters):
     return frozen
 
 
-__all__ = ["cached_features", "fit_head", "freeze_backbone", "keep_the_better", "labels_of", "state_copy"]
+__all__ = ["cached_features", "cached_split", "fit_head", "freeze_backbone", "keep_the_better", "labels_of",
+           "state_copy"]
 
 
 @dataclass(frozen=True)
@@ -221,13 +227,6 @@ class HeadStage:
                              "out or give a number of epochs.")
         return cls(epochs, freeze_backbone)
 
-    @staticmethod
-    def _cache(model, family, split, tokenizer, batch_size, autocast_dtype, max_bytes, multi_label):
-        """(features, labels) of the documents of `split` whose features fit in `max_bytes`."""
-        features = cached_features(model, family, split, tokenizer, batch_size, autocast_dtype=autocast_dtype,
-                                   max_bytes=max_bytes)
-        return features, labels_of(split, multi_label)[:len(features[0])]
-
     @property
     def trains_end_to_end(self):
         """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
@@ -252,10 +251,10 @@ class HeadStage:
             return None, None
         budget = CACHE_SHARE * free_memory(next(model.parameters()).device)
         train_share = len(encoded["train"]) / (len(encoded["train"]) + len(encoded["validation"]))
-        train = self._cache(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype,
-                            train_share * budget, multi_label)
-        validation = self._cache(model, family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
-                                 (1 - train_share) * budget, multi_label)
+        train = cached_split(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype,
+                             train_share * budget, multi_label)
+        validation = cached_split(model, family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
+                                  (1 - train_share) * budget, multi_label)
         report, calibrated_head = fit_head(model, family, head_parameters, train, validation, self.epochs,
                                            learning_rate or 1e-3, batch_size, seed, multi_label, threshold)
         if not self.trains_end_to_end:
