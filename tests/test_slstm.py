@@ -155,7 +155,7 @@ def _fresh_compile(request):
         from hf_longdoc.modeling.slstm import modeling_slstm
 
         torch._dynamo.reset()
-        modeling_slstm.compiled_run_gates.cache_clear()
+        modeling_slstm.compiled_step_update.cache_clear()
 
 
 def ran_compiled(model, *args, **kwargs):
@@ -202,6 +202,34 @@ def test_the_roofline_records_a_compiled_model_eagerly_and_leaves_it_compiled():
     assert reports[0]["products"] == reports[1]["products"] and reports[0]["gflop"] == reports[1]["gflop"]
     with torch.inference_mode():
         assert ran_compiled(models[1], ids)[1], "the forward after the roofline no longer runs compiled"
+
+
+@pytest.mark.compile
+@pytest.mark.slow
+def test_the_compiled_step_keeps_running_compiled_past_dynamo_s_recompile_limit():
+    """The compiled step unrolls its runs, so each run count is a graph: past dynamo's recompile limit (8 by default,
+    1 here to keep the test short) it would fall back to eager silently; the step allows its own limit."""
+    model = randomised(tiny(chunk_size=2, compile_gates=True)).float().eval()
+    with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=1):
+        for length in (2, 4, 6):  # 1, 2 and 3 runs of two tokens; the first step starts from h = c = x
+            _, was_compiled = ran_compiled(model, torch.randint(1, 31, (1, length)))
+            assert was_compiled, f"{length} tokens ran eagerly"
+
+
+def test_the_fused_gate_layer_norm_is_exact_far_from_zero():
+    """`fused` takes the LayerNorm statistics in one pass over gates shifted by their first element: exact to float32
+    rounding even when the mean dwarfs the spread, where the textbook one-pass E[x²] - E[x]² loses every digit."""
+    from hf_longdoc.modeling.slstm.modeling_slstm import gate_layer_norm
+
+    generator = torch.Generator().manual_seed(0)
+    gates = (1e4 + 0.1 * torch.randn(3, 5, 7, 16, generator=generator, dtype=torch.float64))
+    weight, bias = torch.randn(7, 16, dtype=torch.float64), torch.randn(7, 16, dtype=torch.float64)
+    expected = F.layer_norm(gates[..., None, :], (16,), eps=1e-5).squeeze(-2) * weight + bias
+    fused = gate_layer_norm(gates.float(), weight.float(), bias.float(), 1e-5, fused=True)
+    torch.testing.assert_close(fused.double(), expected, rtol=0, atol=2e-2)
+    torch.testing.assert_close(gate_layer_norm(gates, weight, bias, 1e-5, fused=True), expected)
+    naive_var = (gates.float() ** 2).mean(-1) - gates.float().mean(-1) ** 2
+    assert (naive_var - gates.var(-1, unbiased=False).float()).abs().max() > 1  # what the shift avoids
 
 
 def test_compile_gates_must_be_a_bool():

@@ -31,8 +31,8 @@ and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-ad
 (H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward,
 V g + b and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
 (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a run is one pure function
-(`run_gates`), which `compile_gates` fuses with `torch.compile`. Gate arithmetic, softmaxes and sums over tokens run
-in fp32 under autocast.
+(`run_gates`). `compile_gates` runs each whole step through `torch.compile`, which fuses that function into a few loops
+and with the copies around the products. Gate arithmetic, softmaxes and sums over tokens run in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
@@ -176,13 +176,18 @@ def tanh(x, fused):
 def gate_layer_norm(gates, weight, bias, eps, fused=False):
     """A LayerNorm per gate of a (..., G, H) tensor with (G, H) weight and bias (None: no LayerNorm). Eagerly one
     `group_norm` call (G groups of H channels with per-channel affine is exactly a LayerNorm per gate); `fused`, the
-    same from `var_mean`, which the compiler fuses with what follows (`group_norm` is an opaque kernel to it)."""
+    same statistics in ONE pass over the gates that the compiler fuses with what follows: the mean and the variance of
+    the gates shifted by their first element (the shifted-data algorithm; Chan, Golub & LeVeque, 1983), which keeps the
+    one-pass variance exact to rounding however large the mean (`group_norm` is an opaque kernel to the compiler, and
+    its own `var_mean` reads the gates twice more)."""
     if weight is None:
         return gates
     weight, bias = weight.to(gates.dtype), bias.to(gates.dtype)
     if fused:
-        var, mean = torch.var_mean(gates, dim=-1, unbiased=False, keepdim=True)
-        return (gates - mean) * torch.rsqrt(var + eps) * weight + bias
+        shifted_gates = gates - gates[..., :1]
+        mean = shifted_gates.mean(dim=-1, keepdim=True)
+        var = (shifted_gates * shifted_gates).mean(dim=-1, keepdim=True) - mean * mean
+        return (shifted_gates - mean) * torch.rsqrt(var + eps) * weight + bias
     count, H = gates.shape[-2:]
     normed = F.group_norm(gates.reshape(-1, count * H), count, weight.reshape(-1), bias.reshape(-1), eps)
     return normed.view(gates.shape)
@@ -192,7 +197,8 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
               sentence_norm, eps, fused=False):
     """Everything element-wise in one run's update, after its two matrix products, in fp32: Eq. 3's gates and new
     states of the run's m tokens, and the run's share of Eq. 4's softmax over tokens. A pure function of tensors, so
-    `torch.compile` fuses it (`compile_gates`, which passes `fused=True`); the same function runs eagerly otherwise.
+    `torch.compile` fuses it (`compile_gates` compiles the step with `fused=True`); the same function runs eagerly
+    otherwise.
 
     token_pre (b, m, 7H) = W ξ; x_term (b, m, 7H) = U x; forget_pre (b, m, H) = U_f h_i; V_g (b, 7H) = V g + b;
     W_f_g (b, H) = W_f g + b_f; c_run (b, m, H) the step t-1 cells, with the k before and after it; c_g (b, H); real
@@ -220,11 +226,15 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
     return h_new, c_new, forget_weight.sum(dim=1), (forget_weight * c_old).sum(dim=1)
 
 
+MAX_COMPILED_STEP_GRAPHS = 64  # `compile_gates`: graphs a process keeps of the step (run counts, train/eval, ...)
+
+
 @functools.cache
-def compiled_run_gates():
-    """`run_gates(..., fused=True)` through `torch.compile`, built once per process (shapes that change recompile
-    as dynamic)."""
-    return torch.compile(functools.partial(run_gates, fused=True))
+def compiled_step_update():
+    """`SLSTMStep.update(..., fused=True)` through `torch.compile`, built once per process: a whole recurrent step, so
+    the compiler also fuses the copies that build ξ and join the runs, and the runs cost one call, not one each.
+    Shapes that change recompile as dynamic."""
+    return torch.compile(functools.partial(SLSTMStep.update, fused=True))
 
 
 class GateLayerNorm(nn.Module):
@@ -313,18 +323,25 @@ class SLSTMStep(GradientCheckpointingLayer):
             return torch.cat([left, shifted(padded, k, 0), right], dim=-1)
         return torch.cat([shifted(padded, k, offset) for offset in range(-k, k + 1)], dim=-1)
 
-    def gate_function(self):
-        """`run_gates`, compiled with `config.compile_gates` (unless the whole model is being compiled or exported)."""
-        if self.compile_gates and not torch.compiler.is_compiling():
-            return compiled_run_gates()
-        return run_gates
-
     def forward(self, h, c, g, c_g, x_term, mask, sizes):
         """h, c: (b, n, H) token states, g, c_g: (b, H) sentence states, all at step t-1; x_term = U x, (b, n, 7H),
-        computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states.
+        computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states: the
+        step through `torch.compile` with `config.compile_gates` (unless the whole model is being compiled or
+        exported), eagerly otherwise."""
+        if self.compile_gates and not torch.compiler.is_compiling():
+            # the first step starts from h = c = x and g = c_g: distinct tensors keep it on the other steps' graph
+            c = c.clone() if c is h else c
+            c_g = c_g.clone() if c_g is g else c_g
+            # one graph per number of runs (the loop over runs is unrolled), so allow one per run count up to the
+            # longest input, rather than dynamo's default of 8 per function, past which it would run eagerly
+            with torch._dynamo.config.patch(recompile_limit=MAX_COMPILED_STEP_GRAPHS):
+                return compiled_step_update()(self, h, c, g, c_g, x_term, mask, sizes)
+        return self.update(h, c, g, c_g, x_term, mask, sizes)
 
-        The tokens are updated a run of `config.chunk_size` at a time, each with its k neighbours on either side, so
-        the gate tensors of a run stay in cache; the result does not depend on the runs (tests check it)."""
+    def update(self, h, c, g, c_g, x_term, mask, sizes, fused=False):
+        """The step (`forward`'s arguments). The tokens are updated a run of `config.chunk_size` at a time, each with
+        its k neighbours on either side, so the gate tensors of a run stay in cache; the result does not depend on the
+        runs (tests check it). `fused`: the element-wise forms the compiler fuses best (`run_gates`)."""
         b, n, H = h.shape
         k = self.window_size
         real = mask[:, :, None].to(h.dtype)
@@ -339,7 +356,7 @@ class SLSTMStep(GradientCheckpointingLayer):
         h_runs, c_runs, real_runs = h.split(sizes, dim=1), c.split(sizes, dim=1), real.split(sizes, dim=1)
         x_runs = x_term.split(sizes, dim=1)
         xi_runs = self.xi(F.pad(h, (0, 0, k, k))).split(sizes, dim=1)  # (b, m, B·H) each
-        gates = self.gate_function()
+        gates = functools.partial(run_gates, fused=fused)
         token_norm, sentence_norm = self.token_norm.params(), self.sentence_norm.params(0, 1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
