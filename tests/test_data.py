@@ -159,6 +159,21 @@ def test_empty_documents_are_dropped_with_a_warning(tmp_path, caplog):
     assert "empty or missing text" in caplog.text
 
 
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_a_given_split_left_empty_by_empty_texts_is_named_before_training(monkeypatch, split):
+    """A Hub dataset whose validation (or test) split holds only empty texts: every row is dropped, and the run
+    would fail later inside the head stage or the metrics with an error that does not name the cause."""
+    from datasets import Dataset, DatasetDict
+
+    from hf_longdoc.data import loading
+
+    raw = DatasetDict(train=Dataset.from_dict({"text": [f"words {i}" for i in range(20)], "label": ["a", "b"] * 10}),
+                      **{split: Dataset.from_dict({"text": ["", "   "], "label": ["a", "b"]})})
+    monkeypatch.setattr(loading, "_load_raw", lambda source: raw)
+    with pytest.raises(DatasetError, match=f"empty `{split}` split: none of its documents has text"):
+        load_text_classification_dataset("someone/dataset")
+
+
 @pytest.mark.parametrize("labels,message", [
     (["sport"] * 9 + [["sport", "tech"]], r"train, row 9 \(counting from 0\): the label is a list"),
     ([["a"]] * 9 + ["b"], r"train, row 9 \(counting from 0\): the label is a single label"),

@@ -316,5 +316,9 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     else:
         fraction = validation_fraction / (1.0 - (0.0 if "test" in dataset else test_fraction))
         splits["train"], splits["validation"] = _split(splits["train"], "validation", fraction, seed, stratify)
+    for name in ("validation", "test"):  # a given split whose every text was empty (a carved one never is)
+        if len(splits[name]) == 0:
+            raise DatasetError(f"Dataset {source!r} has an empty `{name}` split: none of its documents has text. Give "
+                               f"it documents with text, or drop the split so that one is carved from `train`.")
     _report_unseen_labels(splits, names, multi_label)
     return DatasetDict(splits), names, multi_label
