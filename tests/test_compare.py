@@ -85,6 +85,20 @@ def test_unknown_models_and_baselines_are_named(models, baselines, fragment):
         parse_models(models, baselines)
 
 
+def test_every_whole_document_baseline_is_named_in_the_help_and_the_error(capsys):
+    """`modernbert` and the other native long encoders are `--baselines` a user must be able to find."""
+    from hf_longdoc.experiments.baselines import BASELINES
+
+    whole = [kind for kind, baseline in BASELINES.items() if not baseline.truncating and kind != "roberta"]
+    assert {"longformer", "bigbird", "modernbert"} <= set(whole)
+    with pytest.raises(ValueError) as error:
+        parse_models([], ["gpt9"])
+    assert main(["compare", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in whole + ["tfidf", "native", "bert-chunks", "bert-<N>-headtail"]:
+        assert name in str(error.value) and name in help_text, name
+
+
 def test_compare_cli_errors_name_the_argument(capsys):
     assert main(["compare", "--task-words", "9"]) == 2
     assert "--task-words" in capsys.readouterr().err

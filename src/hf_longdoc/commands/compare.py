@@ -2,6 +2,7 @@
 
 import os
 
+from ..experiments.compare import baseline_names
 from ..numbers import (
     LEARNING_RATE,
     MAX_LENGTH,
@@ -26,8 +27,7 @@ def add_parser(subparsers):
                                             "sparse_longformer:pmi,segment_lm:att",
                         help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>)")
     parser.add_argument("--baselines", default="bert-512,longformer",
-                        help="bert-<N>, bert-<N>-headtail (first 128 + last N-130 tokens), longformer, tfidf (TF-IDF + "
-                             "logistic regression on the full text); '' for none")
+                        help=f"{baseline_names()}; '' for none".replace("`", ""))
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
                         help="fine-tune every model from this pretrained encoder (folder or Hub id) and read its "
                              "tokenizer: families that can wrap it, and bert-N / bert-N-headtail as the backbone "

@@ -316,6 +316,21 @@ class TfidfBaseline(ModelSpec):
 NAMED_BASELINES = {TFIDF: TfidfBaseline, NATIVE: NativeBaseline, CHUNKS: ChunksBaseline}
 
 
+def whole_document_baselines():
+    """Transformers' models `compare` trains from scratch over the whole document (no `-<N>` cut)."""
+    return [kind for kind, baseline in BASELINES.items() if not baseline.truncating and kind != "roberta"]
+
+
+def baseline_names():
+    """Every `--baselines` name, for the CLI help and the error of an unknown one."""
+    whole = ", ".join(f"`{kind}`" for kind in whole_document_baselines())
+    return ("`bert-<N>` (a BERT reading the first N tokens, e.g. bert-512), `bert-<N>-headtail` (the first 128 and "
+            "the last N - 130 tokens), `albert-<N>`, `canine-<N>` (the elementwise paper's ORIG models; CANINE reads "
+            f"characters), the whole document from scratch: {whole}; `{TFIDF}` (TF-IDF + logistic regression on the "
+            f"full text); with --backbone, `{NATIVE}` (the checkpoint at all its positions) and `{CHUNKS}` (its "
+            "logits averaged over 512-token chunks)")
+
+
 def parse_models(models, baselines):
     """`ModelSpec`s from the comma-separated names, with a ValueError naming any unknown one."""
     specs = []
@@ -329,12 +344,7 @@ def parse_models(models, baselines):
         parsed = parse_baseline(name)
         if parsed is None or parsed.kind == "roberta" or \
                 BASELINES[parsed.kind].truncating != (parsed.tokens is not None):
-            raise ValueError(f"Unknown baseline {name!r}; use `bert-<N>` (a BERT reading the first N tokens, e.g. "
-                             "bert-512), `bert-<N>-headtail` (the first 128 and the last N - 130 tokens), "
-                             "`albert-<N>`, `canine-<N>` (the elementwise paper's ORIG models; CANINE reads "
-                             "characters), `longformer`, `bigbird`, `tfidf`, or with --backbone `native` (the "
-                             "checkpoint at all its positions) and `bert-chunks` (its logits averaged over 512-token "
-                             "chunks).")
+            raise ValueError(f"Unknown baseline {name!r}; use {baseline_names()}.")
         specs.append(TransformersBaseline(name, head=parsed.head, kind=parsed.kind, truncation=parsed.tokens))
     if not specs:
         raise ValueError("Give at least one model in `--models` or `--baselines`.")
@@ -586,4 +596,4 @@ def summarize(rows):
     return summary
 
 
-__all__ = ["CompareSettings", "compare", "parse_models", "summarize"]
+__all__ = ["CompareSettings", "baseline_names", "compare", "parse_models", "summarize"]
