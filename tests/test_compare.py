@@ -190,6 +190,19 @@ def test_split_seed_keeps_one_split_for_every_seed(tmp_path, monkeypatch):
         compare(**run, output_dir=str(tmp_path / "bad"), split_seed="7")
 
 
+def test_first_seed_adds_seeds_to_an_earlier_run(tmp_path):
+    """`--first-seed 43 --seeds 1` gives the row that seed 43 of `--seeds 2` gives (TF-IDF: its split decides it)."""
+    run = dict(dataset=_dataset(tmp_path), text_column="body", label_column="topic", models=[], baselines=["tfidf"],
+               settings=TINY, evidence=(), bench_lengths=(), progress=lambda message: None)
+    both = compare(**run, seeds=2, output_dir=str(tmp_path / "both"))
+    (later,) = compare(**run, seeds=1, first_seed=43, output_dir=str(tmp_path / "later"))
+    assert [row["seed"] for row in both] == [42, 43] and later["seed"] == 43
+    assert later["accuracy"] == both[1]["accuracy"]
+    assert "seed 43" in (tmp_path / "later" / "report.md").read_text()
+    with pytest.raises(ValueError, match="first_seed"):
+        compare(**run, output_dir=str(tmp_path / "bad"), first_seed=-1)
+
+
 def test_modernbert_is_a_baseline_of_bench_and_compare_from_scratch(tmp_path, capsys):
     """A native long encoder at the bench's size with its own long settings (a 128-token local window, global every
     third layer): bench reports every model's speed and memory against it, and compare trains it from scratch."""

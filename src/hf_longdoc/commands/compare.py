@@ -39,7 +39,10 @@ def add_parser(subparsers):
     parser.add_argument("--head-epochs", type=NON_NEGATIVE_INTEGER.parse, default=None,
                         help="with --backbone: epochs of each family's new head on cached frozen features before "
                              "fine-tuning; 0 skips it; None: 50 where the family caches features, else 0")
-    parser.add_argument("--seeds", type=POSITIVE_INTEGER.parse, default=1, help="seeds 42, 43, ...: mean ± std")
+    parser.add_argument("--seeds", type=POSITIVE_INTEGER.parse, default=1,
+                        help="seeds --first-seed, --first-seed + 1, ...: mean ± std")
+    parser.add_argument("--first-seed", type=SEED.parse, default=42,
+                        help="the first seed: 43 with --seeds 2 adds seeds 43 and 44 to a run of seed 42 alone")
     parser.add_argument("--split-seed", type=SEED.parse, default=None,
                         help="draw the data split (built-in task: its documents) once with this seed for every "
                              "--seeds run; None: each seed draws its own")
@@ -101,6 +104,6 @@ def run(args):
             evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,
             task_words=words, bench_lengths=() if args.bench_lengths == "none" else
             integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir,
-            split_seed=args.split_seed, overwrite=args.overwrite)
+            split_seed=args.split_seed, overwrite=args.overwrite, first_seed=args.first_seed)
     with open(os.path.join(args.output_dir, "report.md")) as f:
         print(f.read())

@@ -83,7 +83,7 @@ logger = logging.getLogger(__name__)
 METRICS = ("accuracy", "macro_f1", "micro_f1")
 EVIDENCE_POSITIONS = ("start", "middle", "end")
 COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
-FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1
+FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1 unless `--first-seed` moves them
 TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over the full text
 # baselines of a pretrained `--backbone` only: the checkpoint through its own AutoModelForSequenceClassification at all
 # its positions, and the checkpoint over every chunk of the document with the logits averaged
@@ -504,8 +504,9 @@ def builtin_task(position, seed, task_size, task_words, settings, inverted=True)
 def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
             baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=1000,
             task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print,
-            split_seed=None, overwrite=False):
+            split_seed=None, overwrite=False, first_seed=FIRST_SEED):
     """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows.
+    It runs seeds `first_seed` ... `first_seed + seeds - 1` (a later `first_seed` adds seeds to an earlier run's).
 
     Each seed draws the data (a file's train/validation/test split; the built-in task's documents) with that seed,
     unless `split_seed` fixes them: then every seed trains on the same split and only the training draws differ.
@@ -515,6 +516,8 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     specs = parse_models(list(models), list(baselines))
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or first_seed < 0:
+        raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {first_seed!r}.")
     if split_seed is not None and (isinstance(split_seed, bool) or not isinstance(split_seed, int)):
         raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {split_seed!r}.")
     settings.check()
@@ -538,7 +541,7 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if bench_lengths:
         check_models(bench_models, tuple(bench_lengths), bench_overrides, **bench_sizes)
     rows = []
-    for seed in range(FIRST_SEED, FIRST_SEED + seeds):
+    for seed in range(first_seed, first_seed + seeds):
         data_seed = seed if split_seed is None else split_seed
         if dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
             task = builtin_task("anywhere", data_seed, task_size, task_words, settings)
@@ -570,8 +573,8 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
         bench_rows = run_bench(models=bench_models, lengths=tuple(bench_lengths), repeats=3, roofline=False,
                                num_global=max(1, settings.max_length // 32), progress=progress,
                                config_overrides=bench_overrides, **bench_sizes)
-    seed_text = (f"seed {FIRST_SEED}" if seeds == 1
-                 else f"mean ± std over seeds {FIRST_SEED}-{FIRST_SEED + seeds - 1}")
+    seed_text = (f"seed {first_seed}" if seeds == 1
+                 else f"mean ± std over seeds {first_seed}-{first_seed + seeds - 1}")
     seed_text += (", each drawing its own split" if split_seed is None and seeds > 1
                   else f", on the split drawn with seed {split_seed}" if split_seed is not None else "")
     write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir)
