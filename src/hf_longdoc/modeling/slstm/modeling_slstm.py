@@ -177,9 +177,10 @@ def gate_layer_norm(gates, weight, bias, eps, fused=False):
     """A LayerNorm per gate of a (..., G, H) tensor with (G, H) weight and bias (None: no LayerNorm). Eagerly one
     `group_norm` call (G groups of H channels with per-channel affine is exactly a LayerNorm per gate); `fused`, the
     same statistics in ONE pass over the gates that the compiler fuses with what follows: the mean and the variance of
-    the gates shifted by their first element (the shifted-data algorithm; Chan, Golub & LeVeque, 1983), which keeps the
-    one-pass variance exact to rounding however large the mean (`group_norm` is an opaque kernel to the compiler, and
-    its own `var_mean` reads the gates twice more)."""
+    the gates shifted by their first element (the shifted-data algorithm; Chan, Golub & LeVeque, 1983): only their
+    spread around that element enters the one-pass variance, not their mean, where the textbook E[x²] - E[x]² loses
+    every digit once the mean dwarfs the spread (`group_norm` is an opaque kernel to the compiler, and its own
+    `var_mean` reads the gates twice more)."""
     if weight is None:
         return gates
     weight, bias = weight.to(gates.dtype), bias.to(gates.dtype)
