@@ -7,12 +7,15 @@ import socket
 import subprocess
 import sys
 
+import psutil
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import Trainer, TrainingArguments
 
 sys.path.insert(0, os.path.dirname(__file__))
 from families import FAMILY_CASES  # noqa: E402
+
+LAUNCH_TIMEOUTS = (300, 600)  # seconds: a launch that hangs is killed, then tried once more
 
 
 def free_port():
@@ -29,16 +32,27 @@ def launch(name, output_dir, overrides=None):
     waited out its timeout in a case that passes in about a minute) is killed at 300 s and launched once more on a
     fresh port; the assertions on its result are unchanged."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1", GLOO_SOCKET_IFNAME="lo")
-    for timeout in (300, 600):
+    for timeout in LAUNCH_TIMEOUTS:
         command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr",
                    "127.0.0.1", "--master_port", free_port(), __file__, name, str(output_dir),
                    json.dumps(overrides or {})]
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         try:
-            result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
-                                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            stdout, stderr = process.communicate(timeout=timeout)
+            result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
             break
         except subprocess.TimeoutExpired:
-            if timeout == 600:
+            # torchrun starts each rank in a session of its own, so killing the launcher (or its process group) left
+            # a hung rank running past the test, holding a core and the output pipes: kill the whole tree.
+            launcher = psutil.Process(process.pid)
+            for stuck in launcher.children(recursive=True) + [launcher]:
+                try:
+                    stuck.kill()
+                except psutil.NoSuchProcess:  # it ended meanwhile
+                    pass
+            process.communicate()
+            if timeout == LAUNCH_TIMEOUTS[-1]:
                 raise
     if result.returncode:
         return result, None

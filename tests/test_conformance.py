@@ -3,7 +3,9 @@
 import ast
 import copy
 import os
+import subprocess
 
+import psutil
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -17,7 +19,8 @@ from transformers import (
 from transformers.testing_utils import CaptureLogger
 from transformers.utils import logging
 
-from ddp_train import launch  # noqa: E402  (tests/ is on sys.path: conftest.py)
+import ddp_train  # noqa: E402  (tests/ is on sys.path: conftest.py)
+from ddp_train import launch  # noqa: E402
 from fresh_process import run_without_hf_longdoc
 from half_precision import assert_half_precision_agrees
 
@@ -292,6 +295,18 @@ def test_two_process_ddp_trainer_run(family, tmp_path):
     assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.slow
+def test_a_launch_that_outlives_its_timeout_leaves_no_rank_running(tmp_path, monkeypatch):
+    """torchrun gives each rank a session of its own: the timeout must kill them too, or a hung rank outlives the test
+    (it did, holding a core through the rest of a CI run). 4 s is past the ranks' start, well before they finish."""
+    monkeypatch.setattr(ddp_train, "LAUNCH_TIMEOUTS", (4, 5))
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch("contextualizer", tmp_path)
+    left = [process.pid for process in psutil.process_iter(["cmdline"])
+            if str(tmp_path) in " ".join(process.info["cmdline"] or [])]
+    assert not left
 
 
 CORPUS = [f"document {i} about reactors, valves and {'pumps ' * (i % 5)}with a closing remark." for i in range(24)]
