@@ -71,13 +71,19 @@ def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_an
     split = Dataset.from_dict({**tokenizer(texts, truncation=True), "label": [0, 0, 0, 0, 1, 1, 1]})  # sorted
     every = cached_features(model, family, split, tokenizer, batch_size=2, progress=False)
     per_document = sum(feature.nbytes for feature in every) / 7
+    encoded = []  # documents encoded, call by call: none twice
+    monkeypatch.setattr(head_fitting, "cached_features",
+                        lambda model, family, dataset, *args: encoded.append(len(dataset)) or cached_features(
+                            model, family, dataset, *args))
     features, labels = cached_split(model, family, split, tokenizer, 2, None, 7 * per_document, False, False)
+    assert encoded == [2, 5]
     for whole, part in zip(every, features):
         torch.testing.assert_close(part, whole)
     assert labels.tolist() == [0, 0, 0, 0, 1, 1, 1] and "set aside" not in caplog.text
     with caplog.at_level("WARNING", logger="hf_longdoc"):
         features, labels = cached_split(model, family, split, tokenizer, 2, None, 4.5 * per_document, False, False)
     assert features[0].shape[0] == features[1].shape[0] == 4 and labels.tolist() == [0, 0, 1, 1]  # 0, 2, 4, 6
+    assert encoded[2:] == [2, 3]  # the first batch measures; 0 is read from it, and 2, 4 and 6 are encoded
     kept = [0, 2, 4, 6]  # the real tokens' states (padding depends on the batch)
     assert torch.equal(features[1], every[1][kept])
     torch.testing.assert_close(features[0] * features[1][..., None], every[0][kept] * every[1][kept][..., None])

@@ -71,23 +71,26 @@ def cached_split(model, family, split, tokenizer, batch_size, autocast_dtype, ma
     Every document when they fit. The size of a document's features is measured on the first batch. A family that
     caches every state (the sparse Longformer's gated mean: length × width floats a document) could otherwise fill the
     memory fine-tuning needs on a large dataset; then the stage reads documents spread evenly over the split (every
-    label of a split sorted by label is among them), as many as fit, and says so."""
+    label of a split sorted by label is among them), as many as fit, and says so. No document is encoded twice: those
+    of the first batch that are read come from the measurement."""
     first = split.select(range(min(batch_size, len(split))))
     probe = cached_features(model, family, first, tokenizer, batch_size, False, autocast_dtype)
     per_document = sum(feature.nbytes for feature in probe) / len(first)
     fits = max(len(first), int(max_bytes // per_document))
-    if fits >= len(split):
-        rest = cached_features(model, family, split.select(range(len(first), len(split))), tokenizer, batch_size,
-                               progress, autocast_dtype) if len(split) > len(first) else None
-        features = probe if rest is None else [torch.cat(pair) for pair in zip(probe, rest)]
-        return features, labels_of(split, multi_label)
-    logger.warning("The frozen features of all %d documents would take %.1f GB, more than the %.1f GB set aside for "
-                   "them (half the free memory); the head stage reads %d of them, spread evenly (fine-tuning reads "
-                   "every document). Lower --max-length, or pass --head-epochs 0 to skip the stage.",
-                   len(split), per_document * len(split) / 1e9, max_bytes / 1e9, fits)
-    split = split.select(torch.linspace(0, len(split) - 1, fits).round().long().tolist())
-    return cached_features(model, family, split, tokenizer, batch_size, progress, autocast_dtype), labels_of(
-        split, multi_label)
+    chosen = list(range(len(split)))
+    if fits < len(split):
+        logger.warning("The frozen features of all %d documents would take %.1f GB, more than the %.1f GB set aside "
+                       "for them (half the free memory); the head stage reads %d of them, spread evenly (fine-tuning "
+                       "reads every document). Lower --max-length, or pass --head-epochs 0 to skip the stage.",
+                       len(split), per_document * len(split) / 1e9, max_bytes / 1e9, fits)
+        chosen = torch.linspace(0, len(split) - 1, fits).round().long().tolist()
+    measured = [i for i in chosen if i < len(first)]  # ascending, so they lead
+    features = [feature[measured] for feature in probe]
+    if len(chosen) > len(measured):
+        rest = cached_features(model, family, split.select(chosen[len(measured):]), tokenizer, batch_size, progress,
+                               autocast_dtype)
+        features = [torch.cat(pair) for pair in zip(features, rest)]
+    return features, labels_of(split.select(chosen), multi_label)
 
 
 def labels_of(dataset, multi_label):
