@@ -43,20 +43,25 @@ def launch(name, output_dir, overrides=None):
             result = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
             break
         except subprocess.TimeoutExpired:
-            # torchrun starts each rank in a session of its own, so killing the launcher (or its process group) left
-            # a hung rank running past the test, holding a core and the output pipes: kill the whole tree.
-            launcher = psutil.Process(process.pid)
-            for stuck in launcher.children(recursive=True) + [launcher]:
-                try:
-                    stuck.kill()
-                except psutil.NoSuchProcess:  # it ended meanwhile
-                    pass
-            process.communicate()
+            kill_tree(process)
             if timeout == LAUNCH_TIMEOUTS[-1]:
                 raise
     if result.returncode:
         return result, None
     return result, [load_file(os.path.join(output_dir, f"rank{rank}.safetensors")) for rank in (0, 1)]
+
+
+def kill_tree(process):
+    """Kill a launcher and every rank it started, and collect its pipes: torchrun starts each rank in a session of its
+    own, so killing the launcher (or its process group) left a hung rank running past the test, holding a core and
+    the output pipes."""
+    launcher = psutil.Process(process.pid)
+    for stuck in launcher.children(recursive=True) + [launcher]:
+        try:
+            stuck.kill()
+        except psutil.NoSuchProcess:  # it ended meanwhile
+            pass
+    process.communicate()
 
 
 def collate(features):

@@ -23,6 +23,7 @@ from .modeling.sparse_longformer import (
     SparseLongformerModel,
 )
 from .pipelines import LongDocumentClassificationPipeline, register_pipeline
+from .predicting import predict
 from .tokenization import ElementwiseTokenizer
 
 register_pipeline()  # pipeline("long-document-classification", model=...)
@@ -34,6 +35,7 @@ __all__ = [
     "FAMILIES",
     "get_family",
     "LongDocumentClassificationPipeline",
+    "predict",
     "ContextualizerConfig",
     "ContextualizerModel",
     "ContextualizerForSequenceClassification",

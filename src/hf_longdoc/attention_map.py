@@ -74,14 +74,14 @@ def attention_map(model, tokenizer, text, path, selector=None, max_length=None, 
 def attention_map_of_saved_model(model_dir, text, path, selector=None, overwrite=False):
     """`attention_map` of the sparse-map Longformer or Big Bird saved in `model_dir` (with its tokenizer), written to
     `path`: a new file, or one hf-longdoc wrote and nobody changed since, unless `overwrite`."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from .saved_models import load_saved_model, load_saved_tokenizer
 
     if not str(path).lower().endswith(".png"):
         raise ValueError(f"`output` (--output) {path!r} must be a .png file name (e.g. out/attention_map.png).")
     require_writable_folder(os.path.dirname(os.path.abspath(path)), "`output` (--output)")
     check_files_free([path], overwrite, "--overwrite (overwrite=True)")
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = load_saved_model(model_dir, "`model_dir`")
+    tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
     listing = attention_map(model, tokenizer, text, path, selector=selector)
     record_outputs([path])
     return listing

@@ -5,6 +5,7 @@ import logging
 import sys
 
 from .commands import COMMANDS
+from .distributed import finish
 
 
 def build_parser():
@@ -25,6 +26,7 @@ def main(argv=None):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         args.run(args)
+        finish()  # under torchrun: every process leaves the group together
     except (ValueError, TypeError, OSError) as error:
         print(f"hf-longdoc {args.command}: error: {error}", file=sys.stderr)
         return 2

@@ -26,6 +26,8 @@ import time
 
 from filelock import FileLock, Timeout
 
+from .distributed import is_main_process, on_main_then_share, wait_for_everyone
+
 logger = logging.getLogger(__name__)
 
 MANIFEST = ".hf_longdoc.json"
@@ -161,7 +163,7 @@ class RunFolder:
         self.staging = os.path.join(self.parent, f".{self.name}.partial")
         self.previous = os.path.join(self.parent, f".{self.name}.previous")
         self.overwrite, self.resume, self.settings = overwrite, resume, settings
-        self.checkpoint = None
+        self.checkpoint, self.owner = None, True
         self._lock = FileLock(os.path.join(self.parent or os.sep, f".{self.name}.lock"), timeout=0)
 
     # -- before the run -------------------------------------------------------------------------------------------
@@ -170,7 +172,13 @@ class RunFolder:
         return self
 
     def open(self):
-        """Check the target, take the lock, recover an interrupted commit and prepare the staging folder."""
+        """Check the target, take the lock, recover an interrupted commit and prepare the staging folder: on the
+        main process only, when a launcher (torchrun, accelerate launch) started several; the others learn the
+        checkpoint to resume from it, or its error, and train into the staging folder it prepared."""
+        self.owner = is_main_process()
+        self.checkpoint = on_main_then_share(self._open_here)
+
+    def _open_here(self):
         if self.resume and self.overwrite:
             raise ValueError("Pass either `resume` (--resume: continue the interrupted run) or `overwrite` "
                              "(--overwrite: replace the user's files that a run writes), not both.")
@@ -193,10 +201,12 @@ class RunFolder:
         try:
             self._recover_interrupted_commit()
             self._check_target()
+            self._check_replaceable()
             self._prepare_staging()
         except BaseException:
             self._release()
             raise
+        return self.checkpoint
 
     def _entries(self, folder):
         return sorted(os.listdir(folder)) if os.path.isdir(folder) else []
@@ -207,6 +217,26 @@ class RunFolder:
         manifest = read_manifest(folder)
         return [e for e in self._entries(folder)
                 if e != MANIFEST and not (e in manifest["run"] and is_unchanged(folder, e, manifest, "run"))]
+
+    def _check_replaceable(self):
+        """Prove, before any work, that an earlier run in the target can be replaced as `commit` will: the target is
+        renamed aside and back (an immutable or read-only folder refuses it), and its entries can be moved out (the
+        user's files are carried into the new run). An interruption between the two renames is undone by the next
+        run's `_recover_interrupted_commit`."""
+        if not os.path.isdir(self.target):
+            return
+        try:
+            os.rename(self.target, self.previous)
+        except OSError as error:
+            raise ValueError(f"{self.argument} {self.target!r} holds an earlier run that cannot be replaced "
+                             f"({error.strerror or error}): a finished run takes that folder's place. Make it "
+                             "writable (e.g. `chattr -i` / `chmod u+w` on it and its parent), or choose another "
+                             "folder.") from None
+        os.rename(self.previous, self.target)
+        if self._users_entries(self.target) and not os.access(self.target, os.W_OK | os.X_OK):
+            raise ValueError(f"{self.argument} {self.target!r} cannot be written, so the files of yours there cannot "
+                             "be carried into the new run; make it writable (`chmod u+w`), or choose another "
+                             "folder.")
 
     def _check_target(self):
         users = self._users_entries(self.target)
@@ -273,7 +303,14 @@ class RunFolder:
     # -- after the run --------------------------------------------------------------------------------------------
     def commit(self):
         """Move the finished run into the target as one rename, carrying the user's entries over; the earlier run's
-        own files are then removed. Writes the run's manifest first."""
+        own files are then removed. Writes the run's manifest first. With several processes, every one calls this:
+        they meet at a barrier (all have finished writing), the main process commits, and they meet again."""
+        wait_for_everyone()
+        if self.owner:
+            self._commit_here()
+        wait_for_everyone()
+
+    def _commit_here(self):
         settings_path = os.path.join(self.staging, self.SETTINGS)
         if os.path.exists(settings_path):
             os.remove(settings_path)
@@ -328,6 +365,8 @@ class RunFolder:
             self.overwrite = overwrite
 
     def __exit__(self, kind, error, traceback):
+        if not self.owner:  # the main process cleans up and holds the lock
+            return False
         try:
             if kind is not None and os.path.isdir(self.staging):
                 if last_checkpoint(self.staging) is not None and not issubclass(kind, RunDiverged):

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 import torch
 from transformers import AutoConfig, SchedulerType
 
-from .data import load_tokenizer
+from .data import BUILTIN_TASK, TASK_KINDS, load_tokenizer
 from .data.loading import require_hub
 from .head_fitting import HeadStage
 from .modeling import FAMILIES, Family, get_family
@@ -40,7 +40,8 @@ class RunSettings:
     - `output_dir`: where the model, its tokenizer, `metrics.json`, `training_args.json` and the card go. An earlier
       run there is replaced only when this one succeeds; files hf-longdoc did not write are kept (`outputs.RunFolder`).
     - `dataset`: a CSV / JSONL / parquet file or a Hub dataset id with `text_column` and `label_column` (a column of
-      lists is multi-label); None: the built-in synthetic task (`evidence`, `task_size`, `task_words` shape it).
+      lists is multi-label); None: the built-in synthetic task (`evidence`, `task_size`, `task_words` shape it, and
+      `task_kind`: `keywords`, which a bag of words solves, or `context`, which needs the evidence read in context).
     - `tokenizer`: a saved tokenizer (folder, Hub id or object); None: the backbone's, the family's own, or WordPiece
       fitted on the training split with `vocab_size` ids.
     - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
@@ -87,6 +88,7 @@ class RunSettings:
     evidence: str = "end"
     task_size: int | None = None
     task_words: tuple | None = None
+    task_kind: str = "keywords"
     extra_scores: dict | None = None
     report_to: str = "none"
     init_from: str | None = None
@@ -133,6 +135,7 @@ class RunSettings:
         if self.time_budget is not None:
             POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
         check_mixed_precision(self.bf16, self.fp16)
+        check_task_kind(self.task_kind, self.dataset)
         self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
         if not self.pretrained:
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
@@ -179,6 +182,16 @@ def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_schedule
         if rate is not None and rate > 1:
             logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
                            "stops with an error.", name, rate)
+
+
+def check_task_kind(task_kind, dataset):
+    """A ValueError naming `task_kind` (--task-kind) when it is not a built-in task's, or when a dataset replaces
+    the built-in task it would shape."""
+    if task_kind not in TASK_KINDS:
+        raise ValueError(f"`task_kind` (--task-kind) must be one of {', '.join(TASK_KINDS)}, got {task_kind!r}.")
+    if task_kind != "keywords" and dataset not in (None, BUILTIN_TASK):
+        raise ValueError(f"`task_kind` (--task-kind) {task_kind!r} shapes the built-in task, and `dataset` "
+                         f"({dataset!r}) replaces it; leave one of them out.")
 
 
 def check_mixed_precision(bf16, fp16):

@@ -14,8 +14,7 @@ import torch
 from datasets import DatasetDict
 from transformers import (
     AutoConfig,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
+    AutoModel,
     DataCollatorWithPadding,
     PreTrainedConfig,
     Trainer,
@@ -25,6 +24,8 @@ from transformers import (
 )
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
+from .distributed import on_main_then_share
+from .feasibility import check_fits
 from .head_fitting import keep_the_better
 from .hub import make_model_card
 from .metrics import compute_metrics_fn, score_name
@@ -188,6 +189,7 @@ def train(**settings):
     metrics. The keyword arguments are `RunSettings`' fields, documented there; all are checked before any data is
     read, and `output_dir` is replaced only when the run has succeeded (see `RunFolder`)."""
     run = RunSettings.of(**settings).resolve()
+    check_run_fits(run)
     with RunFolder(run.output_dir, run.overwrite, run.resume, run.recorded()) as folder:
         set_seed(run.seed)
         task = load_run_task(run)
@@ -196,7 +198,8 @@ def train(**settings):
         fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
         trainer, head_report, budget = fit(run, task, model, tokenizer, encoded, folder)
         metrics = run_metrics(run, task, trainer, encoded, max_length, head_report, budget)
-        save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
+        if folder.owner:  # under torchrun every process trained; the main one writes (`RunFolder.commit` waits)
+            save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
         folder.commit()
     return metrics
 
@@ -205,6 +208,23 @@ def train(**settings):
 # help(train) and editors show RunSettings' arguments with their defaults
 train.__signature__ = inspect.Signature([inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
                                          for f in dataclasses.fields(RunSettings) if f.init])
+
+def check_run_fits(run):
+    """A ValueError before any data is read when the run's model cannot train in this machine's memory at its
+    `max_length` and `batch_size` (`feasibility.check_fits`): a fresh model's config from the run's settings, or the
+    pretrained checkpoint's."""
+    if run.pretrained:
+        config = AutoConfig.from_pretrained(run.backbone or run.init_from)
+
+        def build(config):
+            return AutoModel.from_config(config)
+    else:
+        config = run.family.build_config(**{"vocab_size": run.vocab_size, **run.config_overrides})
+        build = run.family.classification_class
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    check_fits(build, config, run.batch_size, run.max_length, True, f"Training this {run.family.name} model",
+               "--config num_hidden_layers / hidden_size, --max-length or --batch-size", device)
+
 
 @dataclass
 class RunTask:
@@ -221,7 +241,7 @@ class RunTask:
 def load_run_task(run):
     """The `RunTask` of `run` (its `dataset`, or the built-in task), split with its seed."""
     data, label_names, multi_label, name = load_task(run.dataset, run.text_column, run.label_column, run.seed,
-                                                     run.evidence, run.task_size, run.task_words)
+                                                     run.evidence, run.task_size, run.task_words, run.task_kind)
     scores = {key: score(data, multi_label) for key, score in (run.extra_scores or {}).items()}
     return RunTask(data, label_names, multi_label, name, scores)
 
@@ -237,7 +257,10 @@ def build_run_model(run, task, checkpoint=None):
                                                run.config_overrides, max_length, tokenizer)
     elif tokenizer is None:
         config = family.build_config(**run.config_overrides)
-        tokenizer = family.tokenizer_for(config, task.data["train"]["text"], run.vocab_size, max_length)
+        # fitted once, on the main process: two processes fitting the same texts (WordPiece trains on several
+        # threads) got vocabularies of different sizes under torchrun; the others receive its tokenizer
+        tokenizer = on_main_then_share(
+            lambda: family.tokenizer_for(config, task.data["train"]["text"], run.vocab_size, max_length))
         max_length = tokenizer.model_max_length
     else:
         tokenizer.model_max_length = max_length
@@ -277,6 +300,9 @@ def fit(run, task, model, tokenizer, encoded, folder):
     trainer, head_report = fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
                                      run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint,
                                      callbacks=[budget] if budget else [])
+    if task.multi_label:  # the threshold is part of the model: config.json carries it to evaluate and pipelines
+        # (set after training, so a checkpoint's config still matches a resumed run's, `check_resume_matches`)
+        model.config.multi_label_threshold = run.threshold
     return trainer, head_report, budget
 
 
@@ -367,7 +393,8 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
         "head_stage": head_report,
         "time_budget": budget.report() if budget is not None else None,
         "split_seed": run.seed,
-        "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words}
+        "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words,
+                 "kind": run.task_kind}
         if builtin else None,
         "sizes": {split: len(part) for split, part in encoded.items()},
         "test": without_prefix(test, "test"),
@@ -428,23 +455,27 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None)
 
 
 def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=None,
-                   evidence="end", threshold=0.3, batch_size=8, max_length=None):
-    """Metrics of the model saved in `model_dir`, with the number of `documents` scored.
+                   evidence="end", threshold=None, batch_size=8, max_length=None):
+    """Metrics of the model saved in `model_dir`, with the number of `documents` scored (and, for a multi-label
+    model, the `threshold` it was scored at: `threshold` when given, else the model's, `decision_threshold`).
 
     A `dataset` is scored whole (every row of a local file; a Hub dataset's test split), its labels matched to the
     model's by name, unless `split` names one: then that split as `train` made it (the same seeded carve-out of the
     file). Without a dataset: `split` (default test) of the built-in task. A split is drawn with the seed `train`
     recorded with the model (`seed` None), so it holds the same documents; another `seed` is refused, since its
     "test" split would hold documents the model trained on. Nothing is written to `model_dir`."""
-    THRESHOLD.check(threshold, "threshold", "threshold")
+    if threshold is not None:
+        THRESHOLD.check(threshold, "threshold", "threshold")
     POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
     if seed is not None:
         SEED.check(seed, "seed", "seed")
     task = {}
     if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
         seed, task = split_seed_of(model_dir, seed)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    from .saved_models import load_saved_model, load_saved_tokenizer
+
+    model = load_saved_model(model_dir, "`model_dir`")
+    tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
     known = [model.config.id2label[i] for i in range(model.config.num_labels)]
     multi_label = model.config.problem_type == "multi_label_classification"
     if dataset not in (None, BUILTIN_TASK) and split is None:
@@ -452,7 +483,8 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     else:
         split = split or "test"
         data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence,
-                                                           task.get("task_size"), task.get("task_words"))
+                                                           task.get("task_size"), task.get("task_words"),
+                                                           task.get("kind", "keywords"))
         multi_label = multi_label or data_multi_label
         if split not in data:
             raise ValueError(f"Split {split!r} not found; choose one of {', '.join(data)}.")
@@ -461,6 +493,7 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
                              "`--label-column` and dataset the model was trained on, or leave out --split to score "
                              "the whole file.")
         part = data[split]
+    threshold = decision_threshold(model.config, threshold, multi_label, model_dir)
     encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length or tokenizer.model_max_length)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
         trainer = Trainer(
@@ -470,7 +503,32 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
             compute_metrics=compute_metrics_fn(multi_label, threshold),
         )
         result = trainer.evaluate(encoded[split], metric_key_prefix=split)
-    return {**without_prefix(result, split), "documents": len(part)}
+    scored_at = {"threshold": threshold} if multi_label else {}
+    return {**without_prefix(result, split), "documents": len(part), **scored_at}
+
+
+DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold of a model that saved none (`train`'s --threshold default)
+
+
+def decision_threshold(config, threshold=None, multi_label=True, where="the model"):
+    """The multi-label decision threshold to score a model at: `threshold` when given (logged when it overrides the
+    one saved with the model), else the one `train` saved in its config (`multi_label_threshold`), else 0.3. A model
+    trained with --threshold 0.5 is then scored at 0.5, not at a default it never saw. Single-label: None."""
+    saved = getattr(config, "multi_label_threshold", None)
+    if saved is not None:
+        THRESHOLD.check(saved, f"multi_label_threshold in {where}'s config.json")
+    if not multi_label:
+        if threshold is not None:
+            logger.warning("--threshold %g is ignored: %s is single-label (one class per document, no threshold).",
+                           threshold, where)
+        return None
+    if threshold is None:
+        threshold = DEFAULT_THRESHOLD if saved is None else saved
+        logger.info("Scoring at the multi-label threshold %g (%s).", threshold,
+                    "saved with the model" if saved is not None else "the default: the model saved none")
+    elif saved is not None and threshold != saved:
+        logger.warning("--threshold %g overrides the threshold %g saved with %s.", threshold, saved, where)
+    return threshold
 
 
 

@@ -88,6 +88,7 @@ def add_parser(subparsers):
 
 
 def run(args):
+    from ..distributed import is_main_process
     from ..experiments.compare import CompareSettings, compare
 
     settings = CompareSettings(
@@ -105,5 +106,6 @@ def run(args):
             task_words=words, bench_lengths=() if args.bench_lengths == "none" else
             integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir,
             split_seed=args.split_seed, overwrite=args.overwrite, first_seed=args.first_seed)
-    with open(os.path.join(args.output_dir, "report.md")) as f:
-        print(f.read())
+    if is_main_process():  # under torchrun the main process wrote the report
+        with open(os.path.join(args.output_dir, "report.md")) as f:
+            print(f.read())

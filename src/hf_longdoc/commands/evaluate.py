@@ -16,7 +16,11 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per forward pass")
     add_data_arguments(parser, seed_default=None,
                        seed_help="with --split: the seed the split was drawn with; None: the one `train` recorded "
-                                 "with the model (another is refused: its split would hold training documents)")
+                                 "with the model (another is refused: its split would hold training documents)",
+                       threshold_default=None,
+                       threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); None: the one "
+                                      "saved with the model (`multi_label_threshold` in its config.json), else 0.3; "
+                                      "a given one overrides it (logged)")
     parser.set_defaults(run=run)
 
 

@@ -15,7 +15,10 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
         return action.help if action.required or action.nargs == 0 else super()._get_help_string(action)
 
 
-def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42):
+def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42,
+                       threshold_default=0.3,
+                       threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); saved with the "
+                                      "model (`multi_label_threshold` in its config.json)"):
     parser.add_argument("--dataset", default=None,
                         help="Hub id or local .csv/.jsonl/.parquet file; None: the built-in long-document task")
     parser.add_argument("--text-column", default="text", help="the column holding the document")
@@ -23,8 +26,7 @@ def add_data_arguments(parser, seed_help="seed of the data split, the model and 
     parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
                         help="built-in task only: where the label evidence sits")
     parser.add_argument("--seed", type=SEED.parse, default=seed_default, help=seed_help)
-    parser.add_argument("--threshold", type=THRESHOLD.parse, default=0.3,
-                        help="multi-label decision threshold on sigmoid scores, in (0, 1)")
+    parser.add_argument("--threshold", type=THRESHOLD.parse, default=threshold_default, help=threshold_help)
 
 
 def add_precision_arguments(parser):

@@ -3,6 +3,7 @@
 import json
 import os
 
+from ..distributed import is_main_process
 from ..modeling import FAMILIES
 from ..numbers import (
     LEARNING_RATE,
@@ -56,6 +57,10 @@ def add_parser(subparsers):
                         help="built-in task: number of training documents (None: the task's default)")
     parser.add_argument("--task-words", default=None,
                         help="built-in task: min,max words per document (None: the task's 800,3000)")
+    parser.add_argument("--task-kind", default="keywords", choices=["keywords", "context"],
+                        help="built-in task: 'keywords' (class-specific phrases; a bag of words solves it) or "
+                             "'context' (the same words in every document; which entity a negation attaches to "
+                             "decides)")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
                         help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
@@ -88,11 +93,14 @@ def run(args):
         max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
         learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
         task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
+        task_kind=args.task_kind,
         init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
         lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
         freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, time_budget=args.time_budget,
         bf16=args.bf16, fp16=args.fp16,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
     )
+    if not is_main_process():  # under torchrun the main process reports
+        return
     print(json.dumps(metrics["test"], indent=2))
     print(f"Saved model, tokenizer, metrics.json and model card to {os.path.abspath(args.output_dir)}")

@@ -2,7 +2,7 @@
 
 from .inversion import document_parts, invert_parts, invert_sentences, join_parts
 from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
-from .synthetic import EVIDENCE_WINDOWS, make_long_document_task
+from .synthetic import EVIDENCE_WINDOWS, TASK_KINDS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
 from .tokenizer import fit_wordpiece_tokenizer, load_tokenizer
 
@@ -10,6 +10,7 @@ __all__ = [
     "BUILTIN_TASK",
     "DatasetError",
     "EVIDENCE_WINDOWS",
+    "TASK_KINDS",
     "fit_wordpiece_tokenizer",
     "invert_sentences",
     "invert_parts",

@@ -5,8 +5,12 @@ multi-hot list for multi-label data (a column whose values are lists of label na
 `train`, seeded and stratified when the labels allow it.
 """
 
+import hashlib
+import json
 import logging
+import math
 import os
+import re
 import socket
 from urllib.parse import urlparse
 
@@ -15,6 +19,8 @@ from datasets import ClassLabel, DatasetDict, Sequence, Value
 
 logger = logging.getLogger(__name__)
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
+# A CSV label column is integers only when every label is written as one: "01", "1.0" and "+1" keep their text.
+CSV_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")  # at most 18 digits: an int64
 
 
 class DatasetError(ValueError):
@@ -53,9 +59,102 @@ def _check_utf8(path, source):
                                    f"`iconv -f latin1 -t utf-8`).") from None
 
 
-def _load_raw(source):
+def text_columns(text_column, label_column):
+    """The columns `text_column` names (comma-separated: `title,abstract`), checked against `label_column` before any
+    data is read: a text column that is the label column would put the answer into every document, and a column
+    named twice would double it, so either is a DatasetError naming both flags."""
+    for value, name in ((text_column, "text_column"), (label_column, "label_column")):
+        if not isinstance(value, str):
+            raise TypeError(f"`{name}` (--{name.replace('_', '-')}) must be a column name (a string), got "
+                            f"{type(value).__name__}.")
+    columns = [column.strip() for column in text_column.split(",") if column.strip()]
+    if not columns:
+        raise DatasetError(f"`text_column` (--text-column) {text_column!r} names no column; pass the column(s) that "
+                           "hold the documents, comma-separated.")
+    flags = f"--text-column {text_column!r} and --label-column {label_column!r}"
+    if label_column in columns:
+        raise DatasetError(f"{flags}: the label column {label_column!r} is also a text column, so the model would "
+                           "read the answer in every document. Pass only the columns that hold the documents as "
+                           "--text-column, and the one that holds the labels as --label-column.")
+    if repeated := sorted({column for column in columns if columns.count(column) > 1}):
+        raise DatasetError(f"{flags}: --text-column names {', '.join(map(repr, repeated))} more than once, which "
+                           "would repeat it in every document; name each text column once.")
+    return columns
+
+
+def dataset_fingerprint(source):
+    """What `--resume` compares to know the data is the same: the SHA-256 of a local file's bytes (of a folder's
+    sorted relative paths and their files' bytes), a Hub dataset's id, or None for the built-in task. The path alone
+    would let an edited file (labels swapped) continue a run trained on the old one."""
+    if not isinstance(source, (str, os.PathLike)):
+        return None
+    path = os.path.expanduser(os.fspath(source))
+    if os.path.isfile(path):
+        files = [(None, path)]
+    elif os.path.isdir(path):
+        files = sorted((os.path.relpath(os.path.join(root, name), path).replace(os.sep, "/"), os.path.join(root, name))
+                       for root, _, names in os.walk(path) for name in names)
+    else:
+        return f"hub:{source}"
+    digest = hashlib.sha256()
+    for relative, file in files:
+        if relative is not None:  # a folder's file: its name is part of the data (a class, in a labelled folder)
+            digest.update(relative.encode("utf-8") + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _check_json_lines(path, source):
+    """A DatasetError naming the first line of a JSON-lines file that is not a JSON object (the reader's own error
+    gives a byte position at best), with the start of that line; nothing when every line is one."""
+    with open(path, encoding="utf-8") as f:
+        head = f.read(1 << 16).lstrip()
+    if head.startswith("["):  # one JSON document (an array of rows), not JSON lines
+        with open(path, encoding="utf-8") as f:
+            try:
+                json.load(f)
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{source}, line {error.lineno}, column {error.colno}: not valid JSON "
+                                   f"({error.msg}); fix that line.") from None
+        return
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            shown = line.strip()[:80] + ("..." if len(line.strip()) > 80 else "")
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DatasetError(f"{source}, line {number}: not valid JSON ({error.msg} at column {error.colno}): "
+                                   f"{shown!r}. Each line of a JSON-lines file must be one JSON object; fix or drop "
+                                   "that line.") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{source}, line {number}: a JSON {type(row).__name__}, not an object of columns: "
+                                   f"{shown!r}. Each line of a JSON-lines file must be one JSON object.")
+
+
+def _csv_labels(raw, label_column):
+    """The CSV's label column, read as text, as ints when every label is an integer written as one (`7`, `-2`), else
+    kept as text: "01" and "1" stay two classes, as do "1.0" and "1" (a typed reader would merge them)."""
+    part = raw["train"]
+    if label_column not in part.column_names:
+        return raw  # named as missing when the columns are selected
+    values = [value for value in part[label_column] if value is not None]
+    if not values or not all(CSV_INTEGER.fullmatch(value) for value in values):
+        return raw
+    return raw.cast_column(label_column, Value("int64"))
+
+
+def _load_raw(source, label_column=None):
+    """The splits of `source` as `datasets` reads them; a CSV's `label_column` keeps its labels' text (`_csv_labels`)."""
     path = os.path.expanduser(source)
     extension = os.path.splitext(path)[1].lower()
+    if os.path.isdir(path):  # docs/<label>/*.txt, scikit-learn's `load_files` layout
+        from .folders import load_labelled_folder
+
+        return DatasetDict({"train": load_labelled_folder(path, "--dataset")})
     if os.path.exists(path) or extension in LOCAL_FORMATS:
         if not os.path.isfile(path):
             raise DatasetError(f"Dataset file {source!r} does not exist or is not a file.")
@@ -66,10 +165,15 @@ def _load_raw(source):
         if LOCAL_FORMATS[extension] != "parquet":
             _check_utf8(path, source)
         kwargs = {"delimiter": "\t"} if extension == ".tsv" else {}
+        if LOCAL_FORMATS[extension] == "csv" and label_column is not None:
+            kwargs["converters"] = {label_column: str}  # the cell's text: "01" must not become 1
         try:
-            return datasets.load_dataset(LOCAL_FORMATS[extension], data_files={"train": path}, **kwargs)
+            raw = datasets.load_dataset(LOCAL_FORMATS[extension], data_files={"train": path}, **kwargs)
         except Exception as error:  # datasets raises many types for a malformed file
+            if LOCAL_FORMATS[extension] == "json":
+                _check_json_lines(path, source)
             raise DatasetError(f"Could not read {source!r} as {LOCAL_FORMATS[extension]}: {error}") from error
+        return _csv_labels(raw, label_column) if "converters" in kwargs else raw
     require_hub("--dataset", source)
     try:
         return datasets.load_dataset(source)
@@ -237,8 +341,9 @@ def _drop_empty_texts(dataset):
 def load_for_evaluation(source, label_names, multi_label, text_column="text", label_column="label"):
     """All of `source` to score a trained model on: every row of a local file, or the `test` split of a Hub dataset,
     with `text` and `label` encoded as the model's ids (`label_names` in id order). A label the model does not know is
-    a DatasetError; a class the file lacks is fine."""
-    raw = _load_raw(source)
+    a DatasetError; a class the file lacks is fine. `text_column` may name several columns, as in training."""
+    columns = text_columns(text_column, label_column)
+    raw = _load_raw(source, label_column)
     if os.path.exists(os.path.expanduser(source)):
         part = datasets.concatenate_datasets(list(raw.values()))
     elif "test" in raw:
@@ -246,7 +351,12 @@ def load_for_evaluation(source, label_names, multi_label, text_column="text", la
     else:
         raise DatasetError(f"Dataset {source!r} has no `test` split (splits: {', '.join(raw)}); pass --split to "
                            "choose one.")
-    dataset = _select_columns(DatasetDict({"evaluation": part}), text_column, label_column)
+    dataset = DatasetDict({"evaluation": part})
+    if len(columns) > 1:
+        dataset, text_column = _joined_parts(dataset, source, columns)
+    else:
+        text_column = columns[0]
+    dataset = _select_columns(dataset, text_column, label_column)
     feature = dataset["evaluation"].features["label"]
     if isinstance(feature, ClassLabel):  # a Hub dataset's ids: back to their names
         dataset = dataset.map(lambda example: {"label": feature.names[example["label"]]}, remove_columns=["label"])
@@ -260,6 +370,58 @@ def load_for_evaluation(source, label_names, multi_label, text_column="text", la
     return _encode_labels(dataset, list(label_names), multi_label)["evaluation"]
 
 
+def _class_counts(part, num_labels, multi_label):
+    """How many documents of `part` each class has (a multi-label document counts for each of its labels)."""
+    counts = [0] * num_labels
+    for label in part["label"]:
+        for j in ([j for j, on in enumerate(label) if on] if multi_label else [label]):
+            counts[j] += 1
+    return counts
+
+
+def _check_emptied_classes(source, names, before, after):
+    """A DatasetError naming each class that had training documents and has none left once the empty ones are
+    dropped: the model would name it without ever having seen it."""
+    emptied = [(name, count) for name, count, left in zip(names, before, after) if count and not left]
+    if emptied:
+        shown = "; ".join(f"{name!r}: all {count} of its documents" for name, count in emptied)
+        raise DatasetError(f"Dataset {source!r}: {len(emptied)} class(es) have no document with text left in `train` "
+                           f"({shown} there are empty or whitespace, and empty documents are dropped). A model would "
+                           "name the class without having seen it; give those documents their text, or drop their "
+                           "rows.")
+
+
+def _carved(n, fraction):
+    """(kept, carved): the sizes `train_test_split` gives `n` rows for a float `fraction` (carved rounds up)."""
+    carved = math.ceil(fraction * n)
+    return n - carved, carved
+
+
+def _check_enough_to_split(source, n, carve_validation, carve_test, validation_fraction, test_fraction):
+    """A DatasetError saying how many documents there are and how many are needed when `train` is too small to carve
+    the missing validation and test splits out of it (with one document left to train on), before any work; the
+    splitter's own error names neither."""
+    def enough(count):
+        if carve_test:
+            count, carved = _carved(count, test_fraction)
+            if count < 1 or carved < 1:
+                return False
+        if carve_validation:
+            count, carved = _carved(count, validation_fraction / (1.0 - (test_fraction if carve_test else 0.0)))
+            if count < 1 or carved < 1:
+                return False
+        return True
+
+    if not (carve_validation or carve_test) or enough(n):
+        return
+    needed = next(count for count in range(n + 1, n + 10_000) if enough(count))
+    missing = " and ".join(name for name, carve in (("validation", carve_validation), ("test", carve_test)) if carve)
+    raise DatasetError(f"Dataset {source!r} has {n} document(s) with text; carving {missing} split(s) out of them "
+                       f"needs at least {needed} (a document for each split and at least one to train on). Add "
+                       "documents (a classifier needs many more to learn anything), or give the dataset its own "
+                       f"{missing} split(s).")
+
+
 def _split(dataset, name, fraction, seed, stratify):
     try:
         stratify_by = "label" if stratify else None
@@ -269,16 +431,15 @@ def _split(dataset, name, fraction, seed, stratify):
     return parts["train"], parts["test"]
 
 
-def _joined_parts(raw, source, text_column):
-    """The splits with a `text` column joined from the comma-separated columns of `text_column`."""
+def _joined_parts(raw, source, columns):
+    """The splits with a `__document__` column joined from the text `columns` (`text_columns`), in order."""
     from .inversion import join_parts
 
-    columns = [column.strip() for column in text_column.split(",") if column.strip()]
     first = next(iter(raw.values()))
     missing = [column for column in columns if column not in first.column_names]
     if missing:
         raise DatasetError(f"Dataset {source!r} has no column {', '.join(map(repr, missing))} of `text_column` "
-                           f"({text_column!r}); its columns are {', '.join(first.column_names)}.")
+                           f"({','.join(columns)!r}); its columns are {', '.join(first.column_names)}.")
     joined = raw.map(lambda example: {"__document__": join_parts([example[column] for column in columns])})
     return joined, "__document__"
 
@@ -291,9 +452,12 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
 
     Returns `(dataset, label_names, multi_label)`.
     """
-    raw = _load_raw(source)
-    if "," in text_column:
-        raw, text_column = _joined_parts(raw, source, text_column)
+    columns = text_columns(text_column, label_column)
+    raw = _load_raw(source, label_column)
+    if len(columns) > 1:
+        raw, text_column = _joined_parts(raw, source, columns)
+    else:
+        text_column = columns[0]
     if "train" not in raw:
         raise DatasetError(f"Dataset {source!r} has no `train` split (splits: {', '.join(raw)}).")
     if "validation" not in raw and "dev" in raw:
@@ -302,9 +466,13 @@ def load_text_classification_dataset(source, text_column="text", label_column="l
     if not multi_label and len(names) < 2:
         raise DatasetError(f"Dataset {source!r} has one class in `{label_column}` ({names}); a classifier needs at "
                            "least two. Check `label_column` (--label-column), or add documents of other classes.")
+    with_blanks = _class_counts(dataset["train"], len(names), multi_label)
     dataset = _drop_empty_texts(dataset)
     if len(dataset["train"]) == 0:
         raise DatasetError(f"Dataset {source!r} has an empty `train` split.")
+    _check_emptied_classes(source, names, with_blanks, _class_counts(dataset["train"], len(names), multi_label))
+    _check_enough_to_split(source, len(dataset["train"]), "validation" not in dataset, "test" not in dataset,
+                           validation_fraction, test_fraction)
     splits = {"train": dataset["train"]}
     stratify = not multi_label
     if "test" in dataset:

@@ -13,18 +13,20 @@ BUILTIN_TASK = "builtin"
 
 
 def load_task(dataset=None, text_column="text", label_column="label", seed=42, evidence="end", task_size=None,
-              task_words=None):
-    """(DatasetDict, label names, multi_label, name): a real dataset, or the built-in task when `dataset` is None (of
-    `task_size` training documents of `task_words` = (min, max) words, when given)."""
+              task_words=None, task_kind="keywords"):
+    """(DatasetDict, label names, multi_label, name): a real dataset, or the built-in task of `task_kind` when
+    `dataset` is None (of `task_size` training documents of `task_words` = (min, max) words, when given)."""
     if dataset in (None, BUILTIN_TASK):
-        kwargs = {"evidence": evidence, "seed": seed}
+        kwargs = {"evidence": evidence, "seed": seed, "kind": task_kind}
         if task_size:
             kwargs.update(train_size=task_size, validation_size=max(task_size // 5, 20),
                           test_size=max(task_size // 2, 40))
         if task_words:
             kwargs.update(min_words=task_words[0], max_words=task_words[1])
         data = make_long_document_task(**kwargs)
-        return data, data["train"].features["label"].names, False, f"built-in long-document task (evidence={evidence})"
+        name = f"built-in long-document task (evidence={evidence}" + (")" if task_kind == "keywords" else
+                                                                       f", {task_kind})")
+        return data, data["train"].features["label"].names, False, name
     data, names, multi_label = load_text_classification_dataset(dataset, text_column, label_column, seed=seed)
     return data, names, multi_label, dataset
 

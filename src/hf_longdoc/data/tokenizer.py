@@ -1,5 +1,7 @@
 """Fit a WordPiece tokenizer on a training split with the `tokenizers` library (seconds, not minutes)."""
 
+import os
+
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
@@ -40,6 +42,11 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
     )
 
 
+# What a tokenizer's `save_pretrained` writes: a folder with none of these holds no tokenizer (Transformers then asks
+# to install sentencepiece, or builds one without a vocabulary)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model")
+
 # A sentence every subword, byte or character vocabulary covers: a tokenizer that cannot encode it has no vocabulary.
 PROBE_TEXT = "The report was published in 2024 and describes a new method for reading long documents."
 
@@ -50,6 +57,9 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
     it maps every word to [UNK], so a run would train and save as usual on nothing."""
     from transformers import AutoTokenizer
 
+    if os.path.isdir(source) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
+        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: the folder holds no tokenizer files "
+                         f"(none of {', '.join(TOKENIZER_FILES)}); {fix}.")
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:

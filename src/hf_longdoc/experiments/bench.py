@@ -10,11 +10,13 @@ timed in the same process: the median of `repeats` forward passes after `warmup`
 baseline in the run give each row a ratio column. Peak memory: see `measure.PeakMemory`.
 """
 
+import copy
 import inspect
 from dataclasses import dataclass, field
 
 import torch
 
+from ..feasibility import check_fits
 from ..modeling import FAMILIES, Family, resolve
 from .baselines import BASELINES, baseline_attention, build_baseline, check_attention, parse_baseline
 from .measure import time_forward
@@ -122,6 +124,19 @@ def check_models(models, lengths, config_overrides=None, **sizes):
     return entries
 
 
+def check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides=None, **sizes):
+    """A ValueError before any timing when a model at the longest length cannot fit in memory
+    (`feasibility.check_fits`), naming the model, the estimate and the flags."""
+    config_overrides, length = config_overrides or {}, max(lengths)
+    for entry in entries:
+        with torch.device("meta"):  # one layer, to learn the model's class and config without building them all
+            model = entry.build(max_length=length, **{**sizes, "num_layers": 1}, **config_overrides.get(entry.name, {}))
+        config = copy.deepcopy(model.config)
+        config.num_hidden_layers = sizes.get("num_layers", config.num_hidden_layers)
+        check_fits(type(model), config, batch_size, length, backward, f"Bench of {entry.name} at {length:,} ids",
+                   "--lengths, --batch-size, --hidden-size or --num-layers", device)
+
+
 def bench_device(device):
     """`device` as a torch.device (default: cuda if available, else cpu), or a ValueError naming the fix."""
     try:
@@ -149,6 +164,7 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
     device = bench_device(device)
+    check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides, **sizes)
     torch_dtype = getattr(torch, dtype)
     check_attention(attention, device, torch_dtype)
     torch.manual_seed(seed)

@@ -5,8 +5,10 @@ Each model is trained from scratch for the same epochs with the same seed and ba
 the same test split: accuracy, macro-F1, micro-F1, parameters, training time, inference documents/s and peak memory
 (training and inference). Robustness: the same trained model on a sentence-inverted copy of the test split, and the
 model trained and tested on the built-in task with its evidence at the start, middle or end of long documents. Several
-seeds give mean ± std. Outputs: `report.md`, `results.csv` (one row per model and seed), `summary.csv`, and PNG plots
-(accuracy against inference speed; time and memory against document length from `hf-longdoc bench`).
+seeds give mean ± std. A run whose predictions on the validation split are (nearly) one class is marked collapsed
+(`collapse.collapse_check`) in `results.csv` and the report, and its scores are left out of the means (the summary
+counts healthy and collapsed seeds). Outputs: `report.md`, `results.csv` (one row per model and seed), `summary.csv`,
+and PNG plots (accuracy against inference speed; time and memory against document length from `hf-longdoc bench`).
 
 Models are families (`contextualizer`, `slstm`, `elementwise`, ...) or `family:variant` (`sparse_longformer:pmi`,
 `segment_lm:rnn`: see each family's registry `variants`). Baselines: `bert-<N>`, a BERT that reads the first N tokens;
@@ -17,12 +19,13 @@ full text.
 With a pretrained `backbone` (a folder or Hub id), nothing is trained from scratch: every family that can wraps the
 backbone (its registry `from_backbone`), `bert-N` and `bert-N-headtail` fine-tune the backbone itself, and all read the
 backbone's tokenizer; the size settings then do not apply, and unless `epochs` is set each family trains its `train`
-recipe's epochs (the baselines COMPARE_EPOCHS).
+recipe's epochs (the baselines COMPARE_EPOCHS, at CHECKPOINT_RATE with the head at CHECKPOINT_HEAD_RATE).
 """
 
 import logging
 import os
 import statistics
+from collections import Counter
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -43,6 +46,7 @@ from ..data import (
     make_long_document_task,
     tokenize,
 )
+from ..distributed import is_main_process, on_main_then_share, wait_for_everyone
 from ..head_fitting import HeadStage
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
@@ -75,6 +79,7 @@ from .baselines import (
     tfidf_classifier,
 )
 from .bench import check_models, run_bench
+from .collapse import COST_COLUMNS, collapse_check
 from .measure import PeakMemory
 from .report import COMPARE_OUTPUTS, write_compare_report, write_csv
 
@@ -89,6 +94,15 @@ TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over 
 # its positions, and the checkpoint over every chunk of the document with the logits averaged
 NATIVE, CHUNKS = "native", "bert-chunks"
 CHUNK_TOKENS = 512  # `bert-chunks` reads chunks of 512 tokens (fewer when the checkpoint has fewer positions)
+# The recipe of the baselines that fine-tune the `--backbone` checkpoint itself (`bert-N`, `bert-N-headtail`, `native`,
+# `bert-chunks`) unless --learning-rate / --head-learning-rate are given: the checkpoint's own weights at 2e-5 (BERT's
+# fine-tuning rate, Devlin et al. 2019 and Sun et al. 2019, https://arxiv.org/abs/1905.05583, Section 5.2) after the
+# 10% warm-up, its new classification head at 1e-3 (the per-group rates of `HeadRateTrainer`). One rate of 1e-4 for
+# both collapsed runs to one class: MiniLM on 800 reviews in fp16, `bert-512-headtail` .500 on seed 42 and .869 on
+# 43, `bert-chunks` .738 and .500. A small rate with warm-up is the remedy for such failed fine-tuning runs (Mosbach
+# et al., "On the Stability of Fine-tuning BERT", ICLR 2021, https://arxiv.org/abs/2006.04884); the fast head lets a
+# random head learn within the few epochs while the pretrained body moves little, as the long models' head stage does.
+CHECKPOINT_RATE, CHECKPOINT_HEAD_RATE = 2e-5, 1e-3
 
 
 @dataclass
@@ -174,6 +188,11 @@ class ModelSpec:
         """The name `hf-longdoc bench` measures this entry under (None: not measured there)."""
         return None
 
+    def head_learning_rate(self, settings):
+        """The rate of the parameters the backbone does not supply: `settings.head_learning_rate` (None: the
+        entry's learning rate)."""
+        return settings.head_learning_rate
+
     def epochs(self, settings):
         """The epochs this entry trains: `settings.epochs`, or when that is None COMPARE_EPOCHS."""
         return settings.epochs if settings.epochs is not None else COMPARE_EPOCHS
@@ -252,7 +271,7 @@ class TransformersBaseline(ModelSpec):
 
     def build(self, settings, task):
         if settings.backbone is not None:
-            rate = settings.learning_rate or 1e-4
+            rate = settings.learning_rate or CHECKPOINT_RATE
             return checkpoint_classifier(settings, task), task.tokenizer, self.truncation, rate
         labels = label_settings(task.label_names, False)
         max_length = self.truncation or settings.max_length
@@ -268,6 +287,9 @@ class TransformersBaseline(ModelSpec):
     def bench_name(self):
         return self.kind
 
+    def head_learning_rate(self, settings):
+        return checkpoint_head_rate(settings) if settings.backbone is not None else settings.head_learning_rate
+
 
 @dataclass
 class CheckpointBaseline(ModelSpec):
@@ -276,6 +298,9 @@ class CheckpointBaseline(ModelSpec):
     def check(self, settings, positions=None):
         if settings.backbone is None:
             raise ValueError(f"The {self.name} baseline fine-tunes a pretrained checkpoint; pass --backbone.")
+
+    def head_learning_rate(self, settings):
+        return checkpoint_head_rate(settings)
 
     def checkpoint(self, settings, task):
         """The backbone through its own classifier, and the most tokens it reads that way."""
@@ -289,7 +314,7 @@ class NativeBaseline(CheckpointBaseline):
 
     def build(self, settings, task):
         model, native = self.checkpoint(settings, task)
-        return model, task.tokenizer, native, settings.learning_rate or 1e-4
+        return model, task.tokenizer, native, settings.learning_rate or CHECKPOINT_RATE
 
 
 class ChunksBaseline(CheckpointBaseline):
@@ -302,7 +327,7 @@ class ChunksBaseline(CheckpointBaseline):
         chunks = -(-(settings.max_length - 2) // (chunk - 2))
         model = ChunkMeanClassifier(model, chunks, chunk, tokenizer.cls_token_id, tokenizer.sep_token_id,
                                     tokenizer.pad_token_id)
-        return model, tokenizer, settings.max_length, settings.learning_rate or 1e-4
+        return model, tokenizer, settings.max_length, settings.learning_rate or CHECKPOINT_RATE
 
 
 class TfidfBaseline(ModelSpec):
@@ -332,7 +357,11 @@ def baseline_names():
 
 
 def parse_models(models, baselines):
-    """`ModelSpec`s from the comma-separated names, with a ValueError naming any unknown one."""
+    """`ModelSpec`s from the comma-separated names, with a ValueError naming any unknown or repeated one."""
+    for given, flag in ((models, "models"), (baselines, "baselines")):
+        if repeated := [name for name, count in Counter(given).items() if count > 1]:
+            raise ValueError(f"`{flag}` (--{flag}) names {', '.join(map(repr, repeated))} more than once; each model "
+                             "trains once per seed, so name it once (--seeds runs more seeds).")
     specs = []
     for name in models:
         family, setting = resolve(name)  # raises for an unknown family or variant
@@ -395,8 +424,9 @@ class Task:
             tokenizer = load_tokenizer(settings.backbone, "`backbone` (--backbone)",
                                        "save the backbone's tokenizer there with `tokenizer.save_pretrained`")
         else:
-            tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=settings.vocab_size,
-                                                model_max_length=settings.max_length)
+            # fitted on the main process only: under torchrun two fits of the same texts differed (`training`)
+            tokenizer = on_main_then_share(lambda: fit_wordpiece_tokenizer(
+                data["train"]["text"], vocab_size=settings.vocab_size, model_max_length=settings.max_length))
         return cls(data, label_names, tokenizer, inverted)
 
     def test_texts(self):
@@ -424,6 +454,14 @@ def checkpoint_classifier(settings, task):
                                                               **label_settings(task.label_names, False))
 
 
+def checkpoint_head_rate(settings):
+    """The head's rate of a baseline fine-tuning the checkpoint: --head-learning-rate, else CHECKPOINT_HEAD_RATE when
+    no --learning-rate is given either (a given rate alone is every parameter's, as for the families)."""
+    if settings.head_learning_rate is not None or settings.learning_rate is not None:
+        return settings.head_learning_rate
+    return CHECKPOINT_HEAD_RATE
+
+
 def native_length(config, limit):
     """The most tokens a checkpoint reads through its own classifier: its positions (8,192 for ModernBERT), or fewer
     where its tokenizer's `limit` (`model_max_length` as saved) says so (RoBERTa's 514 positions hold 512 tokens)."""
@@ -449,6 +487,8 @@ def tfidf_row(spec, task, seed):
            "inference_docs_per_s": len(texts) / max(inference_seconds, 1e-9), "max_tokens": None}
     if inverted is not None:
         row["inverted_accuracy"] = accuracy_score(truth, classifier.predict(inverted))
+    validation = task.data["validation"]
+    row.update(collapse_check(classifier.predict(validation["text"]), validation["label"]))
     return row
 
 
@@ -475,7 +515,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     with PeakMemory(device) as training_memory:  # the head stage and fine-tuning alike
         start = time.perf_counter()
         trainer, _ = fit_model(model, spec.family, head_stage(spec, settings), head, encoded, tokenizer, args,
-                               settings.head_learning_rate)
+                               spec.head_learning_rate(settings))
         train_seconds = time.perf_counter() - start
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
@@ -490,7 +530,15 @@ def train_and_measure(spec, task, settings, seed, output_dir):
            "max_tokens": max_length}
     if "inverted" in encoded:
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
+    row.update(validation_check(trainer, encoded["validation"]))
     return row
+
+
+def validation_check(trainer, validation):
+    """`collapse_check` of the trained model's predictions on the validation split (a tokenized dataset)."""
+    output = trainer.predict(validation, metric_key_prefix="validation")
+    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
+    return collapse_check(logits.argmax(-1), output.label_ids)
 
 
 def builtin_task(position, seed, task_size, task_words, settings, inverted=True):
@@ -560,15 +608,21 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
                 for position, evidence_task in evidence_tasks.items():
                     row[f"evidence_{position}"] = spec.measure(evidence_task, settings, seed, scratch)["accuracy"]
             rows.append(row)
-            results = os.path.join(output_dir, "results.csv")
-            write_csv(results, rows)  # an interrupted run keeps what it measured
-            record_outputs([results])
-            progress(f"seed {seed} {spec.name:>24}: accuracy {row['accuracy']:.3f}, inverted "
-                     f"{row['inverted_accuracy']:.3f}, {row['parameters'] / 1e6:.2f}M parameters, trained in "
-                     f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s"
-                     + "".join(f", evidence {p} {row[f'evidence_{p}']:.3f}" for p in evidence_tasks))
+            if is_main_process():  # under torchrun every process trains and measures alike; one writes
+                results = os.path.join(output_dir, "results.csv")
+                write_csv(results, rows)  # an interrupted run keeps what it measured
+                record_outputs([results])
+                progress(f"seed {seed} {spec.name:>24}: accuracy {row['accuracy']:.3f}, inverted "
+                         f"{row['inverted_accuracy']:.3f}, {row['parameters'] / 1e6:.2f}M parameters, trained in "
+                         f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s"
+                         + "".join(f", evidence {p} {row[f'evidence_{p}']:.3f}" for p in evidence_tasks)
+                         + (f"; COLLAPSED: one class for {row['validation_top_share']:.0%} of validation, left out "
+                            "of the means" if row.get("collapsed") else ""))
     summary = summarize(rows)
     bench_rows = []
+    if not is_main_process():  # the main process benches and writes the report; the others wait for it
+        wait_for_everyone()
+        return rows
     if bench_lengths:
         bench_rows = run_bench(models=bench_models, lengths=tuple(bench_lengths), repeats=3, roofline=False,
                                num_global=max(1, settings.max_length // 32), progress=progress,
@@ -578,19 +632,24 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     seed_text += (", each drawing its own split" if split_seed is None and seeds > 1
                   else f", on the split drawn with seed {split_seed}" if split_seed is not None else "")
     write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir)
+    wait_for_everyone()
     return rows
 
 
 def summarize(rows):
-    """Mean and standard deviation (over seeds) of every measured column, per model, in the order first seen."""
+    """Mean and standard deviation (over seeds) of every measured column, per model, in the order first seen, with
+    the number of `healthy` and `collapsed` seeds (`collapse.collapse_check`). Scores are averaged over the healthy
+    seeds only, never with a collapsed run; costs (`COST_COLUMNS`: time, memory, size) over every seed. A model whose
+    every seed collapsed keeps the mean of its collapsed runs, and `healthy` 0 says so."""
     summary = []
     for name in dict.fromkeys(row["model"] for row in rows):
         group = [row for row in rows if row["model"] == name]
-        entry = {"model": name, "seeds": len(group)}
+        healthy = [row for row in group if not row.get("collapsed")]
+        entry = {"model": name, "seeds": len(group), "healthy": len(healthy), "collapsed": len(group) - len(healthy)}
         for key, value in group[0].items():
-            if key in ("model", "seed") or not isinstance(value, (int, float)):
+            if key in ("model", "seed") or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
-            values = [row[key] for row in group]
+            values = [row[key] for row in (group if key in COST_COLUMNS or not healthy else healthy)]
             entry[key] = statistics.fmean(values)
             entry[key + "_std"] = statistics.stdev(values) if len(values) > 1 else 0.0
         if "inverted_accuracy" in entry:

@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 from ..outputs import record_outputs
 from ..run_settings import mixed_precision
+from .collapse import COLLAPSE_SHARE, COST_COLUMNS, MAJORITY_MARGIN, NEAR_CONSTANT_SHARE
 
 RATIO_PREFIXES = ("speedup_vs_", "time_vs_", "memory_vs_")
 
@@ -95,7 +96,9 @@ def plot_accuracy_vs_speed(summary, path):
     with figure(path) as axis:
         for k, entry in enumerate(summary):
             axis.errorbar(entry["inference_docs_per_s"], entry["accuracy"], yerr=entry.get("accuracy_std", 0.0),
-                          marker=markers[k % len(markers)], capsize=3, linestyle="none", label=entry["model"])
+                          marker=markers[k % len(markers)], capsize=3, linestyle="none",
+                          label=entry["model"] + (" (collapsed)" if entry.get("collapsed") and not entry.get(
+                              "healthy", 1) else ""))
         axis.set_xscale("log")
         plain_log_ticks(axis.xaxis)
         axis.set_xlabel("inference speed (documents/s)")
@@ -126,10 +129,37 @@ def plot_time_memory_vs_length(bench_rows, path):
 
 
 def _cell(entry, key, digits=3):
+    """A summary value as `mean ± std` over the seeds it was averaged over (a score: the healthy ones, if any)."""
     if key not in entry:
         return "-"
     spread = entry.get(key + "_std", 0.0)
-    return f"{entry[key]:.{digits}f}" + (f" ± {spread:.{digits}f}" if entry["seeds"] > 1 else "")
+    averaged = entry["seeds"] if key in COST_COLUMNS or not entry.get("healthy") else entry["healthy"]
+    return f"{entry[key]:.{digits}f}" + (f" ± {spread:.{digits}f}" if averaged > 1 else "")
+
+
+def score_cell(entry, key, digits=3):
+    """`_cell` of a score, saying how many seeds it averages when some collapsed: "mean ± std (n healthy), k
+    collapsed", or "mean (all k collapsed)" when no seed is healthy."""
+    text, collapsed = _cell(entry, key, digits), entry.get("collapsed", 0)
+    if not collapsed or text == "-":
+        return text
+    if not entry.get("healthy"):
+        return f"{text} (collapsed)" if collapsed == 1 else f"{text} (all {collapsed} collapsed)"
+    return f"{text} ({entry['healthy']} healthy), {collapsed} collapsed"
+
+
+def collapsed_lines(rows):
+    """The report's list of collapsed runs (model, seed, what its validation predictions were), or nothing."""
+    collapsed = [row for row in rows if row.get("collapsed")]
+    if not collapsed:
+        return []
+    runs = "; ".join(f"{row['model']} seed {row['seed']} (one class for {row['validation_top_share']:.0%} of "
+                     f"validation, accuracy {row['validation_accuracy']:.3f} against a majority-class rate of "
+                     f"{row['validation_majority_rate']:.3f})" for row in collapsed)
+    return ["", f"**Collapsed runs**, left out of the means above: {runs}. A run is collapsed when one predicted "
+            f"class takes {COLLAPSE_SHARE:.0%} of the validation documents or more, or {NEAR_CONSTANT_SHARE:.0%} "
+            f"with an accuracy within {MAJORITY_MARGIN * 100:g} points of the majority-class rate "
+            "(`hf_longdoc.experiments.collapse`)."]
 
 
 # What `compare` writes into its output folder (checked before a run, so no user file is overwritten hours later)
@@ -177,13 +207,14 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
                 "middle or end of each document." if evidence else ""), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in summary:
-        cells = [entry["model"], f"{entry['parameters'] / 1e6:.2f}M", _cell(entry, "accuracy"),
+        cells = [entry["model"], f"{entry['parameters'] / 1e6:.2f}M", score_cell(entry, "accuracy"),
                  _cell(entry, "macro_f1"), _cell(entry, "micro_f1"), _cell(entry, "train_seconds", 0),
                  _cell(entry, "inference_docs_per_s", 1), _cell(entry, "train_peak_mib", 0),
                  _cell(entry, "inference_peak_mib", 0), _cell(entry, "inverted_accuracy"),
                  f"{entry['inverted_drop']:+.3f}" if "inverted_drop" in entry else "-"]
         cells += [_cell(entry, key) for key in evidence]
         lines.append("| " + " | ".join(cells) + " |")
+    lines += collapsed_lines(rows)
     if bench_rows:
         lines += ["", "Forward time and peak memory per document length (`hf-longdoc bench`, same sizes):", "", "```",
                   format_table(bench_rows), "```"]

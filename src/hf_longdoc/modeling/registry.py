@@ -28,7 +28,13 @@ Optional:
   `backbone_refusal(checkpoint config) -> str or None`: why it cannot start from that checkpoint (None: it can).
 - `frozen_features(model, input_ids, attention_mask) -> tensors, batch first`: what the new head reads from a frozen
   backbone, computed once per document; `head_logits(model, *those tensors) -> logits`.
-- `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section."""
+- `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section.
+- `evidence(model, outputs, input_ids, attention_mask) -> per document, a list of (first, stop, weight)`: the passages
+  whose weights in the model decided its label (`hf_longdoc.explain`, `predict --explain`), read from `outputs` of a
+  forward with `output_attentions=True` on (b, n) `input_ids`: half-open spans [first, stop) of positions in
+  `input_ids` (the caller maps them to characters) and a float weight, larger meaning it weighed more (None: the family
+  has no such weights, and explaining it is refused); `evidence_refusal(config) -> str or None`: why a model with
+  these settings has none (a variant without them; None: it has)."""
 
 import functools
 import inspect
@@ -75,6 +81,8 @@ class Family:
     head_logits: Callable | None = None
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
     card_limits: str = ""
+    evidence: Callable | None = None
+    evidence_refusal: Callable | None = None
 
     classification_class = property(lambda self: self.heads["AutoModelForSequenceClassification"])
     fine_tuning_rate = property(lambda self: self.backbone_learning_rate or self.learning_rate,

@@ -4,9 +4,39 @@ Not part of a saved model's remote code (only the configuration and modeling fil
 Hub never does.
 """
 
+import torch
+
 from ..registry import Family, register_family
 from .configuration_contextualizer import ContextualizerConfig
 from .modeling_contextualizer import ContextualizerForSequenceClassification, ContextualizerModel
+
+# tokens per passage an explanation cuts a document into: about a sentence (the Contextualizer reads no sentences of
+# its own, and its α weighs single tokens, too small to be read as evidence alone)
+EVIDENCE_WINDOW = 32
+
+
+def token_contributions(model, outputs, input_ids, attention_mask):
+    """(b, n): how much each token contributed to the context updates, ||α_i(k) ⊙ x_i|| (the size of its term of
+    Eq. 6) averaged over the K steps, from the α(k) the forward returned (`outputs.attentions`); 0 at pads."""
+    mask = attention_mask.bool()
+    x_hat = model.base_model.embeddings(input_ids, None, mask).float()  # (b, n, m) = n·x, Eq. 1-2
+    n_real = mask.sum(dim=1)[:, None].float()  # (b, 1)
+    terms = [(alpha.float() * x_hat).norm(dim=-1) / n_real for alpha in outputs.attentions]  # K × (b, n)
+    return (torch.stack(terms).mean(dim=0) * mask).cpu()
+
+
+def _contextualizer_evidence(model, outputs, input_ids, attention_mask):
+    """Windows of `EVIDENCE_WINDOW` tokens, each weighed by its share of the document's contributions
+    (`token_contributions`): the weights of a document sum to 1."""
+    contributions = token_contributions(model, outputs, input_ids, attention_mask)
+    passages = []
+    for row, weights in enumerate(contributions):
+        real = attention_mask[row].nonzero().flatten().tolist()  # the real positions, in order (pads on either side)
+        total = float(weights.sum()) or 1.0
+        windows = [real[start:start + EVIDENCE_WINDOW] for start in range(0, len(real), EVIDENCE_WINDOW)]
+        passages.append([(window[0], window[-1] + 1, float(weights[window].sum()) / total) for window in windows])
+    return passages
+
 
 register_family(Family(
     name="contextualizer",
@@ -30,4 +60,5 @@ register_family(Family(
     card_settings=("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context"),
     card_limits=("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
                  "called with `truncation=True`."),
+    evidence=_contextualizer_evidence,
 ))

@@ -5,6 +5,7 @@ Not part of a saved model's remote code (only the configuration and modeling fil
 Hub never does.
 """
 
+import torch
 from transformers import AutoTokenizer
 
 from ..registry import Family, register_family
@@ -40,6 +41,49 @@ def _segment_head_logits(model, z, present):
     return model.head(z, present)[0]
 
 
+def segment_of_positions(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id):
+    """(b, n): the segment each position of flat documents (b, n) is read in, -1 where none is (padding, the leading
+    [CLS] and trailing [SEP] a tokenizer added, tokens past the m·(L - 2) the model reads). The rule of
+    `cut_into_segments`, which `tests/test_explaining.py` holds it to."""
+    b, _ = input_ids.shape
+    real = attention_mask.bool()
+    content = real.clone()
+    content[:, 0] &= input_ids[:, 0] != cls_id
+    rows = torch.arange(b, device=input_ids.device)
+    last = real.sum(dim=1) - 1  # right padding: the last real position
+    content[rows, last] &= input_ids[rows, last] != sep_id
+    width = segment_length - 2
+    slot = content.long().cumsum(dim=1) - 1  # the k-th content token goes to slot k of the (m, L - 2) grid
+    keep = content & (slot < num_segments * width)
+    return torch.where(keep, slot // width, -1)
+
+
+def _segment_evidence(model, outputs, input_ids, attention_mask):
+    """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4, exactly
+    the α the forward returned (`outputs.attentions[0]`, (b, m))."""
+    (alpha,) = outputs.attentions
+    config = model.config
+    segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
+                                   config.cls_token_id, config.sep_token_id).cpu()  # (b, n)
+    alpha = alpha.float().cpu()
+    passages = []
+    for row in range(len(segment)):
+        document = []
+        for i in range(alpha.shape[1]):
+            positions = (segment[row] == i).nonzero().flatten()
+            if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
+                document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))
+        passages.append(document)
+    return passages
+
+
+def _segment_evidence_refusal(config):
+    if config.variant in ("att", "att_ablated"):
+        return None
+    return (f"the segment LM variant {config.variant!r} has no attention over segments (α of Eq. 4 exists in the "
+            "variants 'att' and 'att_ablated'); train `--model segment_lm:att` to explain its labels")
+
+
 register_family(Family(
     name="segment_lm",
     config_class=SegmentLMConfig,
@@ -69,4 +113,6 @@ register_family(Family(
     head_logits=_segment_head_logits,
     card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
                    "segment_pooling", "gradient_mode"),
+    evidence=_segment_evidence,
+    evidence_refusal=_segment_evidence_refusal,
 ))

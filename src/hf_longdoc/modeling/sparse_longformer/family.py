@@ -142,6 +142,25 @@ def _sparse_longformer_logits(model, *features):
     return model.classifier(model.pooled_state(*features) if model.token_gate is not None else features[0])
 
 
+def _global_token_evidence(model, outputs, input_ids, attention_mask):
+    """The global tokens the selector chose for each document (those every position attends to; [CLS] aside), each a
+    one-token passage weighed by the score the selector ranked it by: TF-IDF, tf·idf of its token; PMI, the sum of
+    its pairs' PMI (`pmi_selection="sum"`) or minus its place in the list of the document's best pairs ("pairs")."""
+    chosen = model.select_global_tokens(input_ids, attention_mask).cpu()  # (b, n), what forward chose
+    scores, _ = model.base_model.selector.scores(input_ids, attention_mask.bool())
+    scores = scores.float().cpu()  # (b, n)
+    return [[(i, i + 1, float(scores[row, i])) for i in chosen[row].nonzero().flatten().tolist() if i != 0]
+            for row in range(len(chosen))]
+
+
+def _global_token_evidence_refusal(config):
+    if config.global_selector in ("tfidf", "pmi") and config.num_global_tokens > 0:
+        return None
+    return (f"global_selector={config.global_selector!r} picks its global tokens by position or at random, not by what "
+            "they say (and num_global_tokens > 0 is needed); a model with global_selector 'tfidf' or 'pmi' can be "
+            "explained")
+
+
 register_family(Family(
     name="sparse_longformer",
     config_class=SparseLongformerConfig,
@@ -176,6 +195,8 @@ register_family(Family(
     card_settings=("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                    "global_selector", "num_global_tokens", "max_position_embeddings",
                    "attention_probs_dropout_prob", "classifier_pooling"),
+    evidence=_global_token_evidence,
+    evidence_refusal=_global_token_evidence_refusal,
 ))
 
 

@@ -1,0 +1,58 @@
+"""`hf-longdoc predict`: label every document of a corpus with a saved model, into a JSONL, CSV or Parquet file."""
+
+from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
+from .options import Formatter, names
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "predict", formatter_class=Formatter, help="label every document of a corpus (resumable, one or many processes)",
+        description="Label every row of --dataset with the model in MODEL_DIR and write one row per input row, in "
+                    "order, to --output. An interrupted run continues when the same command is run again; under "
+                    "torchrun or accelerate launch the rows are shared between the processes.")
+    parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
+    parser.add_argument("--dataset", required=True,
+                        help="a .csv/.jsonl/.parquet file, a Hub id, or a folder of .txt files (one document each)")
+    parser.add_argument("--output", required=True,
+                        help="the file to write: .jsonl, .csv (one score_<label> column per class) or .parquet")
+    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--id-column", default=None,
+                        help="the column naming each row (unique values); None: the input's `id` column, else the row "
+                             "number (a folder: the file's path)")
+    parser.add_argument("--keep-columns", type=names, default=None,
+                        help="comma-separated input columns to copy into the output")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
+                        help="documents (with --long chunks: chunks) per forward pass")
+    parser.add_argument("--device", default=None,
+                        help="cpu, cuda, cuda:1, mps, ...; None: this process's GPU if there is one, else the CPU")
+    parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                        help="the weights' precision (float16: a GPU); None: float32")
+    parser.add_argument("--long", default="truncate", choices=["truncate", "chunks"],
+                        help="documents longer than the model reads: cut them (counted in the log), or read them in "
+                             "chunks whose logits are aggregated (adds a `chunks` column)")
+    parser.add_argument("--stride", type=NON_NEGATIVE_INTEGER.parse, default=0,
+                        help="with --long chunks: ids consecutive chunks share")
+    parser.add_argument("--aggregation", default="mean", choices=["mean", "max"],
+                        help="with --long chunks: how the chunks' logits become the document's")
+    parser.add_argument("--top-k", type=POSITIVE_INTEGER.parse, default=None,
+                        help="keep the K best classes in `scores`; None: every class")
+    parser.add_argument("--explain", type=POSITIVE_INTEGER.parse, default=None, metavar="K",
+                        help="add `evidence`: the K passages that weighed most in each decision (models whose weights "
+                             "say so, such as the segment LM)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output, and start over instead of continuing an interrupted run")
+    parser.set_defaults(run=run)
+
+
+def run(args):
+    from ..predicting import predict
+
+    result = predict(args.model_dir, args.dataset, args.output, text_column=args.text_column,
+                     id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
+                     device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
+                     aggregation=args.aggregation, top_k=args.top_k, explain=args.explain, overwrite=args.overwrite)
+    if result is None:  # another process than the main one of a launcher: the main one reports
+        return
+    errors = sum(error is not None for error in result["error"])
+    print(f"Wrote {len(result)} rows to {args.output}: {len(result) - errors} labelled, {errors} without text "
+          "(see their `error`).")

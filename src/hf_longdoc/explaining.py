@@ -1,0 +1,110 @@
+"""Why a label: the K passages of each document that weighed most in the model's decision (`predict --explain K`).
+
+The weights are the model's own, from one forward pass with `output_attentions=True`: the segment LM's attention over
+segments (α of Eq. 4), and wherever else a family's registry entry has an `evidence` hook (see
+`modeling/registry.py`). The hook gives token spans; this module turns them into character offsets of the document
+as given, through the fast tokenizer's `offset_mapping`, so that `passage["text"] == document[start:end]`.
+"""
+
+import logging
+
+import torch
+
+from .modeling.registry import FAMILIES, family_of_config
+
+logger = logging.getLogger(__name__)
+
+
+def explainable_families():
+    """Names of the families whose weights say which passages decided a label."""
+    return sorted(name for name, family in FAMILIES.items() if family.evidence is not None)
+
+
+def _explaining_family(model):
+    """The registry entry of `model`, or a ValueError saying why `model` cannot be explained."""
+    supported = ", ".join(explainable_families())
+    config = getattr(model, "config", None)
+    try:
+        family = family_of_config(config)
+    except (AttributeError, ValueError):
+        kind = getattr(config, "model_type", type(model).__name__)
+        raise ValueError(f"Cannot explain a {kind!r} model: it is not an hf_longdoc family. Explanations come from "
+                         f"the weights of the families {supported}.") from None
+    if family.evidence is None:
+        raise ValueError(f"The {family.name} family has no weights that say which passages decided a label, so it "
+                         f"cannot be explained (drop --explain); the families that can: {supported}.")
+    if family.evidence_refusal is not None and (reason := family.evidence_refusal(config)):
+        raise ValueError(f"Cannot explain this {family.name} model: {reason}.")
+    return family
+
+
+def check_explainable(model):
+    """Raise a ValueError naming `model`'s family and the families that can be explained, unless `model` has weights
+    that say which passages decided its label (call it before any long work)."""
+    _explaining_family(model)
+
+
+def _check_arguments(tokenizer, texts, k):
+    if not isinstance(texts, (list, tuple)) or not texts:
+        raise TypeError(f"`texts` must be a non-empty list of strings, got {type(texts).__name__}.")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"`texts[{i}]` must be a string, got {type(text).__name__}.")
+        if not text.strip():
+            raise ValueError(f"`texts[{i}]` is empty or whitespace only: there is nothing to explain; leave such "
+                             "documents out (predict gives them a row with an error).")
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"`k` (--explain) must be an integer number of passages, got {k!r}.")
+    if k < 1:
+        raise ValueError(f"`k` (--explain) must be at least 1 passage, got {k}.")
+    if not getattr(tokenizer, "is_fast", False):
+        raise ValueError(f"Explaining needs a fast tokenizer (its offset_mapping maps passages back to characters); "
+                         f"{type(tokenizer).__name__} is a slow one. Load the model's tokenizer with "
+                         "`AutoTokenizer.from_pretrained(model_dir, use_fast=True)`.")
+
+
+def _character_span(offsets, first, stop):
+    """(start, end) characters of tokens [first, stop), over the tokens that cover text (special tokens cover
+    none), or None when none does."""
+    covered = [(start, end) for start, end in offsets[first:stop] if end > start]
+    if not covered:
+        return None
+    return min(start for start, _ in covered), max(end for _, end in covered)
+
+
+def explain(model, tokenizer, texts, k, max_length):
+    """Logits (b, num_labels) and, per document, the `k` passages that weighed most, best first, as dicts
+    `{"text", "start", "end", "weight"}` with `text == document[start:end]` (fewer when the model read fewer).
+
+    `texts` are tokenized as `pipeline("text-classification", truncation=True)` tokenizes them (cut at `max_length`,
+    else at the tokenizer's `model_max_length`) and read in one forward pass with `output_attentions=True`; the
+    weights are the numbers that pass returned. Raises ValueError for a model `check_explainable` refuses."""
+    family = _explaining_family(model)
+    _check_arguments(tokenizer, texts, k)
+    if model.training:
+        logger.warning("Explaining a model in training mode: dropout is active, so logits and weights vary between "
+                       "runs; call `model.eval()` first.")
+    texts = list(texts)
+    encoding = tokenizer(texts, truncation=True, max_length=max_length, padding=True, padding_side="right",
+                         return_offsets_mapping=True, return_tensors="pt")
+    if cut := sum(bool(piece.overflowing) for piece in encoding.encodings):  # the tokens truncation dropped
+        logger.info(f"{cut} of {len(texts)} documents are longer than the {max_length or tokenizer.model_max_length} "
+                    "tokens read and were cut; their passages come from the part read.")
+    offsets = encoding.pop("offset_mapping").tolist()  # (b, n, 2): characters of each token
+    inputs = {name: tensor.to(model.device) for name, tensor in encoding.items()}
+    with torch.inference_mode():
+        outputs = model(**inputs, output_attentions=True, return_dict=True)
+        spans = family.evidence(model, outputs, inputs["input_ids"], inputs["attention_mask"])
+    evidence = []
+    for text, document_offsets, document_spans in zip(texts, offsets, spans):
+        passages = []
+        for first, stop, weight in document_spans:
+            span = _character_span(document_offsets, first, stop)
+            if span is not None:  # a span of special tokens alone covers no text
+                passages.append({"text": text[span[0]:span[1]], "start": span[0], "end": span[1], "weight": weight})
+        passages.sort(key=lambda passage: (-passage["weight"], passage["start"]))
+        evidence.append(passages[:k])
+    return outputs.logits, evidence
+
+
+__all__ = ["check_explainable", "explain", "explainable_families"]

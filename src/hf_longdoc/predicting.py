@@ -1,0 +1,691 @@
+"""Classify a corpus with a saved model: `hf-longdoc predict` and `hf_longdoc.predict(...)`.
+
+Rows in, rows out, in input order: each input row gets its id, `label`, `score`, `scores` (every class's probability,
+or the `top_k` best), `error` (why a row has no label: its text is missing or blank), with `--long chunks` the number
+of `chunks` read, and with `--explain K` the `evidence` passages. The output's format follows its extension (JSONL,
+CSV with one `score_<label>` column per class, Parquet).
+
+How the work is done, and why:
+- **Windows.** The rows are cut into windows of `WINDOW_BATCHES` batches. Inside a window the documents are sorted
+  by token count before they are batched (padding a 200-token document to 8,000 wastes 40x), and the window is
+  tokenized in a background thread while the model reads the previous one. Only one window's ids are held: memory is
+  bounded by the window, not the corpus.
+- **Shards and resuming.** Every finished batch is written as a shard (JSON lines of `[row, prediction]`) into
+  `OUT.partial/`, next to a fingerprint of the model's files, the input and the settings that change rows; a window's
+  `.done` file records that all its batches are there. A rerun with the same fingerprint skips what is done; another
+  fingerprint is refused, naming what differs. Batches are the same in every run, so the final file is the same
+  bytes as an uninterrupted run's.
+- **Several processes** (torchrun, accelerate launch): the windows are split with Accelerate's
+  `split_between_processes`; each process writes its own shards; after a barrier the main process merges them in
+  input order. Windows are cut the same way for any number of processes, so the output equals one process's.
+- **The final file** is written under a temporary name inside `OUT.partial/` and moved to OUT with `os.replace`
+  (one step on one file system): nothing stands at OUT until every row is written.
+"""
+
+import contextlib
+import copy
+import csv
+import fnmatch
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from types import SimpleNamespace
+
+import datasets
+import torch
+from datasets import Features, List, Value
+
+from . import distributed
+from .data.folders import listing_digest, load_text_folder, text_files
+from .data.loading import DatasetError, _load_raw
+from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
+from .outputs import file_digest, require_writable_folder
+from .pipelines import LongDocumentClassificationPipeline, model_reading_length, special_frame
+
+logger = logging.getLogger(__name__)
+
+FORMATS = (".jsonl", ".csv", ".parquet")
+LONG = ("truncate", "chunks")
+AGGREGATIONS = ("mean", "max")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+WINDOW_BATCHES = 32  # batches sorted by length together: larger groups pad less, smaller ones resume finer
+OUTPUT_COLUMNS = ("label", "score", "scores", "chunks", "evidence", "error")
+# The model folder's files that change predictions (its card, metrics and manifest do not)
+MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer*", "vocab*", "merges.txt",
+               "special_tokens_map.json", "added_tokens.json", "*.model")
+FINGERPRINT = "fingerprint.json"
+
+
+@dataclass(frozen=True)
+class PredictSettings:
+    """What `predict` does with each row, checked once before any data is read (the arguments of `predict`). The
+    fields that change the rows are part of the run's fingerprint."""
+
+    text_column: str = "text"
+    id_column: str | None = None
+    keep_columns: tuple = ()
+    batch_size: int = 8
+    dtype: str | None = None
+    long: str = "truncate"
+    stride: int = 0
+    aggregation: str = "mean"
+    top_k: int | None = None
+    explain: int | None = None
+    window_batches: int | None = field(default=None, repr=False)  # None: WINDOW_BATCHES
+
+    def __post_init__(self):
+        for name in ("text_column", "id_column"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"`{name}` (--{name.replace('_', '-')}) must be a column name, got {value!r}.")
+        if self.text_column is None:
+            raise TypeError("`text_column` (--text-column) must be a column name, got None.")
+        keep = self.keep_columns
+        if isinstance(keep, str):
+            keep = [part.strip() for part in keep.split(",") if part.strip()]
+        if not all(isinstance(name, str) and name for name in keep):
+            raise TypeError(f"`keep_columns` (--keep-columns) must be column names, got {self.keep_columns!r}.")
+        object.__setattr__(self, "keep_columns", tuple(dict.fromkeys(keep)))
+        POSITIVE_INTEGER.check(self.batch_size, "batch_size", "batch-size")
+        NON_NEGATIVE_INTEGER.check(self.stride, "stride", "stride")
+        if self.window_batches is None:
+            object.__setattr__(self, "window_batches", WINDOW_BATCHES)
+        POSITIVE_INTEGER.check(self.window_batches, "window_batches")
+        for name in ("top_k", "explain"):
+            if getattr(self, name) is not None:
+                POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
+        choices = {"long": LONG, "aggregation": AGGREGATIONS, "dtype": (*DTYPES, None)}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                shown = ", ".join(choice for choice in allowed if choice is not None)
+                raise ValueError(f"`{name}` (--{name}) must be one of {shown}, got {getattr(self, name)!r}.")
+        if self.explain is not None and self.long == "chunks":
+            raise ValueError("`explain` (--explain) shows what the model weighed in what it reads at once; it cannot "
+                             "be combined with `long='chunks'` (--long chunks), which reads several chunks: drop one.")
+        if self.long == "truncate" and self.stride:
+            logger.warning("`stride` (--stride %d) is ignored: it applies to --long chunks only.", self.stride)
+
+    @property
+    def window_rows(self):
+        return self.batch_size * self.window_batches
+
+
+# -- checks before any work -------------------------------------------------------------------------------------------
+def output_paths(output, overwrite):
+    """(OUT, its `.partial` work folder), with a ValueError before any work for an unknown extension, a folder that
+    cannot be written, or an existing OUT without `overwrite`."""
+    if not isinstance(output, (str, os.PathLike)):
+        raise TypeError(f"`output` (--output) must be a file path, got {type(output).__name__}.")
+    output = os.path.abspath(os.path.expanduser(os.fspath(output)))
+    extension = os.path.splitext(output)[1].lower()
+    if extension not in FORMATS:
+        raise ValueError(f"`output` (--output) {output!r}: the format follows the extension, which must be one of "
+                         f"{', '.join(FORMATS)}; got {extension or 'none'}.")
+    if os.path.isdir(output):
+        raise ValueError(f"`output` (--output) {output!r} is a folder; pass a file name ending in {extension}.")
+    require_writable_folder(os.path.dirname(output), "The folder of `output` (--output)")
+    if os.path.exists(output) and not overwrite:
+        raise ValueError(f"`output` (--output) {output!r} already exists and is kept; choose another name, or pass "
+                         "--overwrite (overwrite=True) to replace it.")
+    return output, output + ".partial"
+
+
+def check_model_folder(model_dir):
+    """A ValueError unless `model_dir` is a saved model folder."""
+    if not isinstance(model_dir, (str, os.PathLike)) or not os.path.isfile(os.path.join(model_dir, "config.json")):
+        raise ValueError(f"`model_dir` {model_dir!r} is not a saved model folder (no config.json); pass a folder "
+                         "written by `hf-longdoc train` or `save_pretrained`.")
+
+
+def load_documents(source):
+    """The input rows and a digest of the input: a `datasets.Dataset` as given; a folder of `.txt` files (digest:
+    its files' names, sizes and times); a csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id
+    and `datasets`' fingerprint), every split in order."""
+    if isinstance(source, datasets.Dataset):
+        return source, f"dataset:{source._fingerprint}"
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(f"`dataset` (--dataset) must be a path, a Hub id or a datasets.Dataset, got "
+                        f"{type(source).__name__}.")
+    source = os.fspath(source)
+    path = os.path.expanduser(source)
+    if os.path.isdir(path):
+        return load_text_folder(path), f"folder:{listing_digest(path, text_files(path)[0])}"
+    raw = _load_raw(source)
+    if len(raw) > 1:
+        logger.info("Reading every split of %s, in this order: %s.", source, ", ".join(raw))
+    documents = datasets.concatenate_datasets(list(raw.values())) if len(raw) > 1 else next(iter(raw.values()))
+    if os.path.isfile(path):
+        return documents, f"file:{file_digest(path)}"
+    return documents, f"hub:{source}:{documents._fingerprint}"
+
+
+def resolve_columns(documents, settings):
+    """(text column, id column or None for row numbers, kept columns), with a ValueError naming what is missing,
+    clashing or duplicated."""
+    columns = documents.column_names
+    shown = ", ".join(columns)
+    if settings.text_column not in columns:
+        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} is not a column of the input; its "
+                         f"columns are {shown}.")
+    text_type = getattr(documents.features[settings.text_column], "dtype", None)
+    if text_type not in ("string", "large_string", "null"):
+        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} holds {text_type or 'lists'}, not "
+                         f"text; pass the column with the documents (columns: {shown}).")
+    id_column = settings.id_column
+    if id_column is not None and id_column not in columns:
+        raise ValueError(f"`id_column` (--id-column) {id_column!r} is not a column of the input; its columns are "
+                         f"{shown}.")
+    if id_column is None and "id" in columns:
+        id_column = "id"
+    missing = [name for name in settings.keep_columns if name not in columns]
+    if missing:
+        raise ValueError(f"`keep_columns` (--keep-columns) {', '.join(map(repr, missing))}: not a column of the "
+                         f"input; its columns are {shown}.")
+    keep = [name for name in settings.keep_columns if name != id_column]
+    clashes = [name for name in [id_column or "id", *keep] if name in OUTPUT_COLUMNS]
+    if clashes:
+        raise ValueError(f"Input column {clashes[0]!r} has the name of an output column ({', '.join(OUTPUT_COLUMNS)});"
+                         " rename it in the input, or leave it out of --keep-columns / --id-column.")
+    if id_column is not None:
+        seen = set()
+        for value in documents[id_column]:
+            if value in seen:
+                message = (f"`id_column` (--id-column) {id_column!r} has duplicate values, e.g. {value!r}; ids must "
+                           "name one row each: pass a column with unique values")
+                if settings.id_column is None:
+                    message += ", or --id-column with another one (without it, the input's `id` column is used)"
+                raise ValueError(message + ".")
+            seen.add(value)
+    return settings.text_column, id_column, keep
+
+
+def choose_device(device, dtype, shared):
+    """The torch device to run on (under a launcher: this process's), with a ValueError for a device that is not
+    there and a dtype it cannot run."""
+    if device is None:
+        chosen = shared.device if shared is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        try:
+            chosen = torch.device(device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"`device` (--device) {device!r} is not a torch device; pass cpu, cuda, cuda:1, mps, ..."
+                             ) from None
+        if chosen.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"`device` (--device) {device!r}: no CUDA GPU is available here; pass --device cpu.")
+        if chosen.type == "cuda" and chosen.index is None and shared is not None:
+            chosen = shared.device  # each process its own GPU
+    if dtype == "float16" and chosen.type == "cpu":
+        raise ValueError("`dtype` (--dtype) float16 needs a GPU: CPUs compute half precision slowly or not at all; "
+                         "pass --dtype bfloat16 or float32 on a CPU.")
+    if dtype == "bfloat16" and chosen.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"`dtype` (--dtype) bfloat16 is not supported by {torch.cuda.get_device_name(chosen)}; "
+                         "pass --dtype float16 or float32.")
+    return chosen
+
+
+def load_model(model_dir, device, dtype):
+    """The sequence classifier in `model_dir` in eval mode on `device`, and its tokenizer."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=DTYPES.get(dtype, "auto"))
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"`model_dir` {model_dir!r} cannot be loaded as a sequence classifier with its tokenizer "
+                         f"({type(error).__name__}: {error}).") from None
+    if dtype is None:
+        model = model.float()  # the weights as saved may be half precision; float32 unless --dtype asks otherwise
+    return model.to(device).eval(), tokenizer
+
+
+def model_digest(model_dir):
+    """A SHA-256 per file of `model_dir` that changes predictions (config, weights, tokenizer)."""
+    return {name: file_digest(os.path.join(model_dir, name)) for name in sorted(os.listdir(model_dir))
+            if os.path.isfile(os.path.join(model_dir, name))
+            and any(fnmatch.fnmatch(name, pattern) for pattern in MODEL_FILES)}
+
+
+def open_partial(partial, fingerprint, overwrite, shared):
+    """Prepare the `.partial` work folder: continue one with the same fingerprint, refuse another (naming what
+    differs) unless `overwrite`, which starts over."""
+    path = os.path.join(partial, FINGERPRINT)
+    if os.path.isdir(partial) and not overwrite:
+        try:
+            with open(path) as f:
+                recorded = json.load(f)
+        except (OSError, ValueError):
+            recorded = None
+        if recorded is None:
+            raise ValueError(f"{partial!r} exists but records no run of predict; move it away, or pass --overwrite "
+                             "to start over.")
+        differ = _differences(recorded, fingerprint)
+        if differ:
+            raise ValueError(f"{partial!r} holds an interrupted run with another {'; '.join(differ)}; rerun the same "
+                             "command to continue it, or pass --overwrite (overwrite=True) to start over.")
+    distributed.wait_for_everyone()  # every process has compared before the main one changes anything
+    if shared is None or shared.is_main_process:
+        if overwrite and os.path.isdir(partial):
+            logger.warning("Starting over: removing the interrupted run in %s (--overwrite).", partial)
+            shutil.rmtree(partial)
+        os.makedirs(partial, exist_ok=True)
+        if not os.path.exists(path):
+            _write_atomically(path, json.dumps(fingerprint, indent=2, sort_keys=True))
+        else:
+            logger.info("Continuing the interrupted run in %s.", partial)
+    distributed.wait_for_everyone()
+
+
+def _differences(recorded, given):
+    """What differs between two fingerprints, in words."""
+    differ = []
+    if recorded.get("model") != given["model"]:
+        files = sorted(name for name in set(recorded.get("model") or {}) | set(given["model"])
+                       if (recorded.get("model") or {}).get(name) != given["model"].get(name))
+        differ.append(f"model (files that differ: {', '.join(files)})")
+    if recorded.get("input") != given["input"]:
+        differ.append("input (--dataset: another file, or the file changed since)")
+    settings = recorded.get("settings") or {}
+    changed = [f"{key} {settings.get(key)!r} there, {value!r} here" for key, value in given["settings"].items()
+               if settings.get(key) != value]
+    if changed:
+        differ.append(f"settings ({'; '.join(changed)})")
+    return differ
+
+
+def _write_atomically(path, text):
+    """Write `text` to `path` through a temporary file in the same folder, so a kill leaves the old file or the new
+    one, never half of one."""
+    handle, scratch = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(scratch, path)
+
+
+# -- reading documents ------------------------------------------------------------------------------------------------
+class Reader:
+    """Tokenizes windows of documents, groups them by length into batches, and turns batches into predictions."""
+
+    def __init__(self, model, tokenizer, settings, threshold):
+        self.model, self.tokenizer, self.settings, self.threshold = model, tokenizer, settings, threshold
+        # `prepare` runs in a thread beside the model; a fast tokenizer used from two threads at once can fail
+        # ("Already borrowed") when one of them sets truncation or padding, so that thread has its own copy
+        self.preparing_tokenizer = copy.deepcopy(tokenizer)
+        config = model.config
+        self.labels = [config.id2label[index] for index in range(config.num_labels)]
+        self.sigmoid = config.problem_type == "multi_label_classification" or config.num_labels == 1
+        self.multi_label = config.problem_type == "multi_label_classification"
+        self.length = model_reading_length(model, tokenizer)
+        self.frame = special_frame(tokenizer)
+        # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
+        plan_owner = SimpleNamespace(model=model, tokenizer=tokenizer)
+        stride = settings.stride if settings.long == "chunks" else 0
+        self.content, self.step = LongDocumentClassificationPipeline.chunk_plan(plan_owner, None, stride, self.frame)
+        self.token_types = "token_type_ids" in tokenizer.model_input_names
+
+    def prepare(self, start, texts):
+        """The batches of the window starting at row `start`: lists of documents `{"row", "text", "chunks",
+        "tokens", "cut"}`, longest first; documents without text come last, in a batch of their own, with `error`."""
+        documents, empty = [], []
+        for offset, text in enumerate(texts):
+            reason = _no_text(text)
+            if reason:
+                empty.append({"row": start + offset, "error": reason})
+            else:
+                documents.append({"row": start + offset, "text": text})
+        for first in range(0, len(documents), self.settings.batch_size):  # tokenized a batch at a time
+            group = documents[first: first + self.settings.batch_size]
+            ids = self.preparing_tokenizer([d["text"] for d in group], add_special_tokens=False, verbose=False)["input_ids"]
+            for document, tokens in zip(group, ids):
+                document["tokens"] = len(tokens)
+                document["chunks"] = self._chunks(tokens)
+                document["cut"] = self.content is not None and len(tokens) > self.content
+        documents.sort(key=lambda d: (-d["tokens"], d["row"]))
+        size = self.settings.batch_size
+        batches = [documents[first: first + size] for first in range(0, len(documents), size)]
+        return batches + ([empty] if empty else [])
+
+    def _chunks(self, tokens):
+        """The id sequences the model reads for one document (the long-document pipeline's chunks; one with
+        `long="truncate"`: the document cut at the reading length, as `truncation=True` cuts it)."""
+        prefix, suffix = self.frame
+        content = self.content or len(tokens)
+        if self.settings.long == "truncate" or len(tokens) <= content:
+            return [prefix + tokens[:content] + suffix]
+        starts = list(range(0, len(tokens) - content, self.step)) + [len(tokens) - content]
+        return [prefix + tokens[s: s + content] + suffix for s in starts]
+
+    def predict(self, batch):
+        """`[row, prediction]` for each document of `batch`."""
+        if "error" in batch[0]:
+            return [[d["row"], {"error": d["error"]}] for d in batch]
+        evidence = None
+        if self.settings.explain is not None:
+            from .explaining import explain
+
+            logits, evidence = explain(self.model, self.tokenizer, [d["text"] for d in batch], self.settings.explain,
+                                       self.length)
+        else:
+            logits = self._logits(batch)
+        scores = (logits.float().sigmoid() if self.sigmoid else logits.float().softmax(-1)).tolist()
+        results = []
+        for number, (document, row_scores) in enumerate(zip(batch, scores)):
+            prediction = self._prediction(row_scores)
+            prediction["cut"] = document["cut"] and self.settings.long == "truncate"
+            if self.settings.long == "chunks":
+                prediction["chunks"] = len(document["chunks"])
+            if evidence is not None:
+                prediction["evidence"] = evidence[number]
+            results.append([document["row"], prediction])
+        return results
+
+    def _logits(self, batch):
+        """(documents, labels): each document's chunks read in batches of `batch_size`, their logits aggregated."""
+        chunks = [chunk for document in batch for chunk in document["chunks"]]
+        size = self.settings.batch_size
+        logits = torch.cat([self._forward(chunks[first: first + size]) for first in range(0, len(chunks), size)])
+        per_document, first = [], 0
+        for document in batch:
+            mine = logits[first: first + len(document["chunks"])]  # (chunks, labels)
+            first += len(document["chunks"])
+            per_document.append(mine.mean(0) if self.settings.aggregation == "mean" else mine.max(0).values)
+        return torch.stack(per_document)
+
+    def _forward(self, sequences):
+        features = {"input_ids": sequences}
+        if self.token_types:
+            features["token_type_ids"] = [[0] * len(sequence) for sequence in sequences]
+        inputs = self.tokenizer.pad(features, padding=True, return_tensors="pt")
+        inputs = {name: tensor.to(self.model.device) for name, tensor in inputs.items()}
+        return self.model(**inputs).logits.float()
+
+    def _prediction(self, scores):
+        ranked = sorted(range(len(scores)), key=lambda index: -scores[index])
+        shown = ranked[: self.settings.top_k] if self.settings.top_k else range(len(scores))
+        prediction = {"scores": {self.labels[index]: scores[index] for index in sorted(shown)}}
+        if self.multi_label:
+            chosen = [index for index in ranked if scores[index] > self.threshold]
+            prediction.update(label=[self.labels[i] for i in chosen], score=[scores[i] for i in chosen])
+        else:
+            prediction.update(label=self.labels[ranked[0]], score=scores[ranked[0]])
+        return prediction
+
+
+def _no_text(text):
+    """Why `text` cannot be classified (None when it can)."""
+    if text is None:
+        return "missing text"
+    if not isinstance(text, str):
+        return f"the text is a {type(text).__name__}, not a string"
+    if not text.strip():
+        return "empty text" if not text else "the text is only whitespace"
+    return None
+
+
+# -- shards -----------------------------------------------------------------------------------------------------------
+def _window_name(start):
+    return f"{start:012d}"
+
+
+def _shard_path(partial, start, number):
+    return os.path.join(partial, f"{_window_name(start)}-{number:05d}.jsonl")
+
+
+def _done_path(partial, start):
+    return os.path.join(partial, f"{_window_name(start)}.done")
+
+
+def run_windows(reader, documents, text_column, windows, partial, shared):
+    """Predict the rows of `windows` (their first rows) into shards, skipping finished windows and batches."""
+    texts = documents.select_columns([text_column])
+    end_of = {start: min(start + reader.settings.window_rows, len(documents)) for start in windows}
+    todo = [start for start in windows if not os.path.exists(_done_path(partial, start))]
+    done_rows = sum(end_of[start] - start for start in windows if start not in todo)
+    from tqdm.auto import tqdm
+
+    progress = tqdm(total=sum(end_of[start] - start for start in windows), initial=done_rows, unit="doc",
+                    desc="predict", disable=shared is not None and not shared.is_main_process, smoothing=0.1)
+
+    def prepare(start):
+        return reader.prepare(start, texts[start: end_of[start]][text_column])
+
+    # the next window is tokenized in a thread while the model reads this one (fast tokenizers release the GIL)
+    with ThreadPoolExecutor(max_workers=1) as pool, torch.inference_mode():
+        upcoming = pool.submit(prepare, todo[0]) if todo else None
+        for position, start in enumerate(todo):
+            batches = upcoming.result()
+            upcoming = pool.submit(prepare, todo[position + 1]) if position + 1 < len(todo) else None
+            stats = {"rows": end_of[start] - start, "errors": 0, "cut": 0}
+            for number, batch in enumerate(batches):
+                path = _shard_path(partial, start, number)
+                if os.path.exists(path):  # written before an interruption
+                    with open(path, encoding="utf-8") as f:
+                        rows = [json.loads(line) for line in f]
+                else:
+                    rows = reader.predict(batch)
+                    _write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+                stats["errors"] += sum(1 for _, prediction in rows if "error" in prediction)
+                stats["cut"] += sum(1 for _, prediction in rows if prediction.get("cut"))
+                progress.update(len(batch))
+            _write_atomically(_done_path(partial, start), json.dumps({**stats, "batches": len(batches)}))
+    progress.close()
+
+
+def _window_predictions(partial, start):
+    """`{row: prediction}` of one finished window."""
+    with open(_done_path(partial, start)) as f:
+        batches = json.load(f)["batches"]
+    predictions = {}
+    for number in range(batches):
+        with open(_shard_path(partial, start, number), encoding="utf-8") as f:
+            predictions.update((row, prediction) for row, prediction in map(json.loads, f))
+    return predictions
+
+
+# -- the output -------------------------------------------------------------------------------------------------------
+def output_features(documents, id_column, keep, reader):
+    """The output's columns and types: the id (the input's, or row numbers), the kept columns, the predictions."""
+    features = {id_column or "id": documents.features[id_column] if id_column else Value("int64")}
+    features.update((name, documents.features[name]) for name in keep)
+    if reader.multi_label:
+        features.update(label=List(Value("string")), score=List(Value("float64")))
+    else:
+        features.update(label=Value("string"), score=Value("float64"))
+    features["scores"] = {label: Value("float64") for label in reader.labels}
+    if reader.settings.long == "chunks":
+        features["chunks"] = Value("int64")
+    if reader.settings.explain is not None:
+        features["evidence"] = List({"text": Value("string"), "start": Value("int64"), "end": Value("int64"),
+                                     "weight": Value("float64")})
+    features["error"] = Value("string")
+    return Features(features)
+
+
+def merged_rows(documents, id_column, keep, features, partial, window_rows):
+    """The output rows in input order, read from the finished windows' shards and the input's id/kept columns."""
+    carried = documents.select_columns([id_column, *keep] if id_column else keep)
+    predicted = [name for name in features if name in OUTPUT_COLUMNS]
+    for start in range(0, len(documents), window_rows):
+        stop = min(start + window_rows, len(documents))
+        predictions = _window_predictions(partial, start)
+        columns = carried[start:stop]
+        for row in range(start, stop):
+            out = {id_column or "id": columns[id_column][row - start] if id_column else row}
+            out.update((name, columns[name][row - start]) for name in keep)
+            prediction = predictions[row]
+            for name in predicted:
+                value = prediction.get(name)
+                if name == "scores" and value is not None:
+                    value = {label: value.get(label) for label in features["scores"]}  # top_k: the others null
+                out[name] = value
+            yield out
+
+
+def _json_default(value):
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+def _cell(value):
+    """A CSV cell: empty for null, JSON for lists and dicts."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, ensure_ascii=False, default=_json_default)
+    return value
+
+
+def _csv_cells(row, labels):
+    """A row's CSV cells: `scores` as one cell per class (empty when not among the top K)."""
+    cells = []
+    for name, value in row.items():
+        if name == "scores":
+            cells += [_cell((value or {}).get(label)) for label in labels]
+        else:
+            cells.append(_cell(value))
+    return cells
+
+
+def write_output(result, path, labels):
+    """Write the rows of `result` to `path` in the format its extension names."""
+    extension = os.path.splitext(path)[1].lower()
+    if extension == ".parquet":
+        result.to_parquet(path)
+        return
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f) if extension == ".csv" else None
+        if writer is not None:
+            writer.writerow([column for name in result.column_names
+                             for column in ([f"score_{label}" for label in labels] if name == "scores" else [name])])
+        for columns in result.iter(batch_size=1000):
+            for values in zip(*columns.values()):
+                row = dict(zip(columns, values))
+                if writer is not None:
+                    writer.writerow(_csv_cells(row, labels))
+                    continue
+                if row["scores"] is not None:  # top_k: only the K best are shown
+                    row["scores"] = {label: score for label, score in row["scores"].items() if score is not None}
+                f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
+
+
+def _summary(partial, windows):
+    totals = {"rows": 0, "errors": 0, "cut": 0}
+    for start in windows:
+        with open(_done_path(partial, start)) as f:
+            stats = json.load(f)
+        for key in totals:
+            totals[key] += stats[key]
+    return totals
+
+
+# -- the function -----------------------------------------------------------------------------------------------------
+def predict(model_dir, dataset, output=None, *, text_column="text", id_column=None, keep_columns=None, batch_size=8,
+            device=None, dtype=None, long="truncate", stride=0, aggregation="mean", top_k=None, explain=None,
+            overwrite=False):
+    """Classify every row of `dataset` with the model saved in `model_dir`; returns the rows as a `datasets.Dataset`
+    (on the main process; the other processes of a launcher get None) and, with `output`, writes them there.
+
+    Args:
+        model_dir: a folder saved by `hf-longdoc train` or `save_pretrained` (a sequence classifier and tokenizer).
+        dataset: what `train` reads (a .csv/.jsonl/.parquet file or a Hub id), a folder of `.txt` files (one
+            document each, id: the path relative to the folder), or a `datasets.Dataset`.
+        output: a `.jsonl`, `.csv` or `.parquet` file, written only when complete; `OUT.partial/` holds the work in
+            progress, and the same call continues it after an interruption. None: nothing is written.
+        text_column: the column with the documents.
+        id_column: the column naming the rows (unique values); None: the input's `id` column, else row numbers.
+        keep_columns: input columns copied to the output (a list, or comma-separated names).
+        batch_size: documents (with `long="chunks"`: chunks) per forward pass.
+        device: a torch device (`cpu`, `cuda`, `cuda:1`); None: this process's GPU if there is one, else the CPU.
+        dtype: `float32`, `bfloat16` or `float16` (a GPU's); None: float32.
+        long: `truncate` cuts a document at what the model reads (the count is logged); `chunks` reads all of it
+            as the long-document pipeline does, in chunks whose logits are aggregated.
+        stride, aggregation: with `long="chunks"`: ids consecutive chunks share; `mean` or `max` of their logits.
+        top_k: keep the K best classes in `scores` (None: every class).
+        explain: with K, the K passages that weighed most in each decision, in an `evidence` column (families whose
+            weights say so; see `hf_longdoc.explaining`).
+        overwrite: replace an existing `output`, and start over instead of continuing an interrupted run.
+    """
+    settings = PredictSettings(text_column=text_column, id_column=id_column, keep_columns=keep_columns or (),
+                               batch_size=batch_size, dtype=dtype, long=long, stride=stride, aggregation=aggregation,
+                               top_k=top_k, explain=explain)
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"`overwrite` (--overwrite) must be True or False, got {overwrite!r}.")
+    shared = distributed.state()
+    if output is None and shared is not None:
+        raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
+                         ".partial folder.")
+    output, partial = output_paths(output, overwrite) if output is not None else (None, None)
+    check_model_folder(model_dir)
+    chosen = choose_device(device, settings.dtype, shared)
+    with shared.main_process_first() if shared is not None else contextlib.nullcontext():
+        documents, input_digest = load_documents(dataset)
+    text_column, id_column, keep = resolve_columns(documents, settings)
+    model, tokenizer = load_model(model_dir, chosen, settings.dtype)
+    if settings.explain is not None:
+        from .explaining import check_explainable
+
+        check_explainable(model)
+    from .training import decision_threshold
+
+    multi_label = model.config.problem_type == "multi_label_classification"
+    threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
+    reader = Reader(model, tokenizer, settings, threshold)
+    if len(documents) == 0:
+        raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
+
+    fingerprint = {"model": model_digest(model_dir), "input": input_digest,
+                   "settings": {**asdict(settings), "keep_columns": list(settings.keep_columns),
+                                "id_column": id_column, "device": chosen.type, "threshold": threshold}}
+    scratch = None
+    if partial is None:
+        partial = scratch = tempfile.mkdtemp(prefix="hf-longdoc-predict-")
+    else:
+        open_partial(partial, fingerprint, overwrite, shared)
+    try:
+        windows = list(range(0, len(documents), settings.window_rows))
+        mine = windows
+        if shared is not None:
+            with shared.split_between_processes(windows) as share:
+                mine = list(share)
+        run_windows(reader, documents, text_column, mine, partial, shared)
+        distributed.wait_for_everyone()
+        result = None
+        if shared is None or shared.is_main_process:
+            result = _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows)
+        distributed.wait_for_everyone()
+        if output is not None and (shared is None or shared.is_main_process):
+            shutil.rmtree(partial)
+        return result
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows):
+    """Merge the shards into the returned Dataset and the output file; log the counts."""
+    features = output_features(documents, id_column, keep, reader)
+    # the rows are a function of the fingerprint, so it names them in `datasets`' cache
+    key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:32]
+    result = datasets.Dataset.from_generator(
+        merged_rows, features=features, fingerprint=key,
+        gen_kwargs={"documents": documents, "id_column": id_column, "keep": tuple(keep), "features": features,
+                    "partial": partial, "window_rows": reader.settings.window_rows})
+    totals = _summary(partial, windows)
+    labelled = totals["rows"] - totals["errors"]
+    logger.info("Classified %d of %d documents; %d have no text (their row has `label` null and the reason in "
+                "`error`).", labelled, totals["rows"], totals["errors"])
+    if totals["cut"]:
+        logger.warning("%d documents are longer than the %s ids the model reads and were cut there; pass --long "
+                       "chunks to read all of each.", totals["cut"], reader.length)
+    if output is not None:
+        scratch = os.path.join(partial, "result" + os.path.splitext(output)[1])
+        write_output(result, scratch, reader.labels)
+        os.replace(scratch, output)
+        logger.info("Wrote %d rows to %s.", len(result), output)
+    return result
+
+
+__all__ = ["PredictSettings", "predict"]

@@ -1,0 +1,202 @@
+"""`explain` (predict --explain K): the passages that decided a label, with character offsets into the document as
+given and the model's own weights (the segment LM's α of Eq. 4, as `output_attentions=True` returns it)."""
+
+import pytest
+import torch
+from transformers import BertConfig, BertForSequenceClassification, BertModel
+
+from hf_longdoc.data import fit_wordpiece_tokenizer
+from hf_longdoc.explaining import check_explainable, explain
+from hf_longdoc.modeling.segment_lm.family import segment_of_positions
+from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification, cut_into_segments
+
+WORDS = ("the reactor core runs hot while a zirconium alloy resists corrosion near café naïve zürich "
+         "coolant pumps fail quietly").split()
+DOCUMENTS = [
+    " ".join(WORDS[i % len(WORDS)] for i in range(3, 40)),  # more than 2 segments' worth
+    "the reactor core runs hot",  # one segment
+    "  Café   naïve\t\tZÜRICH —\n\n  東京  the  core 🎉 runs   hot  ",  # accents, CJK, emoji, runs of whitespace
+]
+NUM_SEGMENTS, SEGMENT_LENGTH = 4, 9  # 7 document tokens per segment: not a divisor of the lengths above
+
+
+@pytest.fixture(scope="module")
+def saved_bert(tmp_path_factory):
+    """A tiny random BERT saved with a fast WordPiece tokenizer, as a pretrained checkpoint."""
+    folder = tmp_path_factory.mktemp("bert")
+    tokenizer = fit_wordpiece_tokenizer([" ".join(WORDS)] * 20 + DOCUMENTS, vocab_size=150, model_max_length=512)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=12, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=16, max_position_embeddings=32)).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, tokenizer
+
+
+def _segment_lm(saved_bert, variant="att", **settings):
+    folder, tokenizer = saved_bert
+    torch.manual_seed(1)
+    model = SegmentLMForSequenceClassification.from_backbone_pretrained(
+        folder, tokenizer=tokenizer, variant=variant, num_segments=NUM_SEGMENTS, segment_length=SEGMENT_LENGTH,
+        num_labels=3, **settings)
+    if hasattr(model.head, "context"):
+        with torch.no_grad():  # u_s starts random; make α clearly uneven so that the order means something
+            model.head.context.mul_(20)
+    return model.eval(), tokenizer
+
+
+@pytest.fixture(scope="module")
+def segment_lm(saved_bert):
+    return _segment_lm(saved_bert)
+
+
+def _plain_forward(model, tokenizer, texts, max_length=None):
+    batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_offsets_mapping=True,
+                      return_tensors="pt")
+    offsets = batch.pop("offset_mapping")
+    with torch.no_grad():
+        return batch, offsets, model(**batch, output_attentions=True)
+
+
+def test_offsets_point_at_each_segments_text(segment_lm):
+    model, tokenizer = segment_lm
+    _, evidence = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
+    batch, _, _ = _plain_forward(model, tokenizer, DOCUMENTS)
+    segments, _, present = cut_into_segments(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS,
+                                             SEGMENT_LENGTH, model.config.cls_token_id, model.config.sep_token_id,
+                                             model.config.pad_token_id)
+    normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # lower case, accents stripped
+    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
+        assert len(passages) == int(present[row].sum())
+        for passage in sorted(passages, key=lambda passage: passage["start"]):
+            assert document[passage["start"]:passage["end"]] == passage["text"]
+            assert passage["text"] == passage["text"].strip() and passage["text"]  # first to last token
+        # segment i's tokens are all in the i-th passage in document order
+        in_order = sorted(passages, key=lambda passage: passage["start"])
+        for i, passage in enumerate(in_order):
+            tokens = tokenizer.convert_ids_to_tokens(segments[row, i][segments[row, i] != model.config.pad_token_id])
+            words = [token.removeprefix("##") for token in tokens[1:-1]]  # without its [CLS] and [SEP]
+            text = normalize(passage["text"])
+            assert all(word in text for word in words), (words, text)
+            assert text.startswith(words[0]) and text.endswith(words[-1])
+        for before, after in zip(in_order, in_order[1:]):
+            assert before["end"] <= after["start"]  # segments do not overlap
+
+
+def test_weights_are_the_alpha_the_model_returns_and_best_first(segment_lm):
+    model, tokenizer = segment_lm
+    logits, evidence = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
+    batch, offsets, out = _plain_forward(model, tokenizer, DOCUMENTS)
+    (alpha,) = out.attentions  # (b, m), Eq. 4
+    segment = segment_of_positions(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS, SEGMENT_LENGTH,
+                                   model.config.cls_token_id, model.config.sep_token_id)
+    for row, passages in enumerate(evidence):
+        expected = {}
+        for i in range(NUM_SEGMENTS):
+            positions = (segment[row] == i).nonzero().flatten()
+            if len(positions):
+                expected[int(offsets[row, positions[0], 0])] = alpha[row, i].item()
+        assert {passage["start"]: passage["weight"] for passage in passages} == expected  # the same numbers
+        weights = [passage["weight"] for passage in passages]
+        assert weights == sorted(weights, reverse=True)
+    assert len(set(alpha[0].tolist())) == NUM_SEGMENTS  # the test can tell the segments apart
+    torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
+
+
+def test_k_keeps_the_best_and_never_more_than_the_present_segments(segment_lm):
+    model, tokenizer = segment_lm
+    _, everything = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
+    _, best = explain(model, tokenizer, DOCUMENTS, k=1, max_length=None)
+    _, plenty = explain(model, tokenizer, DOCUMENTS, k=100, max_length=None)
+    assert [passages[:1] for passages in everything] == best
+    assert plenty == everything
+    assert [len(passages) for passages in plenty] == [NUM_SEGMENTS, 1, 2]
+
+
+def test_max_length_truncates_as_the_pipeline_does(segment_lm, caplog):
+    model, tokenizer = segment_lm
+    with caplog.at_level("INFO", logger="hf_longdoc.explaining"):
+        logits, evidence = explain(model, tokenizer, DOCUMENTS[:1], k=NUM_SEGMENTS, max_length=12)
+    assert "1 of 1 documents" in caplog.text  # the cut is logged
+    _, _, out = _plain_forward(model, tokenizer, DOCUMENTS[:1], max_length=12)
+    torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
+    assert len(evidence[0]) == 2  # 10 document tokens: two segments of 7
+    read = tokenizer(DOCUMENTS[0], truncation=True, max_length=12, return_offsets_mapping=True)["offset_mapping"]
+    assert max(passage["end"] for passage in evidence[0]) == read[-2][1]  # up to the last token read
+
+
+def test_segment_positions_follow_the_models_cut(segment_lm):
+    model, tokenizer = segment_lm
+    batch, _, _ = _plain_forward(model, tokenizer, DOCUMENTS)
+    config = model.config
+    segments, mask, _ = cut_into_segments(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS, SEGMENT_LENGTH,
+                                          config.cls_token_id, config.sep_token_id, config.pad_token_id)
+    segment = segment_of_positions(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS, SEGMENT_LENGTH,
+                                   config.cls_token_id, config.sep_token_id)
+    for row in range(len(DOCUMENTS)):
+        for i in range(NUM_SEGMENTS):
+            content = segments[row, i][mask[row, i]][1:-1]  # without [CLS] and [SEP]
+            assert batch["input_ids"][row][segment[row] == i].tolist() == content.tolist()
+
+
+def test_families_and_variants_without_weights_are_refused(saved_bert, segment_lm):
+    from hf_longdoc.modeling.slstm import SLSTMConfig, SLSTMForSequenceClassification
+
+    check_explainable(segment_lm[0])
+    check_explainable(_segment_lm(saved_bert, variant="att_ablated")[0])
+    with pytest.raises(ValueError, match=r"slstm family .*cannot be explained.*segment_lm"):
+        check_explainable(SLSTMForSequenceClassification(SLSTMConfig(vocab_size=50, hidden_size=8,
+                                                                     num_hidden_layers=1)))
+    rnn, tokenizer = _segment_lm(saved_bert, variant="rnn")
+    with pytest.raises(ValueError, match=r"variant 'rnn' .*'att'"):
+        check_explainable(rnn)
+    with pytest.raises(ValueError, match=r"variant 'rnn'"):
+        explain(rnn, tokenizer, DOCUMENTS, k=2, max_length=None)
+    bert = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+                                                    num_attention_heads=2, intermediate_size=8))
+    with pytest.raises(ValueError, match=r"'bert' model: it is not an hf_longdoc family.*segment_lm"):
+        check_explainable(bert)
+
+
+def test_bad_arguments_are_refused_before_the_forward(segment_lm):
+    model, tokenizer = segment_lm
+    with pytest.raises(ValueError, match=r"`texts\[1\]` is empty"):
+        explain(model, tokenizer, ["the core", "  \n"], k=1, max_length=None)
+    with pytest.raises(TypeError, match="`texts` must be a non-empty list"):
+        explain(model, tokenizer, "the core", k=1, max_length=None)
+    with pytest.raises(ValueError, match=r"`k` \(--explain\) must be at least 1"):
+        explain(model, tokenizer, ["the core"], k=0, max_length=None)
+
+    class SlowTokenizer:
+        is_fast = False
+
+    with pytest.raises(ValueError, match="fast tokenizer"):
+        explain(model, SlowTokenizer(), ["the core"], k=1, max_length=None)
+
+
+def test_contextualizer_passages_are_windows_weighed_by_their_share_of_alpha_times_x(saved_bert):
+    from hf_longdoc import ContextualizerConfig, ContextualizerForSequenceClassification
+    from hf_longdoc.modeling.contextualizer.family import EVIDENCE_WINDOW
+
+    _, tokenizer = saved_bert
+    torch.manual_seed(0)
+    model = ContextualizerForSequenceClassification(ContextualizerConfig(
+        vocab_size=len(tokenizer), hidden_size=12, rank=7, num_hidden_layers=1, num_labels=3,
+        pad_token_id=tokenizer.pad_token_id)).eval()
+    with torch.no_grad():  # non-trivial values everywhere, so that the weights differ between tokens
+        for parameter in model.parameters():
+            parameter.normal_(0, 0.4)
+    logits, evidence = explain(model, tokenizer, DOCUMENTS, k=100, max_length=None)
+    batch, offsets, out = _plain_forward(model, tokenizer, DOCUMENTS)
+    torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
+    with torch.no_grad():  # one step: the token outputs are α(1) ⊙ x, the terms of Eq. 6
+        terms = model.contextualizer(**batch).last_hidden_state.norm(dim=-1)  # (b, n)
+    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
+        n = int(batch["attention_mask"][row].sum())
+        assert len(passages) == -(-n // EVIDENCE_WINDOW) and len(passages) == (2 if row == 0 else 1)
+        assert sum(passage["weight"] for passage in passages) == pytest.approx(1.0)
+        for passage in passages:
+            assert document[passage["start"]:passage["end"]] == passage["text"]
+            first = int((offsets[row, :n, 0] == passage["start"]).nonzero()[0])  # the window's first text token
+            window = slice(first - first % EVIDENCE_WINDOW, first - first % EVIDENCE_WINDOW + EVIDENCE_WINDOW)
+            expected = float(terms[row, window].sum() / terms[row, :n].sum())
+            assert passage["weight"] == pytest.approx(expected, rel=1e-5)
