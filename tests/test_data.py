@@ -169,7 +169,7 @@ def test_a_given_split_left_empty_by_empty_texts_is_named_before_training(monkey
 
     raw = DatasetDict(train=Dataset.from_dict({"text": [f"words {i}" for i in range(20)], "label": ["a", "b"] * 10}),
                       **{split: Dataset.from_dict({"text": ["", "   "], "label": ["a", "b"]})})
-    monkeypatch.setattr(loading, "_load_raw", lambda source: raw)
+    monkeypatch.setattr(loading, "_load_raw", lambda source, label_column=None: raw)
     with pytest.raises(DatasetError, match=f"empty `{split}` split: none of its documents has text"):
         load_text_classification_dataset("someone/dataset")
 

@@ -200,3 +200,36 @@ def test_contextualizer_passages_are_windows_weighed_by_their_share_of_alpha_tim
             window = slice(first - first % EVIDENCE_WINDOW, first - first % EVIDENCE_WINDOW + EVIDENCE_WINDOW)
             expected = float(terms[row, window].sum() / terms[row, :n].sum())
             assert passage["weight"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_sparse_longformer_passages_are_its_global_tokens_weighed_by_tfidf(saved_bert):
+    from hf_longdoc import SparseLongformerConfig, SparseLongformerForSequenceClassification
+
+    _, tokenizer = saved_bert
+    ids = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.cls_token_id,
+               eos_token_id=tokenizer.sep_token_id, sep_token_id=tokenizer.sep_token_id)
+    config = SparseLongformerConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1,
+                                    num_attention_heads=2, intermediate_size=20, attention_window=4,
+                                    max_position_embeddings=130, num_labels=3, global_selector="tfidf",
+                                    num_global_tokens=3, **ids)
+    torch.manual_seed(0)
+    model = SparseLongformerForSequenceClassification(config).eval()
+    corpus = [tokenizer(text)["input_ids"] for text in DOCUMENTS + [" ".join(WORDS)] * 3]
+    model.fit_global_selector(corpus, tokenizer=tokenizer, statistics=("tfidf",), progress=False)
+    logits, evidence = explain(model, tokenizer, DOCUMENTS, k=2, max_length=None)
+    batch, offsets, out = _plain_forward(model, tokenizer, DOCUMENTS)
+    torch.testing.assert_close(logits, out.logits)
+    idf = model.base_model.selector.idf
+    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
+        assert len(passages) == 2 and passages[0]["weight"] >= passages[1]["weight"] >= 0
+        read = batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist()
+        counted = [i for i in read if i not in config.excluded_token_ids]
+        for passage in passages:
+            assert document[passage["start"]:passage["end"]] == passage["text"]
+            position = int((offsets[row, :, 0] == passage["start"]).nonzero()[0])
+            token = int(batch["input_ids"][row, position])
+            assert passage["weight"] == pytest.approx(counted.count(token) / len(counted) * float(idf[token]))
+    assert evidence[2][0]["weight"] > 0  # the rare words of the third document count
+    config.global_selector = "first_n"
+    with pytest.raises(ValueError, match=r"global_selector='first_n' .*'tfidf' or 'pmi'"):
+        check_explainable(model)

@@ -313,3 +313,45 @@ def test_a_half_precision_checkpoint_trains_with_float32_weights(caplog):
     caplog.clear()
     master_weights_in_float32(model)  # already float32: nothing to say
     assert caplog.text == ""
+
+
+
+def test_a_time_budget_the_head_stage_alone_would_exceed_is_refused_after_one_batch(pretrained, tmp_path, capsys,
+                                                                                    monkeypatch):
+    """`--time-budget` covers the head stage: the first batch's encoding time says how long the stage will take, and a
+    stage that cannot end within the budget is refused then (it ran to the end and overran 130x before)."""
+    import hf_longdoc.head_fitting as head_fitting
+
+    encoded_batches, encode, check = [], head_fitting.cached_features, head_fitting.check_encoding_fits
+
+    def counted(model, family, dataset, *args, **kwargs):
+        encoded_batches.append(len(dataset))
+        return encode(model, family, dataset, *args, **kwargs)
+
+    monkeypatch.setattr(head_fitting, "cached_features", counted)
+    # as if each document took a minute to encode: the 1-minute budget cannot hold the stage
+    monkeypatch.setattr(head_fitting, "check_encoding_fits", lambda deadline, _, documents: check(deadline, 60.0,
+                                                                                                  documents))
+    argv = ["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200", "--task-size",
+            "24", "--task-words", "60,150", "--time-budget", "1", "--output-dir", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--time-budget" in err and "head stage alone" in err and "Traceback" not in err
+    assert encoded_batches == [8]  # only the first batch was encoded
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_head_stage_stops_its_epochs_at_the_deadline(pretrained, caplog):
+    import time
+
+    data = make_long_document_task(train_size=12, validation_size=4, test_size=4, min_words=40, max_words=80, seed=2)
+    model, tokenizer = build_from_backbone("segment_lm", str(pretrained), data["train"].features["label"].names,
+                                           False, max_length=200)
+    family = FAMILIES["segment_lm"]
+    train = data["train"].map(lambda b: tokenizer(b["text"], truncation=True), batched=True)
+    features = cached_features(model, family, train, tokenizer)
+    labels = labels_of(train, False)
+    report, _ = fit_head(model, family, new_parameter_names(model, family), (features, labels), (features, labels),
+                         epochs=50, patience=50, deadline=time.monotonic() - 1)
+    assert report["epochs_run"] == 1
+    assert "time budget is spent" in caplog.text

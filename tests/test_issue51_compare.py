@@ -77,7 +77,9 @@ def test_decision_threshold_falls_back_to_the_default_and_checks_a_saved_one(cap
 def test_compare_refuses_a_repeated_name_before_any_work(flag, names, tmp_path, capsys):
     output = tmp_path / "out"
     other = "--baselines" if flag == "--models" else "--models"
-    assert main(["compare", flag, names, other, "", "--output-dir", str(output)]) == 2
+    tiny = ["--task-size", "16", "--task-words", "40,80", "--epochs", "1", "--evidence", "none", "--bench-lengths",
+            "none", "--hidden-size", "16", "--num-layers", "1", "--max-length", "64"]  # short even if not refused
+    assert main(["compare", flag, names, other, "", *tiny, "--output-dir", str(output)]) == 2
     err = capsys.readouterr().err
     assert flag in err and names.split(",")[0] in err and "more than once" in err and "Traceback" not in err
     assert not output.exists()

@@ -183,7 +183,7 @@ def test_another_model_or_setting_cannot_continue_an_interrupted_run(model_dir, 
         with pytest.raises(Interrupted):
             hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2)
     other = save_classifier(tmp_path / "other", seed=1)
-    with pytest.raises(ValueError, match=r"another model \(files that differ: model.safetensors\)"):
+    with pytest.raises(ValueError, match=r"another model \(files that differ: model.safetensors"):
         hf_longdoc.predict(other, corpus[0], output, text_column="body", batch_size=2)
     with pytest.raises(ValueError, match="batch_size 2 there, 4 here"):
         hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=4)

@@ -65,16 +65,23 @@ def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=Tr
     return [torch.cat(tensors) for tensors in zip(*parts)]
 
 
-def cached_split(model, family, split, tokenizer, batch_size, autocast_dtype, max_bytes, multi_label, progress=True):
+def cached_split(model, family, split, tokenizer, batch_size, autocast_dtype, max_bytes, multi_label, progress=True,
+                 deadline=None, documents_after=0):
     """(features, labels) of a split for the head stage, the features taking at most `max_bytes`.
 
     Every document when they fit. The size of a document's features is measured on the first batch. A family that
     caches every state (the sparse Longformer's gated mean: length × width floats a document) could otherwise fill the
     memory fine-tuning needs on a large dataset; then the stage reads documents spread evenly over the split (every
     label of a split sorted by label is among them), as many as fit, and says so. No document is encoded twice: those
-    of the first batch that are read come from the measurement."""
+    of the first batch that are read come from the measurement.
+
+    With a `deadline` (a `time.monotonic()` reading: the run's --time-budget), the first batch's time also says how
+    long the rest will take (this split's documents and `documents_after` more); a stage that would end past the
+    deadline is a ValueError then, before the long encoding, rather than a budget overrun found at the end."""
     first = split.select(range(min(batch_size, len(split))))
+    started = time.monotonic()
     probe = cached_features(model, family, first, tokenizer, batch_size, False, autocast_dtype)
+    check_encoding_fits(deadline, (time.monotonic() - started) / len(first), len(split) - len(first) + documents_after)
     per_document = sum(feature.nbytes for feature in probe) / len(first)
     fits = max(len(first), int(max_bytes // per_document))
     chosen = list(range(len(split)))
@@ -93,18 +100,30 @@ def cached_split(model, family, split, tokenizer, batch_size, autocast_dtype, ma
     return features, labels_of(split.select(chosen), multi_label)
 
 
+def check_encoding_fits(deadline, seconds_per_document, documents):
+    """A ValueError when encoding `documents` more at `seconds_per_document` ends past `deadline` (None: no budget)."""
+    if deadline is None:
+        return
+    needed, left = seconds_per_document * documents, deadline - time.monotonic()
+    if needed > left:
+        raise ValueError(f"The head stage alone would take about {needed / 60:.1f} more minutes to encode {documents} "
+                         f"documents with the frozen backbone ({seconds_per_document:.2f} s each, measured), and "
+                         f"`time_budget` (--time-budget) leaves {max(left, 0) / 60:.1f}; raise --time-budget, lower "
+                         "--max-length, or pass --head-epochs 0 to skip the stage.")
+
+
 def labels_of(dataset, multi_label):
     """The labels of a tokenized split as the tensor the loss reads."""
     return torch.tensor(dataset["label"], dtype=torch.float32 if multi_label else torch.long)
 
 
 def fit_head(model, family, head_parameters, train, validation, epochs=50, learning_rate=1e-3, batch_size=8, seed=42,
-             multi_label=False, threshold=0.3, patience=10):
+             multi_label=False, threshold=0.3, patience=10, deadline=None):
     """Train the parameters named `head_parameters` on cached features: `train` and `validation` are
     (features, labels) from `cached_features` and `labels_of`. AdamW at `learning_rate`, mini-batches of `batch_size`
     in a seeded order, for at most `epochs`; the head of the epoch with the best validation accuracy (micro-F1 for
     multi-label) is kept, and training stops after `patience` epochs without a better one. A non-finite loss is a
-    `RunDiverged`. Returns (what happened: epochs run, best epoch, its validation score, seconds; the head's weights
+    `RunDiverged`; at `deadline` (a `time.monotonic()` reading) the stage stops after the epoch. Returns (what happened: epochs run, best epoch, its validation score, seconds; the head's weights
     at the epoch of the lowest validation loss, the calibrated start for fine-tuning: see `HeadStage.run`)."""
     head = {name: p for name, p in model.named_parameters() if name in set(head_parameters)}
     if not head:
@@ -142,6 +161,10 @@ def fit_head(model, family, head_parameters, train, validation, epochs=50, learn
             best_score, best_epoch = value, epoch
             best_state = {name: p.detach().clone() for name, p in head.items()}
         elif epoch - best_epoch >= patience:
+            break
+        if deadline is not None and time.monotonic() >= deadline and epoch < epochs:
+            logger.warning("The time budget is spent: the head stage stops after epoch %d of %d (its best epoch, %d, "
+                           "is kept).", epoch, epochs, best_epoch)
             break
     with torch.no_grad():
         for name, p in head.items():
@@ -236,10 +259,12 @@ class HeadStage:
         return not (self.freeze_backbone and self.epochs)
 
     def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold, fit=True, autocast_dtype=None):
+            threshold, fit=True, autocast_dtype=None, deadline=None):
         """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs` (the features
         encoded under autocast to `autocast_dtype` when given, the head trained in float32). Returns (the report, the
-        warm start), both None without the stage.
+        warm start), both None without the stage. `deadline` (a `time.monotonic()` reading: the run's --time-budget)
+        bounds the stage too: one that could not encode its documents in time is refused after the first batch, and
+        the head's epochs stop at it.
 
         With a frozen backbone the model keeps the head of the best validation score. Before fine-tuning, that model
         is the warm start (`state_copy`, which `keep_the_better` returns to), and fine-tuning starts from the head of
@@ -255,11 +280,13 @@ class HeadStage:
         budget = CACHE_SHARE * free_memory(next(model.parameters()).device)
         train_share = len(encoded["train"]) / (len(encoded["train"]) + len(encoded["validation"]))
         train = cached_split(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype,
-                             train_share * budget, multi_label)
+                             train_share * budget, multi_label, deadline=deadline,
+                             documents_after=len(encoded["validation"]))
         validation = cached_split(model, family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
                                   (1 - train_share) * budget, multi_label)
         report, calibrated_head = fit_head(model, family, head_parameters, train, validation, self.epochs,
-                                           learning_rate or 1e-3, batch_size, seed, multi_label, threshold)
+                                           learning_rate or 1e-3, batch_size, seed, multi_label, threshold,
+                                           deadline=deadline)
         if not self.trains_end_to_end:
             return report, None
         warm_state = state_copy(model)

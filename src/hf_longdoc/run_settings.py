@@ -14,7 +14,7 @@ import torch
 from transformers import AutoConfig, SchedulerType
 
 from .data import BUILTIN_TASK, TASK_KINDS, load_tokenizer
-from .data.loading import require_hub
+from .data.loading import dataset_fingerprint, require_hub
 from .head_fitting import HeadStage
 from .modeling import FAMILIES, Family, get_family
 from .numbers import (
@@ -148,10 +148,13 @@ class RunSettings:
 
     def recorded(self):
         """The settings as `RunFolder` records them (a resumed run must repeat them; where it writes, how it reports
-        and its time budget, which starts again on resume, may differ)."""
+        and its time budget, which starts again on resume, may differ). `dataset_contents` is the dataset's
+        fingerprint (`dataset_fingerprint`: a file's SHA-256), so a file edited since (labels swapped) is refused."""
         left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to", "time_budget")
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
+        dataset = None if self.dataset == BUILTIN_TASK else self.dataset
         settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
+                        dataset_contents=dataset_fingerprint(dataset),
                         head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))
         return settings
 

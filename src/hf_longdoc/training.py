@@ -299,7 +299,8 @@ def fit(run, task, model, tokenizer, encoded, folder):
     budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
     trainer, head_report = fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
                                      run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint,
-                                     callbacks=[budget] if budget else [])
+                                     callbacks=[budget] if budget else [],
+                                     deadline=budget.deadline if budget else None)
     if task.multi_label:  # the threshold is part of the model: config.json carries it to evaluate and pipelines
         # (set after training, so a checkpoint's config still matches a resumed run's, `check_resume_matches`)
         model.config.multi_label_threshold = run.threshold
@@ -346,18 +347,19 @@ def master_weights_in_float32(model, mixed_precision=False):
 
 
 def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,
-              multi_label=False, threshold=0.3, checkpoint=None, callbacks=()):
+              multi_label=False, threshold=0.3, checkpoint=None, callbacks=(), deadline=None):
     """The recipe every run trains with (`train` and `compare`): the head stage on cached frozen features where it
     applies (`HeadStage`), then Trainer end to end with `args` unless only the head trains; the head stage's warm
     start is kept instead when fine-tuning ends clearly below it on validation (`keep_the_better`). `checkpoint`:
-    resume an interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer. Returns
+    resume an interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer; `deadline`
+    (the time budget's end, a `time.monotonic()` reading) bounds the head stage too. Returns
     (trainer, the head stage's report)."""
     autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
     master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
     head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
                                         args.per_device_train_batch_size, args.seed, multi_label, threshold,
-                                        fit=checkpoint is None, autocast_dtype=autocast_dtype)
+                                        fit=checkpoint is None, autocast_dtype=autocast_dtype, deadline=deadline)
     trainer = HeadRateTrainer(
         model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],

@@ -125,7 +125,7 @@ def _check_json_lines(path, source):
                 continue
             shown = line.strip()[:80] + ("..." if len(line.strip()) > 80 else "")
             try:
-                row = json.loads(line)
+                row = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as error:
                 raise DatasetError(f"{source}, line {number}: not valid JSON ({error.msg} at column {error.colno}): "
                                    f"{shown!r}. Each line of a JSON-lines file must be one JSON object; fix or drop "
