@@ -15,7 +15,7 @@ WORDS = ("the reactor core runs hot while a zirconium alloy resists corrosion ne
 DOCUMENTS = [
     " ".join(WORDS[i % len(WORDS)] for i in range(3, 40)),  # more than 2 segments' worth
     "the reactor core runs hot",  # one segment
-    "  Café   naïve\t\tZÜRICH —\n\n  東京  the  core 🎉 runs   hot  ",  # accents, CJK, emoji, runs of whitespace
+    "  Café   naïve\t\tZÜRICH —\n\n  東京  the  core 🎉 runs   hot  ",  # accents, CJK, emoji, whitespace runs
 ]
 NUM_SEGMENTS, SEGMENT_LENGTH = 4, 9  # 7 document tokens per segment: not a divisor of the lengths above
 
@@ -114,7 +114,7 @@ def test_k_keeps_the_best_and_never_more_than_the_present_segments(segment_lm):
 
 def test_max_length_truncates_as_the_pipeline_does(segment_lm, caplog):
     model, tokenizer = segment_lm
-    with caplog.at_level("INFO", logger="hf_longdoc.explaining"):
+    with caplog.at_level("DEBUG", logger="hf_longdoc.explaining"):  # INFO the first time in a process only
         logits, evidence = explain(model, tokenizer, DOCUMENTS[:1], k=NUM_SEGMENTS, max_length=12)
     assert "1 of 1 documents" in caplog.text  # the cut is logged
     _, _, out = _plain_forward(model, tokenizer, DOCUMENTS[:1], max_length=12)

@@ -115,10 +115,10 @@ def test_a_bad_jsonl_line_is_named_with_its_text(tmp_path, capsys):
     path.write_text("\n".join(lines) + "\n")
     assert train(tmp_path, path) == 2
     err = capsys.readouterr().err
-    assert "bad.jsonl, line 7: not valid JSON" in err and "cut short" in err and "Traceback" not in err
+    assert "bad.jsonl': line 7 is not valid JSON" in err and "cut short" in err and "Traceback" not in err
     lines[6] = "[1, 2]"
     path.write_text("\n".join(lines) + "\n")
-    with pytest.raises(DatasetError, match="line 7: a JSON list, not an object"):
+    with pytest.raises(DatasetError, match="line 7 is a JSON list, not an object"):
         load_text_classification_dataset(str(path))
 
 

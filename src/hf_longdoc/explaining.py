@@ -13,6 +13,7 @@ import torch
 from .modeling.registry import FAMILIES, family_of_config
 
 logger = logging.getLogger(__name__)
+_logged_cuts = []  # [True] once a cut has been logged at INFO in this process
 
 
 def explainable_families():
@@ -88,8 +89,11 @@ def explain(model, tokenizer, texts, k, max_length):
     encoding = tokenizer(texts, truncation=True, max_length=max_length, padding=True, padding_side="right",
                          return_offsets_mapping=True, return_tensors="pt")
     if cut := sum(bool(piece.overflowing) for piece in encoding.encodings):  # the tokens truncation dropped
-        logger.info(f"{cut} of {len(texts)} documents are longer than the {max_length or tokenizer.model_max_length} "
-                    "tokens read and were cut; their passages come from the part read.")
+        # at INFO the first time only: predict calls this once a batch and counts the cut documents itself
+        log = logger.debug if _logged_cuts else logger.info
+        log(f"{cut} of {len(texts)} documents are longer than the {max_length or tokenizer.model_max_length} tokens "
+            "read and were cut; their passages come from the part read.")
+        _logged_cuts[:] = [True]
     offsets = encoding.pop("offset_mapping").tolist()  # (b, n, 2): characters of each token
     inputs = {name: tensor.to(model.device) for name, tensor in encoding.items()}
     with torch.inference_mode():

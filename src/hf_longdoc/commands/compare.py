@@ -25,7 +25,8 @@ def add_parser(subparsers):
     parser.add_argument("--label-column", default="label", help="the column holding the class")
     parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
                                             "sparse_longformer:pmi,segment_lm:att",
-                        help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>)")
+                        help="families or family:variant (sparse_longformer:<selector>, segment_lm:<variant>), each "
+                             "named once")
     parser.add_argument("--baselines", default="bert-512,longformer",
                         help=f"{baseline_names()}; '' for none".replace("`", ""))
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
@@ -51,11 +52,12 @@ def add_parser(subparsers):
                              "epochs (its fine-tuning recipe; the baselines 3)")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
     parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
-                        help="the same for every model; None: 1e-3 from scratch, each family's own rate (1e-4) with "
-                             "--backbone")
+                        help="the same for every model; None: 1e-3 from scratch; with --backbone each family's own "
+                             "rate, and 2e-5 for the baselines that fine-tune the checkpoint (their head: 1e-3)")
     parser.add_argument("--head-learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="with --backbone: the rate of the parameters it does not supply (every model's new head; "
-                             "elementwise: also the byte embeddings); None: --learning-rate")
+                             "elementwise: also the byte embeddings); None: --learning-rate (the checkpoint "
+                             "baselines without --learning-rate: 1e-3)")
     parser.add_argument("--lr-scheduler", default="linear", metavar="NAME",
                         help="the same Transformers schedule for every model, after the 10%% warm-up (linear, cosine, "
                              "constant_with_warmup, ...)")

@@ -107,32 +107,34 @@ def dataset_fingerprint(source):
 
 
 def _check_json_lines(path, source):
-    """A DatasetError naming the first line of a JSON-lines file that is not a JSON object (the reader's own error
-    gives a byte position at best), with the start of that line; nothing when every line is one."""
+    """After the reader failed on a JSON file: a DatasetError naming the first line that is not valid JSON (or, in
+    JSON lines, not an object) with the start of that line, where the reader's own error gives a byte position at
+    best; nothing when the file is valid JSON (the reader's error is then about something else)."""
     with open(path, encoding="utf-8") as f:
-        head = f.read(1 << 16).lstrip()
-    if head.startswith("["):  # one JSON document (an array of rows), not JSON lines
-        with open(path, encoding="utf-8") as f:
-            try:
-                json.load(f)
-            except json.JSONDecodeError as error:
-                raise DatasetError(f"{source}, line {error.lineno}, column {error.colno}: not valid JSON "
-                                   f"({error.msg}); fix that line.") from None
-        return
+        try:
+            json.load(f)
+            return
+        except json.JSONDecodeError as error:
+            whole = error  # not one JSON document: JSON lines, or a broken array
+    with open(path, encoding="utf-8") as f:
+        if f.read(1 << 16).lstrip().startswith("["):  # an array of rows
+            raise DatasetError(f"Could not read {source!r}: line {whole.lineno}, column {whole.colno} is not valid "
+                               f"JSON ({whole.msg}); fix that line.")
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             shown = line.strip()[:80] + ("..." if len(line.strip()) > 80 else "")
             try:
-                row = json.loads(line.rstrip("\r\n"))
+                row = json.loads(line)
             except json.JSONDecodeError as error:
-                raise DatasetError(f"{source}, line {number}: not valid JSON ({error.msg} at column {error.colno}): "
+                raise DatasetError(f"Could not read {source!r}: line {number} is not valid JSON ({error.msg}): "
                                    f"{shown!r}. Each line of a JSON-lines file must be one JSON object; fix or drop "
                                    "that line.") from None
             if not isinstance(row, dict):
-                raise DatasetError(f"{source}, line {number}: a JSON {type(row).__name__}, not an object of columns: "
-                                   f"{shown!r}. Each line of a JSON-lines file must be one JSON object.")
+                raise DatasetError(f"Could not read {source!r}: line {number} is a JSON {type(row).__name__}, not an "
+                                   f"object of columns: {shown!r}. Each line of a JSON-lines file must be one JSON "
+                                   "object.")
 
 
 def _csv_labels(raw, label_column):

@@ -83,6 +83,17 @@ BASELINES = {
 }
 
 
+# The recipe of the baselines that fine-tune the `--backbone` checkpoint itself in `compare` (`bert-N`,
+# `bert-N-headtail`, `native`, `bert-chunks`) unless --learning-rate / --head-learning-rate are given: the checkpoint's
+# own weights at 2e-5 (BERT's fine-tuning rate: Devlin et al. 2019; Sun et al. 2019, https://arxiv.org/abs/1905.05583,
+# Section 5.2) after the 10% warm-up, its new classification head at 1e-3 (the per-group rates of `HeadRateTrainer`).
+# One rate of 1e-4 for both collapsed runs to one class: MiniLM on 800 reviews in fp16, `bert-512-headtail` .500 on
+# seed 42 and .869 on 43, `bert-chunks` .738 and .500. A small rate with warm-up is the remedy for such failed
+# fine-tuning runs (Mosbach et al., "On the Stability of Fine-tuning BERT", ICLR 2021,
+# https://arxiv.org/abs/2006.04884); the fast head lets a random head learn within the few epochs while the pretrained
+# body moves little, as the long models' head stage does.
+CHECKPOINT_RATE, CHECKPOINT_HEAD_RATE = 2e-5, 1e-3
+
 # `bert-N-headtail` reads the first HEAD_TOKENS and the last N - 2 - HEAD_TOKENS tokens: 128 + 382 at N = 512, the best
 # truncation of Sun et al. (2019), "How to Fine-Tune BERT for Text Classification?", Section 5.3.1
 # (https://arxiv.org/abs/1905.05583)

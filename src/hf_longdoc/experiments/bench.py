@@ -178,13 +178,16 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
             settings = dict(attention=attentions[entry.name]) if entry.family is None else {}
             model = entry.build(max_length=length, **sizes, **settings, **config_overrides.get(entry.name, {}))
             model = model.to(device, torch_dtype).eval()
-            packing[entry.name] = entry.ids_per_position(model.config)
-            low = 4 if packing[entry.name] > 1 else 5  # element ids are bytes + 4
-            input_ids = torch.randint(low, min(model.config.vocab_size, 8000), (batch_size, length), device=device)
+            packing[entry.name] = per = entry.ids_per_position(model.config)
+            ids = whole_positions(length, per, entry.name, progress)
+            low = 4 if per > 1 else 5  # element ids are bytes + 4
+            input_ids = torch.randint(low, min(model.config.vocab_size, 8000), (batch_size, ids), device=device)
             inputs = {}
             if takes_global_attention_mask(model):
                 inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
             rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
+            if ids != length:  # compared with the other models at the length asked for
+                rows[-1].update(length=length, ids=ids)
             if entry.family is None:
                 rows[-1]["attention"] = model.config._attn_implementation
             if roofline and not backward and length == max(lengths):
@@ -232,6 +235,15 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 row["time_vs_" + baseline.name + "_at_length_over_v"] = (
                     row["seconds"] / same_positions["seconds"] if same_positions else None)
     return rows
+
+
+def whole_positions(length, per_position, name, progress):
+    """`length` ids rounded down to whole positions of `per_position` ids (an elementwise model reads whole
+    materials of v bytes), and said when that changes it."""
+    ids = max(per_position, length - length % per_position)
+    if ids != length:
+        progress(f"{name}: {length} ids are not whole materials of {per_position}; timing {ids} ids")
+    return ids
 
 
 def _measure(model, name, input_ids, repeats, warmup, progress, backward=False, **inputs):

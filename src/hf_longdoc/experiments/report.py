@@ -6,6 +6,7 @@ from contextlib import contextmanager
 
 from ..outputs import record_outputs
 from ..run_settings import mixed_precision
+from .baselines import CHECKPOINT_HEAD_RATE, CHECKPOINT_RATE
 from .collapse import COLLAPSE_SHARE, COST_COLUMNS, MAJORITY_MARGIN, NEAR_CONSTANT_SHARE
 
 RATIO_PREFIXES = ("speedup_vs_", "time_vs_", "memory_vs_")
@@ -189,6 +190,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     header = ["model", "parameters", "accuracy", "macro-F1", "micro-F1", "train s", "inference docs/s",
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
+    if settings.backbone and not (settings.learning_rate or settings.head_learning_rate):
+        rate += f" (the baselines fine-tuning the checkpoint: {CHECKPOINT_RATE:g}, their new head {CHECKPOINT_HEAD_RATE:g})"
     precision = mixed_precision(settings.bf16, settings.fp16)
     precision = f"{precision} mixed precision" if precision else "float32"
     if settings.head_learning_rate:

@@ -30,7 +30,7 @@ Optional:
   backbone, computed once per document; `head_logits(model, *those tensors) -> logits`.
 - `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section.
 - `evidence(model, outputs, input_ids, attention_mask) -> per document, a list of (first, stop, weight)`: the passages
-  whose weights in the model decided its label (`hf_longdoc.explain`, `predict --explain`), read from `outputs` of a
+  whose weights in the model decided its label (`explaining.explain`, `predict --explain`), read from `outputs` of a
   forward with `output_attentions=True` on (b, n) `input_ids`: half-open spans [first, stop) of positions in
   `input_ids` (the caller maps them to characters) and a float weight, larger meaning it weighed more (None: the family
   has no such weights, and explaining it is refused); `evidence_refusal(config) -> str or None`: why a model with
