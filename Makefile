@@ -23,7 +23,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml Makefile
 install: $(VENV)/.installed
 
 demo: install
-	$(VENV)/bin/hf-longdoc demo --output-dir out/demo-contextualizer
+	$(VENV)/bin/hf-longdoc demo --output-dir out/demo
 
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)

@@ -200,7 +200,7 @@ def test_integer_labels_keep_their_values_as_ids(tmp_path, caplog):
     assert names == [str(i) for i in range(12)] and not multi_label  # not "0", "1", "10", "11", "2", ...
     for row in data["train"]:
         assert row["label"] == int(row["text"].split()[1]) % 12
-    csv_path = tmp_path / "gap.csv"  # an integer column with a gap reads as floats: 2.0 is still class 2
+    csv_path = tmp_path / "gap.csv"  # integers written as integers keep their values as ids, gap included
     csv_path.write_text("text,label\n" + "\n".join(f"words {i},{[0, 2][i % 2]}" for i in range(40)))
     data, names, _ = load_text_classification_dataset(str(csv_path))
     assert names == ["0", "1", "2"] and "never occur" in caplog.text

@@ -143,6 +143,20 @@ def test_an_empty_tokenizer_folder_is_named(tmp_path, capsys):
     assert "Traceback" not in err
 
 
+def test_a_tokenizer_folder_without_a_vocabulary_or_missing_is_named(tmp_path):
+    from hf_longdoc.data import fit_wordpiece_tokenizer, load_tokenizer
+
+    (tmp_path / "t5").mkdir()  # names a tokenizer class, but its vocabulary file is missing
+    (tmp_path / "t5" / "tokenizer_config.json").write_text('{"tokenizer_class": "T5Tokenizer"}')
+    with pytest.raises(ValueError, match="'.*t5' holds no usable tokenizer"):
+        load_tokenizer(str(tmp_path / "t5"), "`tokenizer` (--tokenizer)")
+    with pytest.raises(ValueError, match="'.*missing' does not exist"):
+        load_tokenizer(str(tmp_path / "missing"), "`tokenizer` (--tokenizer)")
+    # a real vocabulary fitted on a small corpus (no digits in it) is kept
+    fit_wordpiece_tokenizer([row["text"] for row in rows()] * 3, vocab_size=200).save_pretrained(tmp_path / "small")
+    assert load_tokenizer(str(tmp_path / "small"), "`tokenizer` (--tokenizer)").vocab_size > 20
+
+
 # -- 5. resume fingerprints the data -----------------------------------------------------------------------------
 def test_resume_refuses_a_dataset_whose_contents_changed(tmp_path, capsys):
     """An interrupted run (a staging folder with a checkpoint and the recorded settings) over a file whose labels

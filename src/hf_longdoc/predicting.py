@@ -339,7 +339,8 @@ class Reader:
                 documents.append({"row": start + offset, "text": text})
         for first in range(0, len(documents), self.settings.batch_size):  # tokenized a batch at a time
             group = documents[first: first + self.settings.batch_size]
-            ids = self.preparing_tokenizer([d["text"] for d in group], add_special_tokens=False, verbose=False)["input_ids"]
+            texts = [document["text"] for document in group]
+            ids = self.preparing_tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
             for document, tokens in zip(group, ids):
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
@@ -622,6 +623,8 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
     chosen = choose_device(device, settings.dtype, shared)
     with shared.main_process_first() if shared is not None else contextlib.nullcontext():
         documents, input_digest = load_documents(dataset)
+    if len(documents) == 0:
+        raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
     text_column, id_column, keep = resolve_columns(documents, settings)
     model, tokenizer = load_model(model_dir, chosen, settings.dtype)
     if settings.explain is not None:
@@ -633,8 +636,6 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
     multi_label = model.config.problem_type == "multi_label_classification"
     threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
     reader = Reader(model, tokenizer, settings, threshold)
-    if len(documents) == 0:
-        raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
 
     fingerprint = {"model": model_digest(model_dir), "input": input_digest,
                    "settings": {**asdict(settings), "keep_columns": list(settings.keep_columns),

@@ -6,7 +6,8 @@ from .options import Formatter, names
 
 def add_parser(subparsers):
     parser = subparsers.add_parser(
-        "predict", formatter_class=Formatter, help="label every document of a corpus (resumable, one or many processes)",
+        "predict", formatter_class=Formatter,
+        help="label every document of a corpus (resumable, on one or many processes)",
         description="Label every row of --dataset with the model in MODEL_DIR and write one row per input row, in "
                     "order, to --output. An interrupted run continues when the same command is run again; under "
                     "torchrun or accelerate launch the rows are shared between the processes.")

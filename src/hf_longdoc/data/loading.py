@@ -150,7 +150,7 @@ def _csv_labels(raw, label_column):
 
 
 def _load_raw(source, label_column=None):
-    """The splits of `source` as `datasets` reads them; a CSV's `label_column` keeps its labels' text (`_csv_labels`)."""
+    """The splits of `source` as `datasets` reads them, a CSV's `label_column` as its cells' text (`_csv_labels`)."""
     path = os.path.expanduser(source)
     extension = os.path.splitext(path)[1].lower()
     if os.path.isdir(path):  # docs/<label>/*.txt, scikit-learn's `load_files` layout

