@@ -134,6 +134,10 @@ def test_the_report_marks_collapsed_runs(tmp_path):
     assert table["tfidf"][2] == "0.750 ± 0.071"
     assert "**Collapsed runs**" in report and "bert-chunks seed 43" in report and "native seed 43" in report
     assert "tfidf seed" not in report
+    around = CompareSettings(learning_rate=None, backbone="minilm")
+    write_compare_report(rows, summarize(rows), [], around, "reviews", "seeds 42-44", str(tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    assert "the baselines fine-tuning the checkpoint: 2e-05, their new head 0.001" in report
 
 
 def test_compare_records_whether_each_run_collapsed(tmp_path):

@@ -157,7 +157,8 @@ def collapsed_lines(rows):
     runs = "; ".join(f"{row['model']} seed {row['seed']} (one class for {row['validation_top_share']:.0%} of "
                      f"validation, accuracy {row['validation_accuracy']:.3f} against a majority-class rate of "
                      f"{row['validation_majority_rate']:.3f})" for row in collapsed)
-    return ["", f"**Collapsed runs**, left out of the means above: {runs}. A run is collapsed when one predicted "
+    return ["", f"**Collapsed runs**, left out of the means above (a model with no healthy seed shows its collapsed "
+            f"runs' mean, marked): {runs}. A run is collapsed when one predicted "
             f"class takes {COLLAPSE_SHARE:.0%} of the validation documents or more, or {NEAR_CONSTANT_SHARE:.0%} "
             f"with an accuracy within {MAJORITY_MARGIN * 100:g} points of the majority-class rate "
             "(`hf_longdoc.experiments.collapse`)."]
