@@ -9,6 +9,7 @@ from transformers import BertConfig, BertModel
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, make_long_document_task
+from hf_longdoc.training import evaluate_model
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def tiny_backbone(tmp_path_factory):
     return str(folder)
 
 
+@pytest.mark.slow
 def test_demo_trains_then_explains_held_out_documents_beside_the_baselines(tiny_backbone, tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--output-dir", str(out), "--backbone", tiny_backbone, "--task-size", "24",
@@ -48,6 +50,8 @@ def test_demo_trains_then_explains_held_out_documents_beside_the_baselines(tiny_
         document = test[int(number)]
         assert true == ["negative", "positive"][document["label"]] and predicted in ("negative", "positive")
         assert document["text"][int(start):int(end)] == passage
+    # `evaluate` redraws the context task the model trained on (metrics.json records its kind).
+    assert evaluate_model(str(out))["accuracy"] == pytest.approx(metrics["test"]["accuracy"])
 
 
 def test_demo_without_minilm_says_so(monkeypatch, caplog):

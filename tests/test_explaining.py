@@ -233,3 +233,31 @@ def test_sparse_longformer_passages_are_its_global_tokens_weighed_by_tfidf(saved
     config.global_selector = "first_n"
     with pytest.raises(ValueError, match=r"global_selector='first_n' .*'tfidf' or 'pmi'"):
         check_explainable(model)
+
+
+def test_predict_explain_on_a_saved_segment_lm_points_at_the_documents_text(segment_lm, tmp_path, capsys):
+    """End to end, as a user runs it: `hf-longdoc predict --explain 2` on a saved segment LM writes, per row, passages
+    whose offsets point at their text in the document as given, weighed by the model's own α."""
+    import json
+
+    from hf_longdoc.cli import main
+
+    model, tokenizer = segment_lm
+    model.save_pretrained(tmp_path / "model")
+    tokenizer.save_pretrained(tmp_path / "model")
+    documents = [*DOCUMENTS, "   "]
+    with open(tmp_path / "docs.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps({"id": f"doc-{i}", "text": text}) + "\n" for i, text in enumerate(documents))
+    assert main(["predict", str(tmp_path / "model"), "--dataset", str(tmp_path / "docs.jsonl"), "--output",
+                 str(tmp_path / "labels.jsonl"), "--explain", "2"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "labels.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [row["id"] for row in rows] == [f"doc-{i}" for i in range(len(documents))]
+    (alpha_rows,) = _plain_forward(model, tokenizer, DOCUMENTS)[2].attentions  # (b, m), Eq. 4
+    for row, document, alpha in zip(rows, DOCUMENTS, alpha_rows):
+        assert 1 <= len(row["evidence"]) <= 2
+        for passage in row["evidence"]:
+            assert document[passage["start"]:passage["end"]] == passage["text"] and passage["text"].strip()
+        weights = [passage["weight"] for passage in row["evidence"]]
+        assert weights == sorted(weights, reverse=True)
+        assert weights[0] == pytest.approx(alpha[alpha > 0].max().item(), abs=1e-6)
+    assert rows[-1]["label"] is None and rows[-1]["evidence"] in (None, [])

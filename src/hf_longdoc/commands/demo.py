@@ -3,6 +3,7 @@ pretrained MiniLM, then `predict --explain` on held-out documents, beside the TF
 
 import logging
 import os
+from functools import partial
 
 from ..numbers import MAX_LENGTH, POSITIVE_INTEGER
 from .options import Formatter, word_range
@@ -58,6 +59,8 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     Only the head trains, on segment vectors the frozen backbone computes once (`freeze_backbone`): on 2 CPU cores
     that is what fits a demo's minutes, and a pretrained sentence encoder already tells "the room was not clean" from
     "the room was clean"."""
+    from transformers import AutoTokenizer
+
     from ..data import load_task
     from ..experiments.baselines import truncating_baseline
     from ..predicting import predict
@@ -65,10 +68,13 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
 
     backbone = backbone or default_backbone()
     pretrained = backbone is not None  # the segment LM's default variant is `att`: its α says which passage decided
+    # "First 512 tokens" in the backbone's tokens, which cut pseudo-words into pieces (512 words would be all of it)
+    tokenizer = AutoTokenizer.from_pretrained(backbone) if pretrained else None
+    first = "first 512 tokens" if pretrained else "first 512 words "
     metrics = train(model="segment_lm", output_dir=output_dir, backbone=backbone, max_length=max_length,
                     task_kind="context", task_size=task_size, task_words=task_words, seed=seed,
                     freeze_backbone=pretrained, epochs=None if pretrained else 4,
-                    extra_scores={"truncating_baseline_tfidf": truncating_baseline})
+                    extra_scores={"truncating_baseline_tfidf": partial(truncating_baseline, tokenizer=tokenizer)})
     baseline = metrics["truncating_baseline_tfidf"]
     print()
     print(f"Built-in context task: a review of {task_words[0]}-{task_words[1]} pseudo-words whose label is the "
@@ -76,7 +82,7 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
           "every document holds the same words and only what the `not` attaches to decides (chance: 0.5).")
     reader = f"segment_lm:att around {os.path.basename(os.path.normpath(backbone)) if pretrained else 'random weights'}"
     print(f"  {reader} (reads {metrics['max_length']} tokens)  test accuracy {metrics['test']['accuracy']:.3f}")
-    print(f"  TF-IDF + logistic regression, first 512 tokens   test accuracy {baseline['first_512']:.3f}")
+    print(f"  TF-IDF + logistic regression, {first}   test accuracy {baseline['first_512']:.3f}")
     print(f"  TF-IDF + logistic regression, full text          test accuracy {baseline['full_text']:.3f}")
     print(f"Model saved to {os.path.abspath(output_dir)}")
 

@@ -204,15 +204,21 @@ def tfidf_classifier(train_texts, train_labels, multi_label=False):
     return pipeline.fit(list(train_texts), np.asarray(train_labels))
 
 
-def truncating_baseline(data, multi_label=False, max_tokens=512):
+def truncating_baseline(data, multi_label=False, max_tokens=512, tokenizer=None):
     """TF-IDF + logistic regression on the first `max_tokens` word tokens of each document, and on the full text.
 
     This is the "reads only the first 512 tokens" reference of the built-in task; returns test accuracies (or micro-F1
-    for multi-label data) for both readings.
+    for multi-label data) for both readings. With a fast `tokenizer`, the first `max_tokens` of its tokens (without
+    special tokens) instead of word tokens: what a 512-token model with that tokenizer reads, which is less text when
+    it cuts words into pieces.
     """
     from sklearn.metrics import accuracy_score, f1_score
 
     def first_tokens(text):
+        if tokenizer is not None:
+            offsets = tokenizer(text, add_special_tokens=False, truncation=True, max_length=max_tokens,
+                                return_offsets_mapping=True)["offset_mapping"]
+            return text[:offsets[-1][1]] if offsets else ""
         return " ".join(re.findall(TOKEN_PATTERN, text)[:max_tokens])
 
     scores = {}
