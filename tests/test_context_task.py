@@ -19,7 +19,7 @@ STATEMENT = re.compile(r"[A-Z][^.]*\b(?:" + "|".join([TARGET, *OTHER_PARTS]) + r
 
 
 def _task(seed=0, **sizes):
-    sizes = {"train_size": 240, "validation_size": 2, "test_size": 160, "min_words": 60, "max_words": 90, **sizes}
+    sizes = {"train_size": 200, "validation_size": 2, "test_size": 120, "min_words": 40, "max_words": 60, **sizes}
     return make_long_document_task(kind="context", seed=seed, **sizes)
 
 

@@ -18,6 +18,10 @@ import tempfile
 
 import torch
 
+from .data.tokenizer import TOKENIZER_FILES
+from .outputs import require_writable_folder
+from .saved_models import load_saved_tokenizer
+
 logger = logging.getLogger(__name__)
 
 FORMATS = ("onnx",)
@@ -28,6 +32,8 @@ SAMPLE = ("The committee met on Tuesday to review the long report on river pollu
 
 class ExportBlocked(ValueError):
     """A family's graph cannot be exported: the message names the operation that blocks it and why."""
+
+    length_dependent = False  # whether tracing at another length may succeed
 
 
 class LogitsOnly(torch.nn.Module):
@@ -41,14 +47,42 @@ class LogitsOnly(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
 
 
-def sample_inputs(tokenizer, documents, words):
+def sample_inputs(tokenizer, documents, words, length=None):
     """A right-padded batch of `documents` texts of different lengths, the longest about `words` words, cut where the
-    model stops reading (the tokenizer's model_max_length)."""
+    model stops reading (the tokenizer's model_max_length); `length`: padded and cut to exactly that many ids."""
     text = SAMPLE.split()
     texts = [" ".join(text[j % len(text)] for j in range(max(3, words * (i + 1) // documents)))
              for i in range(documents)]
-    encoded = tokenizer(texts, padding=True, truncation=True, return_tensors="pt")
+    sizing = dict(padding=True) if length is None else dict(padding="max_length", max_length=length)
+    encoded = tokenizer(texts, truncation=True, return_tensors="pt", **sizing)
     return encoded["input_ids"], encoded["attention_mask"]
+
+
+def traced_length(reads, unit):
+    """How many ids the graph is traced at: about a quarter of what the model reads (windows, blocks and segments past
+    the first), at least 20 and at most 2,048 ids, an odd number of positions of `unit` ids. Odd, because a
+    trace at a multiple of the model's padding (Longformer's window, Big Bird's block: even numbers) records no
+    padding, and the graph then fails at any length that needs some (measured: a sparse Longformer with
+    `attention_window` 8 traced at 64 ids failed in onnxruntime at 26)."""
+    positions = max(1, min(max(20, reads // 4), 2048, reads) // unit)
+    return max(1, positions - (positions % 2 == 0)) * unit
+
+
+def vocabulary_inputs(config, documents, length, unit=1, seed=0):
+    """A right-padded batch of `documents` rows of ids drawn from the config's vocabulary (what optimum traces with
+    when there is no tokenizer), the longest `length` ids, every length a multiple of `unit`; special ids (pad, CLS,
+    SEP, ...: the lowest ids of our vocabularies) are left out of the draw."""
+    special = [getattr(config, name, None) for name in ("pad_token_id", "bos_token_id", "eos_token_id",
+                                                         "cls_token_id", "sep_token_id", "mask_token_id")]
+    low = 1 + max([i for i in special if isinstance(i, int) and 0 <= i < config.vocab_size - 1], default=-1)
+    generator = torch.Generator().manual_seed(seed)
+    lengths = [max(unit, length * (i + 1) // documents // unit * unit) for i in range(documents)]
+    input_ids = torch.full((documents, max(lengths)), getattr(config, "pad_token_id", None) or 0, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, size in enumerate(lengths):
+        input_ids[row, :size] = torch.randint(low, config.vocab_size, (size,), generator=generator)
+        attention_mask[row, :size] = 1
+    return input_ids, attention_mask
 
 
 def blocking_operation(error):
@@ -88,61 +122,95 @@ def check_with_onnxruntime(path, model, batches):
     return worst
 
 
+TRACE_ATTEMPTS = 8  # trace lengths tried (one position apart) before an export is refused
+
+
+def export_and_check(wrapped, traced, written, checks):
+    """Export `wrapped` traced at `traced` to `written` and return the largest |logit difference| from PyTorch in
+    onnxruntime over `checks`; an `ExportBlocked` error otherwise (`length_dependent`: another trace length may work)."""
+    name = type(wrapped.model).__name__
+    batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
+    try:
+        torch.onnx.export(wrapped, traced, written, dynamo=True, input_names=["input_ids", "attention_mask"],
+                          output_names=["logits"], external_data=False,
+                          dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}})
+    except Exception as error:  # the exporter raises its own error types, from torch.export and onnxscript
+        blocked = ExportBlocked(f"{name} cannot be exported to ONNX: {blocking_operation(error)}")
+        blocked.length_dependent = "_sequence" in str(error)  # a guard on the traced length (a derived dimension)
+        raise blocked from error
+    fixed = fixed_dimensions(written)
+    if fixed:
+        raise ExportBlocked(f"{name} cannot be exported with a dynamic batch and length: the exporter fixed {fixed} to "
+                            f"the traced shape {tuple(traced[0].shape)} (an operation reads the length as a Python "
+                            "number); the graph would fail on any other shape.")
+    shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
+    try:
+        worst = check_with_onnxruntime(written, wrapped, checks)
+    except Exception as error:  # onnxruntime's own error types: the graph does not run at another shape
+        blocked = ExportBlocked(f"The ONNX graph of {name}, traced at {tuple(traced[0].shape)}, fails in onnxruntime "
+                                f"at input shapes {shapes} ({str(error).splitlines()[0][:300]}); it was not written.")
+        blocked.length_dependent = True
+        raise blocked from error
+    if worst > TOLERANCE:
+        blocked = ExportBlocked(f"The ONNX graph of {name} differs from PyTorch by {worst:.2e} (more than "
+                                f"{TOLERANCE}) at input shapes {shapes}; it was not written.")
+        blocked.length_dependent = True
+        raise blocked
+    return worst
+
+
 def export_onnx(model_dir, output_dir, overwrite=False):
     """Export the classifier saved in `model_dir` to `output_dir/model.onnx` and check it in onnxruntime at two
     batch sizes and lengths other than the traced ones. Returns a report (path, the checked shapes, the largest
     logit difference). An `ExportBlocked` error names the operation that stops a family's export."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    import hf_longdoc  # noqa: F401  (our families load with the Auto classes)
-    from hf_longdoc.pipelines import UNBOUNDED
+    from .pipelines import UNBOUNDED, ids_per_position, model_reading_length
+    from .saved_models import load_saved_model, saved_config
 
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
     if missing:
         raise ValueError(f"ONNX export needs {', '.join(missing)}: pip install 'hf_longdoc[onnx]'.")
-    if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise ValueError(f"`model_dir` {model_dir!r} holds no config.json; pass the folder of a saved model.")
+    saved_config(model_dir, "`model_dir`")
     target = os.path.join(output_dir, "model.onnx")
     if os.path.exists(target) and not overwrite:
         raise ValueError(f"{target} exists; pass --overwrite (overwrite=True) to replace it, or another --output-dir.")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    except (OSError, ValueError) as error:
-        raise ValueError(f"`model_dir` {model_dir!r} has no tokenizer ({error}); the export traces with the ids it "
-                         "makes. Save the model's tokenizer there with `tokenizer.save_pretrained`.") from error
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    require_writable_folder(output_dir, "`output_dir` (--output-dir)")
+    model = load_saved_model(model_dir, "`model_dir`")
+    tokenizer = None  # a folder saved by Trainer alone has none: the trace draws ids from the vocabulary
+    if any(os.path.isfile(os.path.join(model_dir, name)) for name in TOKENIZER_FILES):
+        tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
     wrapped = LogitsOnly(model).eval()
-    # traced at a fraction of what the model reads (windows, blocks and segments past the first), checked below at
-    # a short batch and at the full length
-    limit = tokenizer.model_max_length
-    reads = limit if limit and limit < UNBOUNDED else 4096
-    traced = sample_inputs(tokenizer, documents=2, words=min(max(20, reads // 4), 2048))
-    batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
-    os.makedirs(output_dir, exist_ok=True)
+    limit = model_reading_length(model, tokenizer)
+    reads, unit = limit if limit and limit < UNBOUNDED else 4096, ids_per_position(model)
+    if tokenizer is None:
+        logger.info("%s holds no tokenizer: tracing and checking with ids drawn from the config's vocabulary (%d ids), "
+                    "as optimum does; serve the graph with the tokenizer the model was trained with.", model_dir,
+                    model.config.vocab_size)
+    # a short batch, and one document as long as the model reads (at most 4,096 words): every segment, window and
+    # global token a served document can have
+    longest = min(max(60, reads), 4096)
+    if tokenizer is not None:
+        checks = [sample_inputs(tokenizer, documents=3, words=8), sample_inputs(tokenizer, documents=1, words=longest)]
+    else:
+        checks = [vocabulary_inputs(model.config, 3, 9 * unit, unit, seed=1),
+                  vocabulary_inputs(model.config, 1, longest // unit * unit, unit, seed=2)]
+    shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
         written = os.path.join(scratch, "model.onnx")
-        try:
-            torch.onnx.export(wrapped, traced, written, dynamo=True, input_names=["input_ids", "attention_mask"],
-                              output_names=["logits"], external_data=False,
-                              dynamic_shapes={"input_ids": {0: batch, 1: length},
-                                              "attention_mask": {0: batch, 1: length}})
-        except Exception as error:  # the exporter raises its own error types, from torch.export and onnxscript
-            raise ExportBlocked(f"{type(model).__name__} cannot be exported to ONNX: {blocking_operation(error)}") \
-                from error
-        # a short batch, and one document as long as the model reads (at most 4,096 words): every segment, window
-        # and global token a served document can have
-        longest = min(max(60, reads), 4096)
-        checks = [sample_inputs(tokenizer, documents=3, words=8), sample_inputs(tokenizer, documents=1, words=longest)]
-        fixed = fixed_dimensions(written)
-        if fixed:
-            raise ExportBlocked(f"{type(model).__name__} cannot be exported with a dynamic batch and length: the "
-                                f"exporter fixed {fixed} to the traced shape {tuple(traced[0].shape)} (an operation "
-                                "reads the length as a Python number); the graph would fail on any other shape.")
-        worst = check_with_onnxruntime(written, wrapped, checks)
-        shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
-        if worst > TOLERANCE:
-            raise ExportBlocked(f"The ONNX graph of {type(model).__name__} differs from PyTorch by {worst:.2e} "
-                                f"(more than {TOLERANCE}) at input shapes {shapes}; it was not written.")
+        first = traced_length(reads, unit)
+        # the trace length decides how torch.export models the padding to a window or block (measured with the
+        # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,
+        # `8*_sequence - 6 >= 0` at window 8); so the next lengths are tried, and a graph that onnxruntime cannot
+        # run at the check lengths is never written
+        for attempt, length in enumerate(range(first, max(0, first - TRACE_ATTEMPTS * unit), -unit)):
+            traced = (sample_inputs(tokenizer, documents=2, words=2048, length=length) if tokenizer is not None
+                      else vocabulary_inputs(model.config, 2, length, unit))
+            try:
+                worst = export_and_check(wrapped, traced, written, checks)
+                break
+            except ExportBlocked as error:
+                if not error.length_dependent or attempt == TRACE_ATTEMPTS - 1 or length - unit < unit:
+                    raise
+                logger.info("Traced at %d ids, the graph fails (%s); tracing at %d.", length, error, length - unit)
         os.replace(written, target)
     logger.info("Wrote %s: onnxruntime agrees with PyTorch within %.1e at input shapes %s.", target, worst, shapes)
     return {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,

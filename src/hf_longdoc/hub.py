@@ -6,6 +6,7 @@ where hf_longdoc is not installed. This module writes the model card and uploads
 """
 
 import fnmatch
+import html
 import inspect
 import json
 import logging
@@ -21,6 +22,7 @@ from transformers import AutoConfig
 
 from .modeling import family_of_config
 from .outputs import is_unchanged, require_writable_folder
+from .saved_models import saved_config
 
 logger = logging.getLogger(__name__)
 
@@ -77,10 +79,39 @@ classifier = pipeline("text-classification", model="{repo_id}", trust_remote_cod
 """
 
 
+def card_text(value):
+    """`value` as text inside a Markdown table cell of the card: HTML's `&`, `<` and `>` as entities (a label named
+    `<script>` stays text), `|` escaped (it would add a column) and line breaks as spaces (they would end the row)."""
+    text = html.escape(str(value), quote=False).replace("|", "\\|")
+    return " ".join(text.splitlines()) if text.strip() else text
+
+
+def public_name(name):
+    """A dataset or checkpoint as the card and the uploaded files show it: a Hub id as it is, a local file or folder
+    by its own name (an absolute path names the user's machine, and `push` uploads what records it)."""
+    if not isinstance(name, str) or not name:
+        return name
+    path = os.path.expanduser(name)
+    if os.path.isabs(path) or os.path.exists(path) or os.path.splitext(path)[1] or name.startswith("."):
+        return os.path.basename(os.path.normpath(path)) or name
+    return name
+
+
+def _public_record(value):
+    """`value` (a JSON record) with every absolute local path replaced by its `public_name`."""
+    if isinstance(value, dict):
+        return {key: _public_record(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_public_record(item) for item in value]
+    if isinstance(value, str) and os.path.isabs(os.path.expanduser(value)):
+        return public_name(value)
+    return value
+
+
 def _architecture(config, family):
     keys = family.card_settings + ("num_labels", "problem_type")
     rows = [f"| `{key}` | `{getattr(config, key)}` |" for key in keys if getattr(config, key, None) is not None]
-    rows.append(f"| labels | {', '.join(config.id2label[i] for i in range(config.num_labels))} |")
+    rows.append(f"| labels | {', '.join(card_text(config.id2label[i]) for i in range(config.num_labels))} |")
     return "| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
@@ -164,6 +195,9 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
             recorded = json.load(f)
         metrics = recorded.get("test", {}) if metrics is None else metrics
         dataset_name = dataset_name or recorded.get("dataset")
+        recorded["backbone"] = public_name(recorded.get("backbone"))
+    dataset_name = public_name(dataset_name)
+    if recorded:
         if recorded.get("backbone") and training_data is None:
             training_data = (f"Fine-tuned from the pretrained `{recorded['backbone']}` on `{dataset_name}`."
                              if dataset_name else f"Fine-tuned from the pretrained `{recorded['backbone']}`.")
@@ -261,9 +295,7 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
     changed it since (its manifest); a card the user edited, or one hf-longdoc did not write, is uploaded as it is
     unless `replace_card`. The upload is staged in a temporary folder, so nothing is added to `output_dir`."""
-    if not os.path.isfile(os.path.join(output_dir, "config.json")):
-        raise ValueError(f"{output_dir!r} is not a saved model folder (no config.json); pass the `--output-dir` of "
-                         "`hf-longdoc train` or a `save_pretrained` folder.")
+    saved_config(output_dir, "`output_dir`")  # a model type we know: never the folder's own code
     if "/" not in repo_id:
         raise ValueError(f"`repo_id` must look like USER/NAME, got {repo_id!r}.")
     try:
@@ -306,6 +338,11 @@ def _stage_upload(output_dir, staging, repo_id, replace_card=False):
     os.makedirs(staging, exist_ok=True)
     for name in files:
         shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
+    if "metrics.json" in files:  # uploaded without the local paths it may record (dataset, backbone)
+        with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
+            record = json.load(f)
+        with open(os.path.join(staging, "metrics.json"), "w", encoding="utf-8") as f:
+            json.dump(_public_record(record), f, indent=2)
     card = os.path.join(output_dir, "README.md")
     if not os.path.exists(card) or replace_card or is_unchanged(output_dir, "README.md"):
         # from the model folder, whose training_args.json (not uploaded) holds the hyperparameters; names the repo

@@ -19,6 +19,7 @@ from .modeling.registry import family_of_config
 
 TASK = "long-document-classification"
 AGGREGATIONS = ("mean", "max")
+DEFAULT_THRESHOLD = 0.3  # multi-label models saved without `multi_label_threshold`
 UNBOUNDED = 10**6  # a tokenizer's model_max_length above this means "not set" (Transformers uses 1e30)
 
 
@@ -44,14 +45,22 @@ def family_of(model):
 
 def model_reading_length(model, tokenizer):
     """The most input ids the model reads: one of our families says (`Family.reads`); any other checkpoint reads its
-    positions (less the reserved rows of RoBERTa-numbered encoders); the tokenizer's `model_max_length` caps either.
+    positions (less the reserved rows of RoBERTa-numbered encoders); the tokenizer's `model_max_length` (if any tokenizer)
+    caps either.
     None when nothing bounds it (the contextualizer and the S-LSTM read any length)."""
     config, family = model.config, family_of(model)
     limits = [family.reads(config) if family is not None else backbone_positions(config)]
-    if tokenizer.model_max_length is not None and tokenizer.model_max_length < UNBOUNDED:
+    if tokenizer is not None and tokenizer.model_max_length is not None and tokenizer.model_max_length < UNBOUNDED:
         limits.append(tokenizer.model_max_length)
     limits = [limit for limit in limits if limit is not None]
     return min(limits) if limits else None
+
+
+def multi_label_threshold(config):
+    """The score from which a multi-label model predicts a label: the threshold saved with it, else 0.3 (the
+    training default)."""
+    threshold = getattr(config, "multi_label_threshold", None)
+    return DEFAULT_THRESHOLD if threshold is None else threshold
 
 
 def ids_per_position(model):
@@ -70,11 +79,37 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         stride (`int`, defaults to 0): ids consecutive chunks share (0: chunks side by side).
         aggregation (`"mean"` or `"max"`, defaults to `"mean"`): how the chunks' logits become the document's.
 
-    Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}`;
-    scores are the softmax of the aggregated logits (sigmoid for multi-label or one-label models)."""
+        top_k (`int` or `None`, *optional*): as in the text-classification pipeline: the `top_k` best classes as a
+            list of `{"label", "score"}`, best first (`None`: every class), in place of the result below.
+        threshold (`float` in (0, 1), *optional*): multi-label models: the score from which a label is predicted;
+            default: the threshold saved with the model (`config.multi_label_threshold`), else 0.3.
 
-    def _sanitize_parameters(self, chunk_length=None, stride=None, aggregation=None, **kwargs):
+    Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}` (the
+    best class and its score); multi-label models add `"labels"`, every label whose score reaches the threshold.
+    Scores are the softmax of the aggregated logits (sigmoid for multi-label or one-label models).
+
+    A document without text (empty, or only blank or invisible characters) is a ValueError naming its index in the
+    call: a model would give it a confident label from its special tokens alone."""
+
+    def __call__(self, inputs, *args, **kwargs):
+        documents = [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, (list, tuple)) else []
+        for index, document in enumerate(documents):
+            if isinstance(document, str) and not any(c.isprintable() and not c.isspace() for c in document):
+                raise ValueError(f"Document {index} has no text ({len(document)} blank or invisible characters); "
+                                 "the model would label it from no words. Leave it out, or give it a text.")
+        return super().__call__(inputs, *args, **kwargs)
+
+    def _sanitize_parameters(self, chunk_length=None, stride=None, aggregation=None, top_k="", threshold=None,
+                             **kwargs):
         preprocess, postprocess = {}, {}
+        if top_k != "":  # "" means not given: None asks for every class, as in the text-classification pipeline
+            if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+                raise ValueError(f"`top_k` must be a positive integer or None (every class), got {top_k!r}.")
+            postprocess["top_k"] = top_k
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 < threshold < 1:
+                raise ValueError(f"`threshold` must be a number in (0, 1), got {threshold!r}.")
+            postprocess["threshold"] = threshold
         if chunk_length is not None:
             preprocess["chunk_length"] = chunk_length
         if stride is not None:
@@ -127,7 +162,7 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         logits = self.model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
         return {"logits": logits, "is_last": is_last}
 
-    def postprocess(self, model_outputs, aggregation="mean"):
+    def postprocess(self, model_outputs, aggregation="mean", top_k="", threshold=None):
         logits = torch.cat([output["logits"].float() for output in model_outputs])  # (chunks, labels)
         document = logits.mean(dim=0) if aggregation == "mean" else logits.max(dim=0).values
         config = self.model.config
@@ -136,9 +171,16 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         else:
             scores = document.softmax(dim=-1)
         labels = [config.id2label[index] for index in range(len(scores))]
+        if top_k != "":
+            ranked = sorted(zip(labels, scores.tolist()), key=lambda pair: pair[1], reverse=True)
+            return [{"label": label, "score": score} for label, score in ranked[:top_k]]
         best = int(scores.argmax())
-        return {"label": labels[best], "score": float(scores[best]),
-                "scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
+        result = {"label": labels[best], "score": float(scores[best]),
+                  "scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
+        if config.problem_type == "multi_label_classification":
+            threshold = threshold if threshold is not None else multi_label_threshold(config)
+            result["labels"] = [label for label, score in zip(labels, scores.tolist()) if score >= threshold]
+        return result
 
 
 def register_pipeline():
@@ -148,4 +190,5 @@ def register_pipeline():
                                             pt_model=AutoModelForSequenceClassification)
 
 
-__all__ = ["LongDocumentClassificationPipeline", "TASK", "model_reading_length", "register_pipeline"]
+__all__ = ["LongDocumentClassificationPipeline", "TASK", "model_reading_length", "multi_label_threshold",
+           "register_pipeline"]

@@ -19,8 +19,9 @@ def saved_config(model_dir, argument):
 
     path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(path):
-        raise ValueError(f"{argument} {model_dir!r} is not a saved model folder (no config.json); pass the "
-                         "--output-dir of `hf-longdoc train` or a `save_pretrained` folder.")
+        raise ValueError(f"{argument} {model_dir!r} is not a saved model folder (it holds no config.json"
+                         f"{'' if os.path.isdir(model_dir) else '; the folder does not exist'}); pass the --output-dir "
+                         "of `hf-longdoc train` or a `save_pretrained` folder.")
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)

@@ -27,7 +27,7 @@ from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, 
 from .distributed import on_main_then_share
 from .feasibility import check_fits
 from .head_fitting import keep_the_better
-from .hub import make_model_card
+from .hub import make_model_card, public_name
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
 from .numbers import (
@@ -155,6 +155,7 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     tokenizer is `tokenizer` when given, else the backbone's own (or the family's, for the elementwise bytes), with
     `model_max_length` set to what the model really reads."""
     family = family if isinstance(family, Family) else get_family(family)
+    backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone  # a pathlib.Path too
     check_backbone(family, backbone)
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
@@ -386,7 +387,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
     builtin = run.dataset in (None, BUILTIN_TASK)
     metrics = {
         "model": run.model,
-        "dataset": task.name,
+        "dataset": public_name(task.name),  # a local file by its name: metrics.json is uploaded by `push`
         "max_length": max_length,
         "backbone": run.backbone,
         "head_learning_rate": run.head_learning_rate,

