@@ -325,3 +325,14 @@ def test_two_processes_under_torchrun_write_what_one_process_writes(model_dir, t
                     "--output", str(tmp_path / "two.jsonl")], env)
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
     assert [row["id"] for row in read_jsonl(tmp_path / "two.jsonl")] == [f"doc-{i}" for i in range(80)]
+
+
+def test_an_unknown_model_type_is_refused_without_a_prompt(corpus, tmp_path, capsys):
+    folder = tmp_path / "mystery"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "mystery_model"}))
+    assert main(["predict", str(folder), "--dataset", str(corpus[0]), "--output", str(tmp_path / "o.jsonl"),
+                 "--text-column", "body"]) == 2
+    err = capsys.readouterr().err
+    assert "mystery_model" in err and "trust_remote_code" not in err and "[y/N]" not in err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -230,12 +230,13 @@ def choose_device(device, dtype, shared):
 
 def load_model(model_dir, device, dtype):
     """The sequence classifier in `model_dir` in eval mode on `device`, and its tokenizer."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from .saved_models import load_saved_model, load_saved_tokenizer
 
+    argument = "`model_dir` (MODEL_DIR)"
+    tokenizer = load_saved_tokenizer(model_dir, argument)  # an unknown model type or no tokenizer: our message
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        model = AutoModelForSequenceClassification.from_pretrained(model_dir, dtype=DTYPES.get(dtype, "auto"))
-    except (OSError, ValueError, KeyError) as error:
+        model = load_saved_model(model_dir, argument, dtype=DTYPES.get(dtype, "auto"))
+    except (OSError, KeyError) as error:
         raise ValueError(f"`model_dir` {model_dir!r} cannot be loaded as a sequence classifier with its tokenizer "
                          f"({type(error).__name__}: {error}).") from None
     if dtype is None:

@@ -36,8 +36,9 @@ def saved_config(model_dir, argument):
     return config
 
 
-def load_saved_model(model_dir, argument, model_class=None):
-    """The model saved in `model_dir` (`model_class`: default AutoModelForSequenceClassification), in eval mode.
+def load_saved_model(model_dir, argument, model_class=None, **loading):
+    """The model saved in `model_dir` (`model_class`: default AutoModelForSequenceClassification), in eval mode;
+    `loading` goes to `from_pretrained` (e.g. `dtype`).
 
     A ValueError naming `argument` (the CLI flag) when the folder's model type is unknown (see `saved_config`) or
     when its weights do not fit its config: the first weight the config expects and the file lacks (or holds with
@@ -47,7 +48,7 @@ def load_saved_model(model_dir, argument, model_class=None):
     saved_config(model_dir, argument)
     model_class = model_class or AutoModelForSequenceClassification
     model, info = model_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
-                                              trust_remote_code=False)
+                                              trust_remote_code=False, **loading)
     order = {name: i for i, name in enumerate(model.state_dict())}
     first = lambda names: min(names, key=lambda name: order.get(name, len(order)))  # noqa: E731
     fix = ("config.json does not describe these weights (was it edited?); restore the config the model was saved "
