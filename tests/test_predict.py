@@ -183,7 +183,7 @@ def test_another_model_or_setting_cannot_continue_an_interrupted_run(model_dir, 
         with pytest.raises(Interrupted):
             hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2)
     other = save_classifier(tmp_path / "other", seed=1)
-    with pytest.raises(ValueError, match=r"another model \(files that differ: model.safetensors"):
+    with pytest.raises(ValueError, match=r"other settings \(model \(files that differ: model.safetensors"):
         hf_longdoc.predict(other, corpus[0], output, text_column="body", batch_size=2)
     with pytest.raises(ValueError, match="batch_size 2 there, 4 here"):
         hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=4)
@@ -204,9 +204,9 @@ def test_bad_input_is_refused_before_any_work(model_dir, corpus, tmp_path):
         hf_longdoc.predict(str(tmp_path), path, output, text_column="body")
     with pytest.raises(ValueError, match="float16 needs a GPU"):
         hf_longdoc.predict(model_dir, path, output, text_column="body", dtype="float16", device="cpu")
-    with pytest.raises(ValueError, match="'label' has the name of an output column"):
-        hf_longdoc.predict(model_dir, Dataset.from_dict({"text": ["x"], "label": ["a"]}), output,
-                           keep_columns=["label"])
+    with pytest.raises(ValueError, match="'label' is the name of an output column, and 'input_label'"):
+        hf_longdoc.predict(model_dir, Dataset.from_dict({"text": ["x"], "label": ["a"], "input_label": ["b"]}),
+                           output, keep_columns=["label"])
     assert os.listdir(tmp_path) == ["dup.jsonl"]  # nothing was started
 
 
@@ -336,3 +336,30 @@ def test_an_unknown_model_type_is_refused_without_a_prompt(corpus, tmp_path, cap
     err = capsys.readouterr().err
     assert "mystery_model" in err and "trust_remote_code" not in err and "[y/N]" not in err
     assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_same_command_with_overwrite_continues_its_interrupted_run(model_dir, corpus, tmp_path, monkeypatch,
+                                                                       small_windows):
+    """--overwrite replaces the finished file; an interrupted run of the same command still continues (it used to
+    start over, so a user replacing an earlier output could never resume)."""
+    output = tmp_path / "out.jsonl"
+    output.write_text("an earlier output\n")
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 2)
+        with pytest.raises(Interrupted):
+            hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2, overwrite=True)
+    assert output.read_text() == "an earlier output\n"  # kept until the new run is complete
+    read = count_batches(monkeypatch)
+    hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2, overwrite=True)
+    assert len(read_jsonl(output)) == len(corpus[1])
+    assert 0 < len(read) < -(-len(corpus[1]) // 2)  # only what was left
+
+
+def test_a_kept_label_column_is_written_beside_the_prediction(model_dir, corpus, tmp_path):
+    path, rows = corpus
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text("".join(json.dumps({**row, "label": f"gold-{i}"}) + "\n" for i, row in enumerate(rows)))
+    result = hf_longdoc.predict(model_dir, labelled, tmp_path / "out.jsonl", text_column="body",
+                                keep_columns="label")
+    assert result["input_label"] == [f"gold-{i}" for i in range(len(rows))]
+    assert "label" in result.column_names

@@ -109,6 +109,9 @@ class PredictSettings:
                              "be combined with `long='chunks'` (--long chunks), which reads several chunks: drop one.")
         if self.long == "truncate" and self.stride:
             logger.warning("`stride` (--stride %d) is ignored: it applies to --long chunks only.", self.stride)
+        if self.long == "truncate" and self.aggregation != "mean":
+            logger.warning("`aggregation` (--aggregation %s) is ignored: it applies to --long chunks only.",
+                           self.aggregation)
 
     @property
     def window_rows(self):
@@ -187,10 +190,13 @@ def resolve_columns(documents, settings):
         raise ValueError(f"`keep_columns` (--keep-columns) {', '.join(map(repr, missing))}: not a column of the "
                          f"input; its columns are {shown}.")
     keep = [name for name in settings.keep_columns if name != id_column]
-    clashes = [name for name in [id_column or "id", *keep] if name in OUTPUT_COLUMNS]
-    if clashes:
-        raise ValueError(f"Input column {clashes[0]!r} has the name of an output column ({', '.join(OUTPUT_COLUMNS)});"
-                         " rename it in the input, or leave it out of --keep-columns / --id-column.")
+    if (id_column or "id") in OUTPUT_COLUMNS:
+        raise ValueError(f"Input column {id_column or 'id'!r} has the name of an output column "
+                         f"({', '.join(OUTPUT_COLUMNS)}); rename it in the input, or pass another --id-column.")
+    for name in keep:  # a kept `label` (the gold one, beside the prediction) is written as `input_label`
+        if name in OUTPUT_COLUMNS and f"input_{name}" in columns:
+            raise ValueError(f"`keep_columns` (--keep-columns) {name!r} is the name of an output column, and "
+                             f"'input_{name}', where it would be kept, is a column of the input too; leave one out.")
     if id_column is not None:
         seen = set()
         for value in documents[id_column]:
@@ -255,23 +261,27 @@ def open_partial(partial, fingerprint, overwrite, shared):
     """Prepare the `.partial` work folder: continue one with the same fingerprint, refuse another (naming what
     differs) unless `overwrite`, which starts over."""
     path = os.path.join(partial, FINGERPRINT)
-    if os.path.isdir(partial) and not overwrite:
+    start_over = False
+    if os.path.isdir(partial):
         try:
             with open(path) as f:
                 recorded = json.load(f)
         except (OSError, ValueError):
             recorded = None
-        if recorded is None:
+        differ = _differences(recorded, fingerprint) if recorded is not None else None
+        if recorded is None and not overwrite:
             raise ValueError(f"{partial!r} exists but records no run of predict; move it away, or pass --overwrite "
                              "to start over.")
-        differ = _differences(recorded, fingerprint)
-        if differ:
-            raise ValueError(f"{partial!r} holds an interrupted run with another {'; '.join(differ)}; rerun the same "
-                             "command to continue it, or pass --overwrite (overwrite=True) to start over.")
+        if differ and not overwrite:
+            raise ValueError(f"{partial!r} holds an interrupted run with other settings ({'; '.join(differ)}); rerun "
+                             "the same command to continue it, or pass --overwrite (overwrite=True) to start over.")
+        # the same command continues, --overwrite or not (it replaces the finished file); another run starts over
+        start_over = recorded is None or bool(differ)
     distributed.wait_for_everyone()  # every process has compared before the main one changes anything
     if shared is None or shared.is_main_process:
-        if overwrite and os.path.isdir(partial):
-            logger.warning("Starting over: removing the interrupted run in %s (--overwrite).", partial)
+        if start_over:
+            logger.warning("Starting over: removing the interrupted run of other settings in %s (--overwrite).",
+                           partial)
             shutil.rmtree(partial)
         os.makedirs(partial, exist_ok=True)
         if not os.path.exists(path):
@@ -627,6 +637,11 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
     if len(documents) == 0:
         raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
     text_column, id_column, keep = resolve_columns(documents, settings)
+    if renamed := {name: f"input_{name}" for name in keep if name in OUTPUT_COLUMNS}:
+        logger.info("Kept input columns named like output columns are written as %s.",
+                    ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
+        documents = documents.rename_columns(renamed)
+        keep = [renamed.get(name, name) for name in keep]
     model, tokenizer = load_model(model_dir, chosen, settings.dtype)
     if settings.explain is not None:
         from .explaining import check_explainable

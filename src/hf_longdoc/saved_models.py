@@ -58,6 +58,11 @@ def load_saved_model(model_dir, argument, model_class=None, **loading):
         raise ValueError(f"{argument} {model_dir!r}: the weight {name!r} has shape {tuple(saved)} in the file but "
                          f"{tuple(built)} in the model its config.json builds ({len(info['mismatched_keys'])} weights "
                          f"differ); {fix}.")
+    base = getattr(model, "base_model_prefix", "") + "."
+    if info.get("missing_keys") and all(not name.startswith(base) for name in info["missing_keys"]):
+        raise ValueError(f"{argument} {model_dir!r} holds a pretrained encoder without a trained classification head "
+                         f"({', '.join(sorted(info['missing_keys'])[:3])} are not in it); train one around it first, "
+                         "e.g. `hf-longdoc train --model segment_lm --backbone` with this folder.")
     if info.get("missing_keys"):
         raise ValueError(f"{argument} {model_dir!r}: the weight {first(info['missing_keys'])!r} of the model its "
                          f"config.json builds is not in the file ({len(info['missing_keys'])} missing); it would "

@@ -1,5 +1,7 @@
 """`hf-longdoc predict`: label every document of a corpus with a saved model, into a JSONL, CSV or Parquet file."""
 
+import sys
+
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .options import Formatter, names
 
@@ -39,19 +41,27 @@ def add_parser(subparsers):
                         help="keep the K best classes in `scores`; None: every class")
     parser.add_argument("--explain", type=POSITIVE_INTEGER.parse, default=None, metavar="K",
                         help="add `evidence`: the K passages that weighed most in each decision (models whose weights "
-                             "say so, such as the segment LM)")
+                             "say so, such as the segment LM; not with --long chunks, whose chunks it cannot weigh "
+                             "against each other)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --output, and start over instead of continuing an interrupted run")
+                        help="replace an existing --output (an interrupted run of the same command still continues; one of "
+                             "other settings is discarded)")
     parser.set_defaults(run=run)
 
 
 def run(args):
     from ..predicting import predict
 
-    result = predict(args.model_dir, args.dataset, args.output, text_column=args.text_column,
-                     id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
-                     device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
-                     aggregation=args.aggregation, top_k=args.top_k, explain=args.explain, overwrite=args.overwrite)
+    try:
+        result = predict(args.model_dir, args.dataset, args.output, text_column=args.text_column,
+                         id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
+                         device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
+                         aggregation=args.aggregation, top_k=args.top_k, explain=args.explain,
+                         overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        print(f"The finished batches are kept in {args.output}.partial; rerun the same command to continue.",
+              file=sys.stderr)
+        raise
     if result is None:  # another process than the main one of a launcher: the main one reports
         return
     errors = sum(error is not None for error in result["error"])

@@ -85,10 +85,12 @@ def _build(folder, paths, labels, argument):
     dataset = datasets.Dataset.from_generator(
         _rows, features=Features(features), gen_kwargs={"folder": folder, "paths": paths, "labels": labels},
         fingerprint=fingerprint.hexdigest()[:32])
-    replaced = sum(dataset[_REPLACED])
+    replaced = [path for path, flagged in zip(paths, dataset[_REPLACED]) if flagged]
     if replaced:
-        logger.warning("%s %r: %d of %d files are not valid UTF-8; they were read with replacement characters "
-                       "(U+FFFD) where their bytes do not decode.", argument, folder, replaced, len(dataset))
+        shown = ", ".join(replaced[:10]) + (f" and {len(replaced) - 10} more" if len(replaced) > 10 else "")
+        logger.warning("%s %r: %d of %d files are not valid UTF-8 (%s); they were read with replacement characters "
+                       "(U+FFFD) where their bytes do not decode (convert them, e.g. `iconv -f latin1 -t utf-8`).",
+                       argument, folder, len(replaced), len(dataset), shown)
     return dataset.remove_columns(_REPLACED)
 
 
