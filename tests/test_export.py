@@ -15,7 +15,9 @@ pytestmark = pytest.mark.slow
 
 # family cases whose export stops, and the words the refusal must say
 BLOCKED = {
-    "elementwise-canine": "fixed",  # CANINE's downsampling reads the length as a number: the graph would be fixed
+    # CANINE's downsampling reads the length as a number: traced at a length the window logic likes, the graph is
+    # fixed to it; at other trace lengths torch.export finds the length specialised ("inconsistencies")
+    "elementwise-canine": ("fixed", "inconsistencies"),
 }
 
 
@@ -39,7 +41,8 @@ def test_every_family_exports_and_onnxruntime_agrees_at_two_lengths(family, tmp_
     status = main(["export", str(tmp_path / "model"), "--format", "onnx", "--output-dir", str(tmp_path / "onnx")])
     output = capsys.readouterr()
     if family.name in BLOCKED:
-        assert status == 2 and "cannot be exported" in output.err and BLOCKED[family.name] in output.err
+        assert status == 2 and "cannot be exported" in output.err
+        assert any(reason in output.err for reason in BLOCKED[family.name])
         assert not (tmp_path / "onnx" / "model.onnx").exists()
         return
     assert status == 0, output.err

@@ -276,7 +276,7 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
     head = ["1.weight", "1.bias"]
     backbone = model[0].weight.detach().clone()
 
-    def fake_fit(model, family, head_parameters, *args):
+    def fake_fit(model, family, head_parameters, *args, **kwargs):
         with torch.no_grad():
             model[1].weight.fill_(1.0)  # fit_head leaves the best-score head in the model
         calibrated = {"1.weight": torch.full((2, 3), -1.0), "1.bias": torch.zeros(2)}
