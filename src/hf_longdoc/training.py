@@ -222,8 +222,14 @@ def check_run_fits(run):
     else:
         config = run.family.build_config(**{"vocab_size": run.vocab_size, **run.config_overrides})
         build = run.family.classification_class
+    # positions, not input ids: an elementwise model reads v bytes a position (v unknown before a backbone's model is
+    # built: then only the parameters count, which keeps the estimate a low bound)
+    per_position = 1
+    if run.family.position_width:
+        per_position = getattr(config, run.family.position_width, None) or run.max_length
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    check_fits(build, config, run.batch_size, run.max_length, True, f"Training this {run.family.name} model",
+    check_fits(build, config, run.batch_size, max(1, run.max_length // per_position), True,
+               f"Training this {run.family.name} model",
                "--config num_hidden_layers / hidden_size, --max-length or --batch-size", device)
 
 
