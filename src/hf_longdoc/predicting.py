@@ -46,8 +46,10 @@ from .data.loading import DatasetError, _load_raw
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import file_digest, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, model_reading_length, special_frame
+from .saved_models import load_saved_model, load_saved_tokenizer, saved_config
 
 logger = logging.getLogger(__name__)
+MODEL_ARGUMENT = "`model_dir` (MODEL_DIR)"
 
 FORMATS = (".jsonl", ".csv", ".parquet")
 LONG = ("truncate", "chunks")
@@ -136,13 +138,6 @@ def output_paths(output, overwrite):
         raise ValueError(f"`output` (--output) {output!r} already exists and is kept; choose another name, or pass "
                          "--overwrite (overwrite=True) to replace it.")
     return output, output + ".partial"
-
-
-def check_model_folder(model_dir):
-    """A ValueError unless `model_dir` is a saved model folder."""
-    if not isinstance(model_dir, (str, os.PathLike)) or not os.path.isfile(os.path.join(model_dir, "config.json")):
-        raise ValueError(f"`model_dir` {model_dir!r} is not a saved model folder (no config.json); pass a folder "
-                         "written by `hf-longdoc train` or `save_pretrained`.")
 
 
 def load_documents(source):
@@ -236,12 +231,9 @@ def choose_device(device, dtype, shared):
 
 def load_model(model_dir, device, dtype):
     """The sequence classifier in `model_dir` in eval mode on `device`, and its tokenizer."""
-    from .saved_models import load_saved_model, load_saved_tokenizer
-
-    argument = "`model_dir` (MODEL_DIR)"
-    tokenizer = load_saved_tokenizer(model_dir, argument)  # an unknown model type or no tokenizer: our message
+    tokenizer = load_saved_tokenizer(model_dir, MODEL_ARGUMENT)  # an unknown model type or no tokenizer: our message
     try:
-        model = load_saved_model(model_dir, argument, dtype=DTYPES.get(dtype, "auto"))
+        model = load_saved_model(model_dir, MODEL_ARGUMENT, dtype=DTYPES.get(dtype, "auto"))
     except (OSError, KeyError) as error:
         raise ValueError(f"`model_dir` {model_dir!r} cannot be loaded as a sequence classifier with its tokenizer "
                          f"({type(error).__name__}: {error}).") from None
@@ -630,7 +622,9 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
                          ".partial folder.")
     output, partial = output_paths(output, overwrite) if output is not None else (None, None)
-    check_model_folder(model_dir)
+    if not isinstance(model_dir, (str, os.PathLike)):
+        raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
+    saved_config(model_dir, MODEL_ARGUMENT)  # a folder with a model type we know, before the data is read
     chosen = choose_device(device, settings.dtype, shared)
     with shared.main_process_first() if shared is not None else contextlib.nullcontext():
         documents, input_digest = load_documents(dataset)
