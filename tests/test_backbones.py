@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 import torch
-from transformers import AutoTokenizer, BertConfig, BertModel
+from transformers import AutoTokenizer, BertModel
+from tiny_bert import save_tiny_bert
 
 from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
@@ -26,12 +27,7 @@ def pretrained(tmp_path_factory):
                                     seed=1)["train"]["text"]
     tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200, model_max_length=256)
     tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert(folder, tokenizer, max_positions=256)
 
 
 @pytest.mark.parametrize("family, encoder", [("segment_lm", "segment_lm.backbone"),

@@ -4,8 +4,7 @@ import json
 import re
 
 import pytest
-import torch
-from transformers import BertConfig, BertModel
+from tiny_bert import save_tiny_bert
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, make_long_document_task
@@ -20,12 +19,7 @@ def tiny_backbone(tmp_path_factory):
     texts = make_long_document_task(kind="context", train_size=16, validation_size=1, test_size=1, min_words=40,
                                     max_words=60, seed=1)["train"]["text"]
     tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=64)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert(folder, tokenizer, max_positions=64)
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import json
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel, pipeline
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+from tiny_bert import save_tiny_bert
 
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
@@ -22,11 +23,7 @@ def pretrained(tmp_path_factory):
     texts = make_long_document_task(train_size=16, validation_size=4, test_size=8, min_words=40, max_words=80,
                                     seed=1)["train"]["text"]
     tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=300, model_max_length=256)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
-                        intermediate_size=37, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    save_tiny_bert(folder, tokenizer, max_positions=256)
     return folder
 
 

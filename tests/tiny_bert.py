@@ -1,0 +1,17 @@
+"""A tiny random BERT checkpoint saved with its tokenizer: what tests load as a "pretrained" backbone (nothing is
+downloaded)."""
+
+import torch
+from transformers import BertConfig, BertModel
+
+
+def save_tiny_bert(folder, tokenizer, max_positions):
+    """Save a seeded BertModel (width 32, one layer, 4 heads, intermediate 37: sizes that divide nothing by accident)
+    for `tokenizer`'s vocabulary with `max_positions` positions, and the tokenizer, into `folder`; returns it as str."""
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                        intermediate_size=37, max_position_embeddings=max_positions,
+                        pad_token_id=tokenizer.pad_token_id)
+    BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
