@@ -318,7 +318,7 @@ def _tokenizer_and_model(family, max_length):
     registered = family.registered
     config = family.config()
     tokenizer = registered.tokenizer_for(config, CORPUS, vocab_size=80, max_length=max_length)
-    if registered.own_tokenizer is None:
+    if not registered.has_own_tokenizer:
         tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
         config = family.config(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
                                **registered.token_settings(tokenizer))
@@ -333,7 +333,7 @@ def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
 
     tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
     encoded = tokenizer(CORPUS[:3], padding=True, truncation=True, return_tensors="pt")
-    assert family.registered.own_tokenizer is not None or "token_type_ids" in encoded
+    assert family.registered.has_own_tokenizer or "token_type_ids" in encoded
     with torch.no_grad():
         assert model(**encoded).logits.shape == (3, 3)
 

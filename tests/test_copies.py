@@ -34,8 +34,16 @@ EXPECTED_COPIES = {
         "modeling/elementwise/modeling_elementwise.py",
         "modeling/segment_lm/modeling_segment.py",
     },
-    "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_positions": {
+    # the package-side originals of what the families read from a checkpoint (no family imports another)
+    "hf_longdoc.modeling.backbones.backbone_positions": {
+        "modeling/elementwise/configuration_elementwise.py",
         "modeling/segment_lm/configuration_segment.py",
+    },
+    "hf_longdoc.modeling.backbones.declared_pooling": {
+        "modeling/segment_lm/modeling_segment.py",
+    },
+    "hf_longdoc.modeling.backbones.sentence_transformers_file": {
+        "modeling/segment_lm/modeling_segment.py",
     },
     "hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_with_sizes": {
         "modeling/segment_lm/configuration_segment.py",

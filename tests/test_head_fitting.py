@@ -13,8 +13,8 @@ from tiny_bert import save_tiny_bert
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
-from hf_longdoc.head_fitting import HeadStage, cached_features, fit_head, labels_of
-from hf_longdoc.training import build_from_backbone, new_parameter_names
+from hf_longdoc.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
+from hf_longdoc.training import build_from_backbone, new_parameter_names, training_arguments
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_head_logits_on_cached_features_equal_the_whole_model(pretrained, family
 
 
 def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_and_says_so(pretrained, monkeypatch,
-                                                                                          caplog):
+                                                                                          caplog, tmp_path):
     """The gated sparse Longformer caches every final state: when a split's features would pass the memory set aside
     (half of what is free), the head stage reads as many documents as fit, spread evenly over the split (a split
     sorted by label keeps both labels), with their labels, and warns; when they fit, it reads them all."""
@@ -88,9 +88,10 @@ def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_an
     tiny, _ = cached_split(model, family, split, tokenizer, 2, None, 1.0, False, False)
     assert tiny[0].shape[0] == 2  # at least one batch
     monkeypatch.setattr(head_fitting, "free_memory", lambda device: 2 * 6 * per_document)  # the cache gets half
-    report, _ = HeadStage(epochs=2, freeze_backbone=True).run(
-        model, family, new_parameter_names(model, family), {"train": split, "validation": split.select(range(3))},
-        tokenizer, 1e-3, 2, 42, False, 0.3)
+    stage = HeadStage(epochs=2, freeze_backbone=True)
+    plan = FitPlan(training_arguments(str(tmp_path), batch_size=2), stage, family,
+                   tuple(new_parameter_names(model, family)), 1e-3)
+    report, _ = stage.run(model, plan, {"train": split, "validation": split.select(range(3))}, tokenizer)
     assert report["epochs_run"] == 2
 
 
@@ -264,7 +265,7 @@ def test_the_warm_start_is_kept_when_fine_tuning_ends_clearly_below_it():
     assert warm["weight"].device.type == "cpu"
 
 
-def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch):
+def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch, tmp_path):
     """`HeadStage.run` before fine-tuning: the model leaves with the head of the lowest validation loss, and the warm
     start it returns holds the head of the best validation score (what `keep_the_better` goes back to)."""
     import hf_longdoc.head_fitting as head_fitting
@@ -282,14 +283,15 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
     monkeypatch.setattr(head_fitting, "cached_split", lambda *args, **kwargs: ([torch.zeros(1)], torch.zeros(1)))
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     encoded = {"train": [0], "validation": [0]}
-    report, warm = HeadStage(epochs=5).run(model, None, head, encoded, None, None, 8, 42, False, 0.3)
+    args = training_arguments(str(tmp_path))
+    report, warm = HeadStage(epochs=5).run(model, FitPlan(args, HeadStage(epochs=5), None, head), encoded, None)
     assert report["lowest_validation_loss_epoch"] == 3
     assert torch.equal(model[1].weight, torch.full((2, 3), -1.0))  # fine-tuning starts here
     assert torch.equal(warm["1.weight"], torch.ones(2, 3)) and torch.equal(warm["0.weight"], backbone)
-    report, warm = HeadStage(epochs=5, freeze_backbone=True).run(model, None, head, encoded, None, None, 8, 42,
-                                                                  False, 0.3)
+    frozen = HeadStage(epochs=5, freeze_backbone=True)
+    report, warm = frozen.run(model, FitPlan(args, frozen, None, head), encoded, None)
     assert warm is None and torch.equal(model[1].weight, torch.ones(2, 3))  # only the head trains: the best score
-    assert HeadStage(epochs=0).run(model, None, head, encoded, None, None, 8, 42, False, 0.3) == (None, None)
+    assert HeadStage(epochs=0).run(model, FitPlan(args, HeadStage(epochs=0), None, head), encoded, None) == (None, None)
 
 
 def test_a_half_precision_checkpoint_trains_with_float32_weights(caplog):

@@ -77,7 +77,7 @@ def _source_positions(name, n):
 # --- equality with the source encoder ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", ["longformer", "blocked"])
+@pytest.mark.parametrize("backend", ["longformer", "blocked", "flex"])
 def test_converted_model_equals_source_encoder(checkpoint, backend):
     """Window 128 covers 64 tokens (each side sees 64 neighbours) and [CLS] is global: the source's function."""
     name, folder, source = checkpoint

@@ -2,7 +2,6 @@
 outside `modeling/` never branches on a family's name; the CLI is thin and shows every default."""
 
 import ast
-import os
 import pathlib
 
 import pytest
@@ -76,7 +75,7 @@ def test_from_size_builds_the_budget_under_each_familys_own_names(family):
     model = family.classification_class(config).eval()
     width = family.ids_per_position(config)
     input_ids = torch.randint(5, 100, (2, SIZE["max_length"] * width))
-    if family.fit_statistics is not None:  # e.g. TF-IDF and PMI for the default selector
+    if family.has_statistics:  # e.g. TF-IDF and PMI for the default selector
         family.fit_statistics(model, input_ids.tolist(), None)
     with torch.no_grad():
         logits = model(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).logits
@@ -143,6 +142,25 @@ def test_every_flag_shows_its_default_in_help():
     assert not missing, missing
 
 
+def _help(verb):
+    return " ".join(_subparsers(build_parser())[verb].format_help().split())
+
+
+def test_help_lists_come_from_the_registry():
+    """A help that lists families is built from `FAMILIES` (and their variants), so a new family or selector shows up
+    without anyone editing it: `train --model`, `predict --explain`, `attention-map`'s models and selectors."""
+    from hf_longdoc.explaining import explainable_families
+
+    assert f"family: {', '.join(FAMILIES)}" in _help("train")
+    assert f"say so: {', '.join(explainable_families())};" in _help("predict")
+    mapped = [family for family in FAMILIES.values() if "global_selector" in family.variants]
+    assert mapped, "no family chooses global tokens"
+    attention_help = _help("attention-map")
+    assert f"a saved model of {' or '.join(family.name for family in mapped)} with" in attention_help
+    for selector in mapped[0].variants["global_selector"]:
+        assert selector in attention_help
+
+
 def test_every_module_opens_with_a_docstring():
     for path in SRC.rglob("*.py"):
         docstring = ast.get_docstring(ast.parse(path.read_text()))
@@ -184,23 +202,124 @@ def test_shipped_files_cite_what_a_user_can_open():
             assert unreadable not in text, f"{path.relative_to(SRC)} cites {unreadable}"
 
 
-def test_nothing_imports_upward():
-    """cli -> commands -> experiments -> training, run_settings -> hub / registry -> modeling, data, tokenization,
-    metrics."""
-    layers = {"commands": 1, "experiments": 2, "predicting": 2, "training": 3, "run_settings": 3, "hub": 4,
-              "head_fitting": 4, "pipelines": 4, "export": 4, "explaining": 4, "saved_models": 4, "data": 5,
-              "modeling": 5, "tokenization": 5, "metrics": 5, "outputs": 6, "feasibility": 6, "distributed": 7,
-              "numbers": 7}
-    for path in SRC.rglob("*.py"):
-        part = path.relative_to(SRC).parts[0].removesuffix(".py")
-        if part not in layers:
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level and node.module:
-                target = node.module.split(".")[0] if node.level > 1 or part != os.path.splitext(path.name)[0] else ""
-                if node.level == 1 and path.parent != SRC:
-                    continue  # a sibling inside the same package
-                assert layers.get(target, 99) >= layers[part], f"{path.relative_to(SRC)} imports {node.module}"
+FAMILY_FOLDERS = sorted(path.parent.name for path in (SRC / "modeling").glob("*/family.py"))
+# The package's floors, top to bottom: a module imports only from a floor below its own, or from inside its own unit
+# (a top-level module, a subpackage such as `experiments`, or one family's folder). "" is the package itself (its
+# `__init__`, the public API). Each family folder is a unit of its own on one floor, so no family imports another.
+FLOORS = [
+    {"__main__"},
+    {"", "cli"},
+    {"commands"},
+    {"experiments", "predicting"},
+    {"training"},
+    {"run_settings"},
+    {"hub", "head_fitting", "export", "explaining", "attention_map"},
+    {"pipelines", "saved_models"},
+    {"reading_length"},
+    {"modeling"},  # modeling/__init__: imports every family, so that each registers itself
+    {f"modeling.{folder}" for folder in FAMILY_FOLDERS},
+    {"modeling.registry"},
+    {"modeling.backbones"},  # what families read from a checkpoint; no family imports another for it
+    {"data", "tokenization", "metrics"},
+    {"outputs", "feasibility"},
+    {"distributed", "numbers", "plotting"},  # the ground floor: imports nothing of ours
+]
+FLOOR = {unit: number for number, units in enumerate(FLOORS) for unit in units}
+
+
+def _module_name(path):
+    """The dotted name of the module at `path` inside the package ("" for the package's `__init__`)."""
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def unit_of(module):
+    """The unit of a dotted module name: the longest key of `FLOOR` that is the name or a package above it; None for
+    a module that has no floor."""
+    parts = module.split(".") if module else []
+    for cut in range(len(parts), 0, -1):
+        if ".".join(parts[:cut]) in FLOOR:
+            return ".".join(parts[:cut])
+    return "" if not module else None
+
+
+def imported_modules(path, source):
+    """The dotted names (inside the package) of what `source`, the text of the module at `path`, imports of ours:
+    relative imports resolved, `hf_longdoc...` absolute ones stripped; function-level imports included."""
+    module = _module_name(path)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    package = [part for part in package if part]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            targets = [node.module] if node.module else [alias.name for alias in node.names]
+            found += [".".join(base + [target]) for target in targets]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "hf_longdoc":
+            found.append(node.module.partition(".")[2])
+        elif isinstance(node, ast.Import):
+            found += [alias.name.partition(".")[2] for alias in node.names if alias.name.split(".")[0] == "hf_longdoc"]
+    return found
+
+
+def layering_problems(path, source):
+    """Each import of `source` (the module at `path`) that goes up a floor or sideways into another unit, and each
+    module of the two that has no floor."""
+    unit = unit_of(_module_name(path))
+    if unit is None:
+        return [f"{path.relative_to(SRC)} has no floor: add it to FLOORS"]
+    problems = []
+    for target in imported_modules(path, source):
+        target_unit = unit_of(target)
+        if target_unit is None:
+            problems.append(f"{path.relative_to(SRC)} imports {target}, which has no floor: add it to FLOORS")
+        elif target_unit != unit and FLOOR[target_unit] <= FLOOR[unit]:
+            problems.append(f"{path.relative_to(SRC)} imports {'.'.join(['hf_longdoc', target]).rstrip('.')} "
+                            f"({target_unit!r} is not below {unit!r})")
+    return problems
+
+
+def test_every_module_has_a_floor_and_imports_only_below_it():
+    """__main__ -> cli -> commands -> experiments -> training -> run_settings -> hub, head fitting, export ->
+    pipelines, saved models -> reading length -> modeling -> each family -> registry -> backbones -> data,
+    tokenization, metrics -> outputs -> numbers, plotting."""
+    problems = [problem for path in sorted(SRC.rglob("*.py")) for problem in layering_problems(path, path.read_text())]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(("module", "source"), [
+    ("modeling/sparse_longformer/family.py", "from ..segment_lm.modeling_segment import declared_pooling"),
+    ("modeling/slstm/modeling_slstm.py", "from hf_longdoc.modeling.contextualizer import ContextualizerConfig"),
+    ("attention_map.py", "from .experiments.report import figure"),
+    ("plotting.py", "def draw():\n    from .outputs import record_outputs"),
+    ("modeling/registry.py", "from .slstm.family import SLSTMFamily"),
+    ("saved_models.py", "import hf_longdoc"),
+    ("pipelines.py", "from .a_new_module import helper"),
+    ("a_new_module.py", ""),
+])
+def test_the_layering_check_catches_each_kind_of_crossing(module, source):
+    """A family importing another, a module importing a floor above it (the package itself included), and a module
+    with no floor all fail."""
+    assert layering_problems(SRC / module, source)
+
+
+def test_no_family_folder_imports_another_family():
+    """Each family folder is self-contained, as the Hub rule needs for its shipped files and the registry for its
+    entry: what two families share lives outside both (`modeling/backbones.py`), or as a marked copy."""
+    crossings = []
+    for folder in FAMILY_FOLDERS:
+        for path in sorted((SRC / "modeling" / folder).glob("*.py")):
+            others = {f"modeling.{other}" for other in FAMILY_FOLDERS if other != folder}
+            crossings += [f"{path.relative_to(SRC)} imports {target}"
+                          for target in imported_modules(path, path.read_text()) if unit_of(target) in others]
+    assert not crossings, "\n".join(crossings)
+
+
+def test_the_plotting_helper_is_on_the_ground_floor():
+    """`attention_map` draws through `plotting.figure`, which imports nothing of ours, not through `experiments`."""
+    assert not imported_modules(SRC / "plotting.py", (SRC / "plotting.py").read_text())
+    assert not [target for target in imported_modules(SRC / "attention_map.py", (SRC / "attention_map.py").read_text())
+                if unit_of(target) == "experiments"]
 
 
 def test_train_defaults_never_overrule_a_users_setting():

@@ -124,7 +124,7 @@ def test_fast_path_equals_the_per_token_equations(settings):
         ids[row, start:start + length] = torch.randint(1, 31, (length,), generator=generator)
         mask[row, start:start + length] = 1
     out, was_compiled = ran_compiled(model, ids, attention_mask=mask, output_hidden_states=True)
-    assert was_compiled == config.compile_gates
+    assert was_compiled == bool(config.compile_gates)
     for row in range(3):
         real = mask[row].bool()
         h_ref, g_ref = reference(model, ids[row][real], config)
@@ -179,7 +179,7 @@ def test_compiled_gates_give_the_eager_states_and_gradients():
     results = []
     for model in (eager, compiled):
         out, was_compiled = ran_compiled(model, ids, attention_mask=mask)
-        assert was_compiled == model.config.compile_gates
+        assert was_compiled == bool(model.config.compile_gates)
         loss = out.last_hidden_state.pow(2).sum() + out.pooler_output.sum()
         results.append((out.last_hidden_state, out.pooler_output,
                         torch.autograd.grad(loss, list(model.parameters()))))
@@ -232,9 +232,48 @@ def test_the_fused_gate_layer_norm_is_exact_far_from_zero():
     assert (naive_var - gates.var(-1, unbiased=False).float()).abs().max() > 1  # what the shift avoids
 
 
-def test_compile_gates_must_be_a_bool():
+def test_compile_gates_must_be_a_bool_or_none():
     with pytest.raises(TypeError, match="compile_gates"):
         tiny(compile_gates="yes")
+
+
+@pytest.mark.parametrize("compile_gates, device, positions, present, expected", [
+    (None, "cpu", 4096, True, True),  # the default: compiled where a compiler is present and the input is long
+    (None, "cpu", 512, True, False),  # too short to amortise the compilation
+    (None, "cpu", 4096, False, False),  # no compiler
+    (None, "cuda", 8192, True, True),
+    (True, "cpu", 8, False, True),  # the user's choice, either way
+    (False, "cuda", 8192, True, False),
+])
+def test_the_step_compiles_by_default_where_it_pays(monkeypatch, compile_gates, device, positions, present, expected):
+    from hf_longdoc.modeling.slstm import modeling_slstm
+
+    monkeypatch.setattr(modeling_slstm, "compiler_present", lambda device_type: present)
+    assert modeling_slstm.compiles_the_step(compile_gates, device, positions) == expected
+
+
+def test_a_long_input_runs_the_compiled_step_by_default(monkeypatch):
+    """With the default settings, a forward of COMPILE_MIN_TOKENS tokens goes through the compiled step (recorded
+    here by a stand-in that runs the eager function), a short one does not."""
+    from hf_longdoc.modeling.slstm import modeling_slstm
+
+    calls = []
+
+    def stand_in():
+        def update(step, *args):
+            calls.append(args[0].shape[1])
+            return step.update(*args)
+        return update
+
+    monkeypatch.setattr(modeling_slstm, "compiler_present", lambda device_type: True)
+    monkeypatch.setattr(modeling_slstm, "compiled_step_update", stand_in)
+    model = SLSTMModel(tiny(max_position_embeddings=modeling_slstm.COMPILE_MIN_TOKENS)).eval()
+    assert model.config.compile_gates is None
+    with torch.inference_mode():
+        model(torch.randint(1, 31, (1, 16)))
+        assert calls == []
+        model(torch.randint(1, 31, (1, modeling_slstm.COMPILE_MIN_TOKENS)))
+    assert calls == [modeling_slstm.COMPILE_MIN_TOKENS] * model.config.num_recurrent_steps
 
 
 def test_one_step_is_the_synchronous_update_from_the_initial_states():

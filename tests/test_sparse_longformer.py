@@ -68,7 +68,7 @@ def test_longformer_checkpoint_loads_every_weight_unchanged(longformer_checkpoin
                                reference.longformer.embeddings.word_embeddings.weight, rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("backend", ["longformer", "blocked"])
+@pytest.mark.parametrize("backend", ["longformer", "blocked", "flex"])
 def test_cls_selector_equals_transformers_longformer(longformer_checkpoint, backend):
     folder, reference = longformer_checkpoint
     model = SparseLongformerForSequenceClassification.from_pretrained(folder, global_selector="cls",
@@ -127,6 +127,85 @@ def test_blocked_backend_matches_longformer_outputs_and_gradients(window, length
     assert expected[2].keys() == got[2].keys()
     for name in expected[2]:
         torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+@pytest.mark.parametrize("window, lengths, num_global", [
+    (512, [1500, 1100], 128),  # the issue's setting: window 512, 128 scattered global tokens, padding
+    (8, [45, 30, 7], 5),
+    (8, [40, 3], 0),  # no global token at all (an explicit all-zero mask)
+    (6, [12, 9], 20),  # every real token global
+    (64, [20, 11], 3),  # documents shorter than one window
+    (8, [300, 200], 140),  # more global tokens than one FlexAttention block: a prefix of two blocks
+])
+def test_flex_backend_matches_longformer_outputs(window, lengths, num_global):
+    """FlexAttention over [global slots | keys] computes Longformer's attention: the same logits and final states
+    (forward only: FlexAttention has no CPU backward; the GPU check covers training)."""
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "attention_window": window}, num_labels=3)
+    model = SparseLongformerForSequenceClassification(config).eval()
+    input_ids, attention_mask = _documents(lengths)
+    global_mask = _scattered_globals(attention_mask, num_global) if num_global else torch.zeros_like(attention_mask)
+    outputs = {}
+    for backend in ("longformer", "flex"):
+        model.config.attention_backend = backend
+        with torch.no_grad():
+            outputs[backend] = model.longformer(input_ids, attention_mask=attention_mask,
+                                                global_attention_mask=global_mask).last_hidden_state
+    real = attention_mask.bool()
+    torch.testing.assert_close(outputs["flex"][real], outputs["longformer"][real], rtol=0, atol=1e-5)
+
+
+def test_flex_block_mask_is_sparse_and_built_once_per_forward(monkeypatch):
+    """The block mask skips the blocks outside the band and the prefix (at 2,048 tokens, window 256, far fewer than
+    all), and the layers share one mask per forward."""
+    from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
+
+    built = []
+    original = modeling.flex_block_mask
+    monkeypatch.setattr(modeling, "flex_block_mask", lambda *args: built.append(original(*args)) or built[-1])
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "attention_window": 256, "max_position_embeddings": 2100},
+                                    attention_backend="flex", num_labels=2)
+    model = SparseLongformerForSequenceClassification(config).eval()
+    input_ids, attention_mask = _documents([2048])
+    global_mask = _scattered_globals(attention_mask, 40)
+    with torch.no_grad():
+        model(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask)
+    assert len(built) == 1 and config.num_hidden_layers > 1
+    blocks = built[0].to_dense()  # (b, heads, query blocks, key blocks) of 0/1
+    assert blocks.shape[-2:] == (2048 // 128, (128 + 2048) // 128)
+    assert blocks.float().mean() < 0.4  # the band (≈ 3-4 key blocks of 17) and the prefix block
+
+
+@pytest.mark.parametrize("backend, device, training, dropout, needs_grad, expected", [
+    ("auto", "cpu", False, 0.0, False, "blocked"),
+    ("auto", "cuda", False, 0.1, False, "flex"),
+    ("auto", "cuda", True, 0.0, True, "flex"),
+    ("auto", "cuda", True, 0.1, True, "blocked"),  # FlexAttention has no dropout
+    ("flex", "cpu", False, 0.0, False, "flex"),
+    ("flex", "cpu", True, 0.0, True, "blocked"),  # no CPU backward
+    ("blocked", "cuda", False, 0.0, False, "blocked"),
+    ("longformer", "cuda", True, 0.0, True, "longformer"),
+])
+def test_attention_backend_choice(backend, device, training, dropout, needs_grad, expected):
+    from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import attention_backend_for
+
+    config = SparseLongformerConfig(**{**TINY, "attention_probs_dropout_prob": dropout}, attention_backend=backend)
+    assert attention_backend_for(config, torch.device(device), training, needs_grad) == expected
+
+
+def test_auto_backend_trains_on_the_cpu_through_blocked():
+    """The default (`auto`) on the CPU is the blocked backend, in training and at inference; `flex` asked for on
+    the CPU still trains (through `blocked`, logged)."""
+    torch.manual_seed(0)
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(**TINY, global_selector="cls",
+                                                                             num_labels=2))
+    assert model.config.attention_backend == "auto" and model.attention_backend_in_use == "blocked"
+    model.config.attention_backend = "flex"
+    input_ids, attention_mask = _documents([40, 20])
+    loss = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1])).loss
+    loss.backward()
+    assert model.classifier.out_proj.weight.grad is not None
 
 
 def test_mean_pooling_reads_the_mean_of_each_documents_real_token_states():

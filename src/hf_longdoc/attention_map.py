@@ -4,8 +4,16 @@ import os
 
 import torch
 
-from .experiments.report import figure
+from .modeling import FAMILIES
 from .outputs import check_files_free, record_outputs, require_writable_folder
+from .plotting import figure
+
+
+def selector_families():
+    """{family name: its global-token selectors} of the families whose models choose global tokens (a
+    `global_selector` variant in the registry): the models an attention map is drawn for."""
+    return {name: family.variants["global_selector"] for name, family in FAMILIES.items()
+            if "global_selector" in family.variants}
 
 
 def selected_words(model, tokenizer, text, selector=None, max_length=None):
@@ -15,8 +23,8 @@ def selected_words(model, tokenizer, text, selector=None, max_length=None):
     if not isinstance(text, str) or not text.strip():
         raise ValueError("`text` must be a non-empty string.")
     if not hasattr(model, "select_global_tokens"):
-        raise TypeError(f"{type(model).__name__} has no global-token selector; pass a sparse-map Longformer or Big "
-                        "Bird.")
+        raise TypeError(f"{type(model).__name__} has no global-token selector; pass a model of "
+                        f"{' or '.join(selector_families())}.")
     max_length = max_length or min(tokenizer.model_max_length, model.config.max_position_embeddings - 2)
     encoding = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=tokenizer.is_fast,
                          return_tensors="pt")

@@ -18,7 +18,7 @@ _logged_cuts = []  # [True] once a cut has been logged at INFO in this process
 
 def explainable_families():
     """Names of the families whose weights say which passages decided a label."""
-    return sorted(name for name, family in FAMILIES.items() if family.evidence is not None)
+    return sorted(name for name, family in FAMILIES.items() if family.has_evidence)
 
 
 def _explaining_family(model):
@@ -31,10 +31,10 @@ def _explaining_family(model):
         kind = getattr(config, "model_type", type(model).__name__)
         raise ValueError(f"Cannot explain a {kind!r} model: it is not an hf_longdoc family. Explanations come from "
                          f"the weights of the families {supported}.") from None
-    if family.evidence is None:
+    if not family.has_evidence:
         raise ValueError(f"The {family.name} family has no weights that say which passages decided a label, so it "
                          f"cannot be explained (drop --explain); the families that can: {supported}.")
-    if family.evidence_refusal is not None and (reason := family.evidence_refusal(config)):
+    if reason := family.evidence_refusal(config):
         raise ValueError(f"Cannot explain this {family.name} model: {reason}.")
     return family
 

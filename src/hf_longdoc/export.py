@@ -163,7 +163,8 @@ def export_onnx(model_dir, output_dir, overwrite=False):
     """Export the classifier saved in `model_dir` to `output_dir/model.onnx` and check it in onnxruntime at two
     batch sizes and lengths other than the traced ones. Returns a report (path, the checked shapes, the largest
     logit difference). An `ExportBlocked` error names the operation that stops a family's export."""
-    from .pipelines import UNBOUNDED, ids_per_position, model_reading_length
+    from .pipelines import ids_per_position, model_reading_length
+    from .reading_length import UNBOUNDED
     from .saved_models import load_saved_model, saved_config
 
     missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]

@@ -215,8 +215,8 @@ def freeze_backbone(model, head_parameters):
     return frozen
 
 
-__all__ = ["cached_features", "cached_split", "fit_head", "freeze_backbone", "keep_the_better", "labels_of",
-           "state_copy"]
+__all__ = ["FitPlan", "HeadStage", "cached_features", "cached_split", "fit_head", "freeze_backbone", "keep_the_better",
+           "labels_of", "state_copy"]
 
 
 @dataclass(frozen=True)
@@ -239,7 +239,7 @@ class HeadStage:
         if freeze_backbone and not pretrained:
             raise ValueError("`freeze_backbone` (--freeze-backbone) keeps a pretrained backbone fixed; pass "
                              "--backbone or --init-from, or train every parameter from scratch without it.")
-        cache = pretrained and family is not None and family.frozen_features is not None
+        cache = pretrained and family is not None and family.has_frozen_features
         if epochs is None:
             return cls(cls.DEFAULT_EPOCHS if cache else 0, freeze_backbone)
         NON_NEGATIVE_INTEGER.check(epochs, "head_epochs", "head-epochs")
@@ -258,13 +258,12 @@ class HeadStage:
         """Whether Trainer still runs after the stage: not when a frozen backbone's head trained on the cache."""
         return not (self.freeze_backbone and self.epochs)
 
-    def run(self, model, family, head_parameters, encoded, tokenizer, learning_rate, batch_size, seed, multi_label,
-            threshold, fit=True, autocast_dtype=None, deadline=None):
-        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs` (the features
-        encoded under autocast to `autocast_dtype` when given, the head trained in float32). Returns (the report, the
-        warm start), both None without the stage. `deadline` (a `time.monotonic()` reading: the run's --time-budget)
-        bounds the stage too: one that could not encode its documents in time is refused after the first batch, and
-        the head's epochs stop at it.
+    def run(self, model, plan, encoded, tokenizer, fit=True):
+        """Freeze the backbone if asked, and (with `fit`) fit the head on cached features for `epochs`, as `plan` (a
+        `FitPlan`) says: its family, new parameters, head rate, batch size and seed; the features encoded under its
+        mixed precision when it has one, the head trained in float32. Returns (the report, the warm start), both None
+        without the stage. The plan's `deadline` (the run's --time-budget) bounds the stage too: one that could not
+        encode its documents in time is refused after the first batch, and the head's epochs stop at it.
 
         With a frozen backbone the model keeps the head of the best validation score. Before fine-tuning, that model
         is the warm start (`state_copy`, which `keep_the_better` returns to), and fine-tuning starts from the head of
@@ -273,20 +272,21 @@ class HeadStage:
         gradients carry no signal but a few large ones that distort the backbone (validation .813, then .625 after one
         epoch at 3e-5). Kumar et al. start fine-tuning from a regularised probe, not a fitted one."""
         if self.freeze_backbone:
-            frozen = freeze_backbone(model, head_parameters)
-            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(head_parameters))
+            frozen = freeze_backbone(model, plan.head_parameters)
+            logger.info("Froze %d pretrained parameter tensors; %d new ones train.", frozen, len(plan.head_parameters))
         if not (self.epochs and fit):
             return None, None
         budget = CACHE_SHARE * free_memory(next(model.parameters()).device)
         train_share = len(encoded["train"]) / (len(encoded["train"]) + len(encoded["validation"]))
-        train = cached_split(model, family, encoded["train"], tokenizer, batch_size, autocast_dtype,
-                             train_share * budget, multi_label, deadline=deadline,
+        batch_size, autocast_dtype = plan.batch_size, plan.autocast_dtype
+        train = cached_split(model, plan.family, encoded["train"], tokenizer, batch_size, autocast_dtype,
+                             train_share * budget, plan.multi_label, deadline=plan.deadline,
                              documents_after=len(encoded["validation"]))
-        validation = cached_split(model, family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
-                                  (1 - train_share) * budget, multi_label)
-        report, calibrated_head = fit_head(model, family, head_parameters, train, validation, self.epochs,
-                                           learning_rate or 1e-3, batch_size, seed, multi_label, threshold,
-                                           deadline=deadline)
+        validation = cached_split(model, plan.family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
+                                  (1 - train_share) * budget, plan.multi_label)
+        report, calibrated_head = fit_head(model, plan.family, plan.head_parameters, train, validation, self.epochs,
+                                           plan.head_learning_rate or 1e-3, batch_size, plan.seed, plan.multi_label,
+                                           plan.threshold, deadline=plan.deadline)
         if not self.trains_end_to_end:
             return report, None
         warm_state = state_copy(model)
@@ -295,3 +295,40 @@ class HeadStage:
                     "compete with is epoch %d's, the best score).", report["lowest_validation_loss_epoch"],
                     report["best_epoch"])
         return report, warm_state
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """How one model trains, resolved from a run's settings (`train`) or a comparison's entry (`compare`): what
+    `fit_model` and `HeadStage.run` read instead of a dozen loose arguments.
+
+    - `args`: Trainer's `TrainingArguments` (epochs, batch size, rates, schedule, seed, mixed precision, device).
+    - `stage`: the `HeadStage` (linear probing on cached frozen features, freezing).
+    - `family`: the model's `Family` (its cached features and head); None for a Transformers baseline.
+    - `head_parameters`: the names of the parameters pretrained weights do not supply (`new_parameter_names`); they
+      learn at `head_learning_rate` (None: `args.learning_rate`).
+    - `multi_label`, `threshold`: how predictions are scored.
+    - `deadline`: the end of the time budget, a `time.monotonic()` reading (None: no budget).
+    """
+
+    args: object
+    stage: HeadStage = HeadStage()
+    family: object = None
+    head_parameters: tuple = ()
+    head_learning_rate: float | None = None
+    multi_label: bool = False
+    threshold: float = 0.3
+    deadline: float | None = None
+
+    @property
+    def batch_size(self):
+        return self.args.per_device_train_batch_size
+
+    @property
+    def seed(self):
+        return self.args.seed
+
+    @property
+    def autocast_dtype(self):
+        """The dtype mixed precision computes in (None: float32)."""
+        return torch.bfloat16 if self.args.bf16 else torch.float16 if self.args.fp16 else None

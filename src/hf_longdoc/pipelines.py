@@ -14,13 +14,12 @@ from transformers import AutoModelForSequenceClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.pipelines.base import ChunkPipeline
 
-from .modeling.elementwise.configuration_elementwise import backbone_positions
 from .modeling.registry import family_of_config
+from .reading_length import reading_length
 
 TASK = "long-document-classification"
 AGGREGATIONS = ("mean", "max")
 DEFAULT_THRESHOLD = 0.3  # multi-label models saved without `multi_label_threshold`
-UNBOUNDED = 10**6  # a tokenizer's model_max_length above this means "not set" (Transformers uses 1e30)
 
 
 def special_frame(tokenizer):
@@ -44,16 +43,10 @@ def family_of(model):
 
 
 def model_reading_length(model, tokenizer):
-    """The most input ids the model reads: one of our families says (`Family.reads`); any other checkpoint reads its
-    positions (less the reserved rows of RoBERTa-numbered encoders); the tokenizer's `model_max_length` (if any tokenizer)
-    caps either.
-    None when nothing bounds it (the contextualizer and the S-LSTM read any length)."""
-    config, family = model.config, family_of(model)
-    limits = [family.reads(config) if family is not None else backbone_positions(config)]
-    if tokenizer is not None and tokenizer.model_max_length is not None and tokenizer.model_max_length < UNBOUNDED:
-        limits.append(tokenizer.model_max_length)
-    limits = [limit for limit in limits if limit is not None]
-    return min(limits) if limits else None
+    """The most input ids the model reads (`reading_length.reading_length`): one of our families says; any other
+    checkpoint reads its positions; the tokenizer's `model_max_length` (if any tokenizer: the length a saved model was
+    trained to read) caps either. None when nothing bounds it (the contextualizer and the S-LSTM read any length)."""
+    return reading_length(model.config, tokenizer_limit=tokenizer.model_max_length if tokenizer is not None else None)
 
 
 def multi_label_threshold(config):

@@ -45,7 +45,8 @@ from .data.folders import listing_digest, load_text_folder, text_files
 from .data.loading import DatasetError, _load_raw
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import file_digest, require_writable_folder
-from .pipelines import LongDocumentClassificationPipeline, model_reading_length, special_frame
+from .pipelines import LongDocumentClassificationPipeline, special_frame
+from .reading_length import reading_length
 from .saved_models import load_saved_model, load_saved_tokenizer, saved_config
 
 logger = logging.getLogger(__name__)
@@ -322,7 +323,7 @@ class Reader:
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.sigmoid = config.problem_type == "multi_label_classification" or config.num_labels == 1
         self.multi_label = config.problem_type == "multi_label_classification"
-        self.length = model_reading_length(model, tokenizer)
+        self.length = reading_length(model.config, tokenizer_limit=tokenizer.model_max_length)
         self.frame = special_frame(tokenizer)
         # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
         plan_owner = SimpleNamespace(model=model, tokenizer=tokenizer)

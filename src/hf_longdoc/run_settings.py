@@ -1,8 +1,11 @@
-"""The settings of one training run: documented argument by argument and validated once, before any data is read.
+"""The settings of training: documented argument by argument and validated once, before any data is read.
 
-`RunSettings` is what `training.train` (and `hf-longdoc train`) takes. `RunSettings.resolve` checks every argument
-(numbers, rates, labels, the family and its settings, the backbone folder, the tokenizer, the head stage) and
-resolves what the rest of the run reads: the family, its learning rate, the tokenizer and the head stage.
+`TrainingOptions` holds what every training shares (data columns, length, epochs, batch, rates, schedule, backbone,
+head stage, time budget, precision) and checks it; `RunSettings` (what `training.train` and `hf-longdoc train` take)
+and `experiments.compare.CompareSettings` (what `compare` takes) add their own, as Transformers' `TrainingArguments`
+is what `Trainer` takes. `RunSettings.resolve` checks every argument (numbers, rates, labels, the family and its
+settings, the backbone folder, the tokenizer, the head stage) and resolves what the rest of the run reads: the family,
+its learning rate, the tokenizer and the head stage.
 """
 
 import logging
@@ -31,58 +34,117 @@ logger = logging.getLogger(__name__)
 TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
 
 
-@dataclass
-class RunSettings:
-    """One training run, argument by argument (the keyword arguments of `train`; the CLI flag is the same name with
-    dashes).
+@dataclass(kw_only=True)
+class TrainingOptions:
+    """How a model trains: the options `train` (`RunSettings`) and `compare` (`CompareSettings`) share, documented and
+    checked here once (as Transformers' `TrainingArguments`; the CLI flag is the name with dashes).
 
-    - `model`: the family's name (`hf-longdoc train --help` lists them).
-    - `output_dir`: where the model, its tokenizer, `metrics.json`, `training_args.json` and the card go. An earlier
-      run there is replaced only when this one succeeds; files hf-longdoc did not write are kept (`outputs.RunFolder`).
     - `dataset`: a CSV / JSONL / parquet file or a Hub dataset id with `text_column` and `label_column` (a column of
-      lists is multi-label); None: the built-in synthetic task (`evidence`, `task_size`, `task_words` shape it, and
-      `task_kind`: `keywords`, which a bag of words solves, or `context`, which needs the evidence read in context).
-    - `tokenizer`: a saved tokenizer (folder, Hub id or object); None: the backbone's, the family's own, or WordPiece
-      fitted on the training split with `vocab_size` ids.
-    - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
+      lists is multi-label); None: the built-in synthetic task.
     - `max_length`: tokens (bytes for elementwise) a document is read up to; longer ones are cut, and the cut is
-      logged. A family that reads less cuts there.
-    - `epochs`, `batch_size`, `learning_rate` (None for either: 4 epochs at the family's rate; from pretrained
-      weights the family's fine-tuning ones, `Family.backbone_epochs` and `backbone_learning_rate`), `weight_decay`,
-      `lr_scheduler` (a Transformers schedule after a 10% warm-up), `seed` (the split and the initial weights),
-      `threshold` (multi-label decisions), `report_to` (Trainer's loggers).
-    - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
-    - `init_from`: a saved model of the same family whose encoder (and tokenizer) the run starts from.
-    - `backbone`: a pretrained checkpoint (folder or Hub id) the family is built around, with its tokenizer.
-    - `overwrite`: replace files in `output_dir` that hf-longdoc did not write; `resume`: continue the interrupted run
-      there, which must have the same settings.
-    - `head_learning_rate`: with `backbone` or `init_from`, the rate of the parameters they do not supply (the head,
-      the elementwise byte embeddings); None: `learning_rate`.
-    - `freeze_backbone`: with `backbone` or `init_from`, train only the new head; `head_epochs`: the epochs of the
-      head on cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches
-      them, else 0).
+      logged. A model that reads less cuts there (`reading_length`).
+    - `vocab_size`: the ids of the WordPiece tokenizer fitted on the training split when no tokenizer is given.
+    - `epochs`, `batch_size`, `learning_rate` (None: each model's own, see `RunSettings` and `CompareSettings`),
+      `weight_decay`, `lr_scheduler` (a Transformers schedule after a 10% warm-up).
+    - `backbone`: a pretrained checkpoint (folder or Hub id) the models are built around, with its tokenizer.
+    - `head_learning_rate`: from pretrained weights, the rate of the parameters they do not supply (the head, the
+      elementwise byte embeddings); None: `learning_rate`.
+    - `freeze_backbone`: from pretrained weights, train only the new head; `head_epochs`: the epochs of the head on
+      cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches them,
+      else 0).
+    - `time_budget`: minutes of training (`train`: the whole run from its start, data, encoding and the head stage
+      included; `compare`: each model's training from its start): fine-tuning stops after the step that reaches it,
+      evaluates that last partial epoch, and keeps the best model so far (the stop is logged). None: `epochs` alone
+      decide.
     - `bf16`, `fp16`: train and evaluate in mixed precision (Trainer's `bf16` / `fp16`: autocast, float32 weights;
       the head stage's frozen encoding too). `bf16` runs on a GPU or on a CPU with bfloat16 instructions (AVX-512
       BF16 or AMX: a sparse Longformer step over 2,048 tokens takes 0.65-0.77 of its float32 time there, results.md);
       `fp16` needs a CUDA GPU. The saved weights are float32 either way.
-    - `time_budget`: minutes for the run from its start (data, encoding and the head stage included): fine-tuning
-      stops after the step that reaches it, evaluates that last partial epoch, and keeps the best model so far (the
-      stop is logged and recorded in `metrics.json`). None: `epochs` alone decide.
+    - `overwrite`: replace files in the output folder that hf-longdoc did not write.
     """
 
-    model: str = "contextualizer"
-    output_dir: str = "out/model"
     dataset: object = None
     text_column: str = "text"
     label_column: str = "label"
-    tokenizer: object = None
-    config_overrides: dict | None = None
     max_length: int = 4096
     vocab_size: int = 8000
     epochs: float | None = None
     batch_size: int = 8
     learning_rate: float | None = None
     weight_decay: float = 0.01
+    lr_scheduler: str = "linear"
+    backbone: str | None = None
+    head_learning_rate: float | None = None
+    freeze_backbone: bool = False
+    head_epochs: int | None = None
+    time_budget: float | None = None
+    bf16: bool = False
+    fp16: bool = False
+    overwrite: bool = False
+
+    STARTS_FROM = "--backbone"  # the flags that give pretrained weights (for an error message)
+
+    @property
+    def pretrained(self):
+        """Whether the models start from pretrained weights."""
+        return self.backbone is not None
+
+    def check(self):
+        """A ValueError naming the option (and its CLI flag) for a value no run can use, before anything is loaded:
+        `max_length` 0 or 1 would silently turn truncation off, `epochs` inf would never end; a warning for a rate far
+        above what fine-tuning uses."""
+        MAX_LENGTH.check(self.max_length, "max_length", "max-length")
+        if self.epochs is not None:  # None: each model's own
+            POSITIVE_NUMBER.check(self.epochs, "epochs", "epochs")
+        POSITIVE_INTEGER.check(self.batch_size, "batch_size", "batch-size")
+        VOCAB_SIZE.check(self.vocab_size, "vocab_size", "vocab-size")
+        for name in ("learning_rate", "head_learning_rate"):
+            rate = getattr(self, name)
+            if rate is None:
+                continue
+            LEARNING_RATE.check(rate, name, name.replace("_", "-"))
+            if rate > 1:
+                logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
+                               "stops with an error.", name, rate)
+        check_lr_scheduler(self.lr_scheduler)
+        check_head_learning_rate(self.head_learning_rate, self.pretrained, self.STARTS_FROM)
+        if self.time_budget is not None:
+            POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
+        check_mixed_precision(self.bf16, self.fp16)
+
+    def trainer_arguments(self):
+        """The options as `TrainingArguments` keywords (besides the epochs, batch, rate and seed `training_arguments`
+        takes by position)."""
+        return dict(weight_decay=self.weight_decay, lr_scheduler_type=self.lr_scheduler, bf16=self.bf16, fp16=self.fp16)
+
+
+@dataclass(kw_only=True)
+class RunSettings(TrainingOptions):
+    """One training run: what `training.train` (and `hf-longdoc train`) takes, as `Trainer` takes
+    `TrainingArguments`. The options every training shares are `TrainingOptions`'; a run adds:
+
+    - `model`: the family's name (`hf-longdoc train --help` lists them).
+    - `output_dir`: where the model, its tokenizer, `metrics.json`, `training_args.json` and the card go. An earlier
+      run there is replaced only when this one succeeds; files hf-longdoc did not write are kept (`outputs.RunFolder`),
+      unless `overwrite`.
+    - `evidence`, `task_size`, `task_words` shape the built-in task (no `dataset`), and `task_kind`: `keywords`, which
+      a bag of words solves, or `context`, which needs the evidence read in context.
+    - `tokenizer`: a saved tokenizer (folder, Hub id or object); None: the backbone's, the family's own, or WordPiece
+      fitted on the training split with `vocab_size` ids.
+    - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
+    - `epochs`, `learning_rate` None: 4 epochs at the family's rate; from pretrained weights the family's fine-tuning
+      ones, `Family.backbone_epochs` and `backbone_learning_rate`.
+    - `seed` (the split and the initial weights), `threshold` (multi-label decisions), `report_to` (Trainer's loggers).
+    - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
+    - `init_from`: a saved model of the same family whose encoder (and tokenizer) the run starts from (pretrained
+      weights, as `backbone`).
+    - `resume`: continue the interrupted run in `output_dir`, which must have the same settings.
+    """
+
+    model: str = "contextualizer"
+    output_dir: str = "out/model"
+    tokenizer: object = None
+    config_overrides: dict | None = None
     seed: int = 42
     threshold: float = 0.3
     evidence: str = "end"
@@ -92,19 +154,12 @@ class RunSettings:
     extra_scores: dict | None = None
     report_to: str = "none"
     init_from: str | None = None
-    backbone: str | None = None
-    overwrite: bool = False
     resume: bool = False
-    lr_scheduler: str = "linear"
-    head_learning_rate: float | None = None
-    freeze_backbone: bool = False
-    head_epochs: int | None = None
-    time_budget: float | None = None
-    bf16: bool = False
-    fp16: bool = False
     family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
     stage: HeadStage | None = field(default=None, init=False, repr=False)
     started: float = field(default_factory=time.monotonic, init=False, repr=False)  # when the run began
+
+    STARTS_FROM = "--backbone or --init-from"
 
     @classmethod
     def of(cls, **settings):
@@ -129,17 +184,14 @@ class RunSettings:
         self.family.check_settings(self.config_overrides)
         if self.epochs is None:  # the family's fine-tuning epochs from pretrained weights
             self.epochs = recipe_epochs(self.family, self.pretrained)
-        check_run_numbers(self.max_length, self.epochs, self.batch_size, self.learning_rate, self.lr_scheduler,
-                          self.threshold, self.seed, self.vocab_size, self.head_learning_rate)
-        check_head_learning_rate(self.head_learning_rate, self.pretrained)
-        if self.time_budget is not None:
-            POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
-        check_mixed_precision(self.bf16, self.fp16)
+        self.check()
+        THRESHOLD.check(self.threshold, "threshold", "threshold")
+        SEED.check(self.seed, "seed", "seed")
         check_task_kind(self.task_kind, self.dataset)
         self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
         if not self.pretrained:
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
-        if self.backbone is not None:
+        if self.backbone is not None:  # the one check of the backbone in a run: the model is built unchecked
             check_backbone(self.family, self.backbone)
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
@@ -163,28 +215,6 @@ def recipe_epochs(family, pretrained):
     """The epochs `train` gives `family` when none are set: from pretrained weights its `backbone_epochs`, else (or
     when it sets none) TRAIN_EPOCHS."""
     return (family.backbone_epochs if pretrained else None) or TRAIN_EPOCHS
-
-
-def check_run_numbers(max_length, epochs, batch_size, learning_rate, lr_scheduler="linear", threshold=0.3, seed=42,
-                      vocab_size=8000, head_learning_rate=None):
-    """A ValueError naming the argument (and its CLI flag) for a number a run cannot use, before anything is loaded:
-    `max_length` 0 or 1 would silently turn truncation off, `epochs` inf would never end, a `threshold` outside (0, 1)
-    would make every label always (or never) predicted."""
-    MAX_LENGTH.check(max_length, "max_length", "max-length")
-    POSITIVE_NUMBER.check(epochs, "epochs", "epochs")
-    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
-    if learning_rate is not None:
-        LEARNING_RATE.check(learning_rate, "learning_rate", "learning-rate")
-    if head_learning_rate is not None:
-        LEARNING_RATE.check(head_learning_rate, "head_learning_rate", "head-learning-rate")
-    THRESHOLD.check(threshold, "threshold", "threshold")
-    SEED.check(seed, "seed", "seed")
-    VOCAB_SIZE.check(vocab_size, "vocab_size", "vocab-size")
-    check_lr_scheduler(lr_scheduler)
-    for name, rate in (("learning_rate", learning_rate), ("head_learning_rate", head_learning_rate)):
-        if rate is not None and rate > 1:
-            logger.warning("`%s`=%g is far above what AdamW fine-tunes with (1e-5 to 1e-2); a run that diverges "
-                           "stops with an error.", name, rate)
 
 
 def check_task_kind(task_kind, dataset):
@@ -284,8 +314,8 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
 def check_backbone(family, backbone):
     """A ValueError, before any data is made, when `family` cannot start from a pretrained model, `backbone` is a
     local path that holds no model, or the family cannot start from that architecture (its `backbone_refusal`)."""
-    if family.from_backbone is None:
-        able = ", ".join(name for name, other in FAMILIES.items() if other.from_backbone is not None)
+    if not family.supports_backbones:
+        able = ", ".join(name for name, other in FAMILIES.items() if other.supports_backbones)
         raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
                          f"{able}.")
     check_backbone_folder(backbone)
@@ -299,7 +329,7 @@ def check_backbone(family, backbone):
         return candidate.backbone_refusal(config) if candidate.backbone_refusal is not None else None
 
     if (reason := refusal(family)) is not None:
-        able = [name for name, other in FAMILIES.items() if other.from_backbone is not None and refusal(other) is None]
+        able = [name for name, other in FAMILIES.items() if other.supports_backbones and refusal(other) is None]
         raise ValueError(f"--model {family.name} cannot start from `backbone` (--backbone) {backbone!r}: it {reason}. "
                          + (f"The {config.model_type} checkpoint works with --model {', '.join(able)}."
                             if able else f"No family starts from a {config.model_type} checkpoint."))

@@ -13,9 +13,7 @@ from .modeling.registry import FAMILIES
 def saved_config(model_dir, argument):
     """config.json of `model_dir` as a dict, checked: a folder, a config.json that parses, a `model_type` that
     Transformers or hf_longdoc registers (`argument` names the flag in every message)."""
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
-
-    import hf_longdoc  # noqa: F401  (registers our families' model types)
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # ours registered: `.modeling` is imported
 
     path = os.path.join(model_dir, "config.json")
     if not os.path.isfile(path):

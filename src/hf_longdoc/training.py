@@ -1,7 +1,6 @@
 """Train and evaluate any family with `Trainer`: the library functions behind `hf-longdoc train` and `evaluate`."""
 
 import dataclasses
-import inspect
 import json
 import logging
 import os
@@ -26,7 +25,7 @@ from transformers import (
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .distributed import on_main_then_share
 from .feasibility import check_fits
-from .head_fitting import keep_the_better
+from .head_fitting import FitPlan, keep_the_better
 from .hub import make_model_card, public_name
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
@@ -36,6 +35,7 @@ from .numbers import (
     THRESHOLD,
 )
 from .outputs import RunDiverged, RunFolder
+from .reading_length import reading_length
 from .run_settings import RunSettings, check_backbone, mixed_precision
 
 logger = logging.getLogger(__name__)
@@ -151,15 +151,27 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
                         tokenizer=None):
     """(model, tokenizer): `family` around the pretrained `backbone` (a folder or Hub id; the family's registry
     `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
-    classification head for the labels. The
-    tokenizer is `tokenizer` when given, else the backbone's own (or the family's, for the elementwise bytes), with
-    `model_max_length` set to what the model really reads."""
+    classification head for the labels. The tokenizer is `tokenizer` when given, else the backbone's own (or the
+    family's, for the elementwise bytes), with `model_max_length` set to what the model really reads
+    (`reading_length`). The backbone is checked first (`check_backbone`)."""
     family = family if isinstance(family, Family) else get_family(family)
     backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone  # a pathlib.Path too
     check_backbone(family, backbone)
+    model, tokenizer = wrap_backbone(family, backbone, label_names, multi_label, config_overrides, max_length,
+                                     tokenizer)
+    length = reading_length(model.config, max_length)
+    if length is not None:
+        tokenizer.model_max_length = length
+    return model, tokenizer
+
+
+def wrap_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096, tokenizer=None):
+    """`build_from_backbone` for settings checked already (`check_backbone` ran once for the run), leaving the
+    tokenizer's `model_max_length` as it is: the caller sets it from `reading_length` before tokenizing."""
+    backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
-    elif tokenizer is None and family.own_tokenizer is None:  # the backbone's own: refused when it has none
+    elif tokenizer is None and not family.has_own_tokenizer:  # the backbone's own: refused when it has none
         tokenizer = load_tokenizer(backbone, "`backbone` (--backbone)", "save the backbone's tokenizer there with "
                                    "`tokenizer.save_pretrained`, or pass --tokenizer")
     settings = {**label_settings(label_names, multi_label), **(config_overrides or {})}
@@ -167,9 +179,6 @@ def build_from_backbone(family, backbone, label_names, multi_label, config_overr
     if tokenizer.pad_token is None:
         raise ValueError(f"The tokenizer of `backbone` {backbone!r} has no pad token; set one and save it there, or "
                          "pass a tokenizer with one.")
-    limits = [limit for limit in (family.reads(model.config), max_length) if limit is not None]
-    if limits:
-        tokenizer.model_max_length = min(limits)
     return model, tokenizer
 
 
@@ -184,17 +193,27 @@ def fit_statistics(family, model, train_input_ids, tokenizer):
                     report)
 
 
-def train(**settings):
-    """Train a family on a dataset (or the built-in task), evaluate it on test, and save everything to `output_dir`:
-    the model (safetensors, config, source files), its tokenizer, `metrics.json` and a model card. Returns the
-    metrics. The keyword arguments are `RunSettings`' fields, documented there; all are checked before any data is
-    read, and `output_dir` is replaced only when the run has succeeded (see `RunFolder`)."""
-    run = RunSettings.of(**settings).resolve()
+def train(settings=None, /, **keywords):
+    """Train a family on a dataset (or the built-in task), evaluate it on test, and save everything to its
+    `output_dir`: the model (safetensors, config, source files), its tokenizer, `metrics.json` and a model card.
+    Returns the metrics.
+
+    `settings` is a `RunSettings` (as `Trainer` takes `TrainingArguments`); keyword arguments instead build one
+    (`train(model="slstm", dataset="data.csv")`), with the fields documented there. All are checked before any data
+    is read (on a copy: the caller's settings stay as given), and `output_dir` is replaced only when the run has
+    succeeded (see `RunFolder`)."""
+    if settings is None:
+        settings = RunSettings.of(**keywords)
+    elif keywords or not isinstance(settings, RunSettings):
+        raise TypeError("train() takes a RunSettings, or its fields as keyword arguments; not "
+                        + (f"both (got {sorted(keywords)} too)." if keywords else f"a {type(settings).__name__}."))
+    run = dataclasses.replace(settings).resolve()
     check_run_fits(run)
     with RunFolder(run.output_dir, run.overwrite, run.resume, run.recorded()) as folder:
         set_seed(run.seed)
         task = load_run_task(run)
         model, tokenizer, max_length = build_run_model(run, task, folder.checkpoint)
+        tokenizer.model_max_length = max_length  # set once, here: the saved tokenizer truncates where the model stops
         encoded = tokenize(task.data, tokenizer, max_length)
         fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
         trainer, head_report, budget = fit(run, task, model, tokenizer, encoded, folder)
@@ -204,11 +223,6 @@ def train(**settings):
         folder.commit()
     return metrics
 
-
-
-# help(train) and editors show RunSettings' arguments with their defaults
-train.__signature__ = inspect.Signature([inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-                                         for f in dataclasses.fields(RunSettings) if f.init])
 
 def check_run_fits(run):
     """A ValueError before any data is read when the run's model cannot train in this machine's memory at its
@@ -256,37 +270,22 @@ def load_run_task(run):
 def build_run_model(run, task, checkpoint=None):
     """(model, tokenizer, max_length): the family around `run.backbone`, from `run.init_from`, or fresh at its
     `train` defaults, with the run's tokenizer (fitted here when none is given); `max_length` is what the model really
-    reads, which the tokenizer's `model_max_length` says (every cut is logged). A resumed run (`checkpoint`) must have
-    built the same model."""
-    family, max_length, tokenizer, model = run.family, run.max_length, run.tokenizer, None
+    reads (`reading_length`, which logs a cut). A resumed run (`checkpoint`) must have built the same model."""
+    family, tokenizer, model = run.family, run.tokenizer, None
     if run.backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
-        model, tokenizer = build_from_backbone(family, run.backbone, task.label_names, task.multi_label,
-                                               run.config_overrides, max_length, tokenizer)
+        model, tokenizer = wrap_backbone(family, run.backbone, task.label_names, task.multi_label,
+                                         run.config_overrides, run.max_length, tokenizer)
     elif tokenizer is None:
         config = family.build_config(**run.config_overrides)
         # fitted once, on the main process: two processes fitting the same texts (WordPiece trains on several
         # threads) got vocabularies of different sizes under torchrun; the others receive its tokenizer
         tokenizer = on_main_then_share(
-            lambda: family.tokenizer_for(config, task.data["train"]["text"], run.vocab_size, max_length))
-        max_length = tokenizer.model_max_length
-    else:
-        tokenizer.model_max_length = max_length
-    if run.init_from is not None:
-        limit = getattr(AutoConfig.from_pretrained(run.init_from), "max_position_embeddings", None)
-        if limit and max_length > limit:
-            logger.warning("The model in %s has %d positions; reading documents up to %d tokens instead of %d.",
-                           run.init_from, limit, limit, max_length)
-            max_length = tokenizer.model_max_length = limit
+            lambda: family.tokenizer_for(config, task.data["train"]["text"], run.vocab_size, run.max_length))
     if model is None:
         model = build_model(family, tokenizer, task.label_names, task.multi_label, run.config_overrides, run.init_from)
     if checkpoint is not None:
         check_resume_matches(checkpoint, model.config)
-    reads = family.reads(model.config)
-    if reads is not None and reads < max_length:
-        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
-                       "and the saved tokenizer truncates there.", family.name, reads, max_length, reads)
-        max_length = tokenizer.model_max_length = reads
-    return model, tokenizer, max_length
+    return model, tokenizer, reading_length(model.config, run.max_length)
 
 
 def fit(run, task, model, tokenizer, encoded, folder):
@@ -298,16 +297,16 @@ def fit(run, task, model, tokenizer, encoded, folder):
         logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                     len(head_parameters), ", ".join(head_parameters[:3]), run.head_learning_rate, run.learning_rate)
     args = training_arguments(
-        folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, weight_decay=run.weight_decay,
-        report_to=run.report_to, lr_scheduler_type=run.lr_scheduler, eval_strategy="epoch", save_strategy="epoch",
-        save_total_limit=1, load_best_model_at_end=True, metric_for_best_model=score_name(task.multi_label),
-        greater_is_better=True, logging_steps=20, bf16=run.bf16, fp16=run.fp16,
+        folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, report_to=run.report_to,
+        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
+        metric_for_best_model=score_name(task.multi_label), greater_is_better=True, logging_steps=20,
+        **run.trainer_arguments(),
     )
     budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
-    trainer, head_report = fit_model(model, run.family, run.stage, head_parameters, encoded, tokenizer, args,
-                                     run.head_learning_rate, task.multi_label, run.threshold, folder.checkpoint,
-                                     callbacks=[budget] if budget else [],
-                                     deadline=budget.deadline if budget else None)
+    plan = FitPlan(args, run.stage, run.family, tuple(head_parameters), run.head_learning_rate, task.multi_label,
+                   run.threshold, budget.deadline if budget else None)
+    trainer, head_report = fit_model(model, plan, encoded, tokenizer, folder.checkpoint,
+                                     callbacks=[budget] if budget else [])
     if task.multi_label:  # the threshold is part of the model: config.json carries it to evaluate and pipelines
         # (set after training, so a checkpoint's config still matches a resumed run's, `check_resume_matches`)
         model.config.multi_label_threshold = run.threshold
@@ -353,31 +352,27 @@ def master_weights_in_float32(model, mixed_precision=False):
             module.config.dtype = torch.float32
 
 
-def fit_model(model, family, stage, head_parameters, encoded, tokenizer, args, head_learning_rate=None,
-              multi_label=False, threshold=0.3, checkpoint=None, callbacks=(), deadline=None):
-    """The recipe every run trains with (`train` and `compare`): the head stage on cached frozen features where it
-    applies (`HeadStage`), then Trainer end to end with `args` unless only the head trains; the head stage's warm
-    start is kept instead when fine-tuning ends clearly below it on validation (`keep_the_better`). `checkpoint`:
-    resume an interrupted run from there (its head comes from the checkpoint); `callbacks` go to Trainer; `deadline`
-    (the time budget's end, a `time.monotonic()` reading) bounds the head stage too. Returns
-    (trainer, the head stage's report)."""
-    autocast_dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else None
+def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
+    """The recipe every run trains with (`train` and `compare`), as `plan` (a `FitPlan`) says: the head stage on
+    cached frozen features where it applies (`HeadStage`), then Trainer end to end with `plan.args` unless only the
+    head trains; the head stage's warm start is kept instead when fine-tuning ends clearly below it on validation
+    (`keep_the_better`). `checkpoint`: resume an interrupted run from there (its head comes from the checkpoint);
+    `callbacks` go to Trainer. Returns (trainer, the head stage's report)."""
+    args = plan.args
     master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
-    head_report, warm_state = stage.run(model, family, head_parameters, encoded, tokenizer, head_learning_rate,
-                                        args.per_device_train_batch_size, args.seed, multi_label, threshold,
-                                        fit=checkpoint is None, autocast_dtype=autocast_dtype, deadline=deadline)
+    head_report, warm_state = plan.stage.run(model, plan, encoded, tokenizer, fit=checkpoint is None)
     trainer = HeadRateTrainer(
-        model=model, args=args, head_parameters=head_parameters, head_learning_rate=head_learning_rate,
+        model=model, args=args, head_parameters=plan.head_parameters, head_learning_rate=plan.head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(multi_label, threshold), callbacks=list(callbacks),
+        compute_metrics=compute_metrics_fn(plan.multi_label, plan.threshold), callbacks=list(callbacks),
     )
-    if stage.trains_end_to_end:
+    if plan.stage.trains_end_to_end:
         trainer.train(resume_from_checkpoint=checkpoint)
     trainer.check_finite_weights()
     if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
-        key = score_name(multi_label)
+        key = score_name(plan.multi_label)
         tuned = trainer.state.best_metric  # Trainer loaded its best epoch, when it evaluated every epoch
         if tuned is None:
             tuned = trainer.evaluate(encoded["validation"])[f"eval_{key}"]
@@ -503,7 +498,8 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
                              "the whole file.")
         part = data[split]
     threshold = decision_threshold(model.config, threshold, multi_label, model_dir)
-    encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length or tokenizer.model_max_length)
+    max_length = reading_length(model.config, max_length, tokenizer.model_max_length)  # the saved one: train's
+    encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
         trainer = Trainer(
             model=model,

@@ -2,20 +2,23 @@
 
 import os
 
+from ..attention_map import selector_families
 from ..numbers import POSITIVE_INTEGER
 from .options import Formatter, require_model_folder
 
 
 def add_parser(subparsers):
+    families = selector_families()
+    selectors = dict.fromkeys(selector for choices in families.values() for selector in choices)
     parser = subparsers.add_parser("attention-map", formatter_class=Formatter,
-                                   help="sparse-map Longformer: save a PNG of a document's attention map (window "
+                                   help=f"{', '.join(families)}: save a PNG of a document's attention map (window "
                                         "band, global rows/columns) and list the selected tokens as words")
-    parser.add_argument("model_dir", help="a saved sparse_longformer model with its tokenizer")
+    parser.add_argument("model_dir", help=f"a saved model of {' or '.join(families)} with its tokenizer")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the document")
     source.add_argument("--text-file", help="a file holding the document")
     parser.add_argument("--selector", default=None,
-                        help="a global-token selector of the model (cls, first_n, random, tfidf, pmi); None: the "
+                        help=f"a global-token selector of the model ({', '.join(selectors)}); None: the "
                              "model's global_selector")
     parser.add_argument("--output", default="out/attention_map.png",
                         help="the PNG written (an existing file hf-longdoc did not write is refused)")

@@ -6,7 +6,7 @@ instead, `--fit-documents` the cost of fitting selection statistics.
 
 import os
 
-from ..experiments.baselines import ATTENTION_IMPLEMENTATIONS
+from ..experiments.baselines import ATTENTION_IMPLEMENTATIONS, BASELINES
 from ..modeling import FAMILIES
 from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
 from .options import Formatter, integers, names, per_model_overrides
@@ -16,8 +16,8 @@ def add_parser(subparsers):
     parser = subparsers.add_parser("bench", formatter_class=Formatter,
                                    help="forward time and peak memory per length against a HF baseline")
     parser.add_argument("--models", default="contextualizer,bert",
-                        help="comma-separated families (family:variant) and/or baselines: bert, roberta, "
-                             "longformer, bigbird, modernbert, eurobert, nomicbert")
+                        help="comma-separated families (family:variant) and/or baselines: "
+                             f"{', '.join(FAMILIES)}; {', '.join(BASELINES)}")
     parser.add_argument("--lengths", default="512,1024,2048,4096,8192", help="comma-separated document lengths")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=1, help="documents per pass")
     parser.add_argument("--hidden-size", type=POSITIVE_INTEGER.parse, default=256, help="width of every model")
@@ -41,10 +41,19 @@ def add_parser(subparsers):
     parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
                         help="config overrides for one model, e.g. slstm.compile_gates=true")
     parser.add_argument("--backward", action="store_true", help="time training steps (forward + backward)")
+    parser.add_argument("--no-micro-benchmarks", action="store_true",
+                        help="skip each family's micro-benchmarks after the table (its hot kernel against plain "
+                             "matmuls, the cost of choosing global tokens)")
+    parser.add_argument("--no-roofline", action="store_true",
+                        help="skip timing each model's forward beside its matrix products alone")
+    parser.add_argument("--roofline-length", type=POSITIVE_INTEGER.parse, default=None,
+                        help="forward passes: the length (one of --lengths) at which each model is also timed beside "
+                             "its matrix products alone (default: the longest)")
     parser.add_argument("--attention", default="auto", choices=ATTENTION_IMPLEMENTATIONS,
                         help="the baselines' attention implementation where their model supports it (else eager); "
                              "auto: flash_attention_2 on a CUDA GPU in half precision when flash-attn is installed, "
-                             "else sdpa. flex_attention makes ModernBERT's local window sparse on a GPU")
+                             "else flex_attention for a model with a local window (ModernBERT) on a CUDA GPU, else "
+                             "sdpa")
     parser.add_argument("--attention-dropout", type=DROPOUT.parse, default=None,
                         help="Transformer models: attention-probability dropout (None: each config's, 0.1)")
     parser.add_argument("--output", default="out/bench",
@@ -66,6 +75,8 @@ def run(args):
     if args.tokenizers:
         return run_tokenizers(args)
     lengths = integers(args.lengths, "--lengths")
+    if args.roofline_length is not None and args.roofline_length not in lengths:
+        raise ValueError(f"`--roofline-length` {args.roofline_length} is not one of --lengths ({args.lengths}).")
     if args.fit_documents:
         return run_fit_cost(args, max(lengths))
     from ..experiments.bench import run_bench
@@ -84,7 +95,8 @@ def run(args):
                      warmup=args.warmup, device=args.device, dtype=args.dtype, window=args.window,
                      num_global=args.num_global, backward=args.backward, attention_dropout=args.attention_dropout,
                      segment_length=args.segment_length, gradient_mode=args.gradient_mode,
-                     config_overrides=config_overrides, attention=args.attention)
+                     config_overrides=config_overrides, attention=args.attention,
+                     roofline=not args.no_roofline, roofline_length=args.roofline_length)
     print()
     print(f"hidden_size={args.hidden_size} layers={args.num_layers} heads={args.num_heads} batch={args.batch_size} "
           f"dtype={args.dtype}; {'training steps' if args.backward else 'forward passes'}, median of {args.repeats} "
@@ -101,7 +113,8 @@ def run(args):
     print(f"Wrote {csv_path} and {png_path}")
     for line in roofline_lines(rows):
         print(line)
-    run_micro_benchmarks(args, models, max(lengths))
+    if not args.no_micro_benchmarks:
+        run_micro_benchmarks(args, models, max(lengths))
 
 
 def roofline_lines(rows):
@@ -127,13 +140,13 @@ def run_micro_benchmarks(args, models, length):
 
     families = dict.fromkeys(entry.family for entry in map(BenchModel.parse, models) if entry.family is not None)
     for family in families:
-        if family.fit_statistics is not None and not args.backward:
+        if family.has_statistics and not args.backward:
             cost = selection_cost(family, args.hidden_size, args.num_layers, args.num_heads, length,
                                   args.batch_size, args.window, args.num_global, args.repeats, args.device)
             print(f"{family.name}: global-token selection at {cost['length']} tokens ({cost['pmi_pairs']} PMI "
                   f"pairs): tfidf {cost['tfidf_ms']:.1f} ms = {cost['tfidf_share']:.1%}, pmi {cost['pmi_ms']:.1f} ms "
                   f"= {cost['pmi_share']:.1%} of the forward pass ({cost['forward_ms']:.1f} ms)")
-        if family.profile is not None:
+        if family.has_profile:
             step = kernel_efficiency(family, args.hidden_size, length=length, batch_size=args.batch_size,
                                      repeats=args.repeats, device=args.device)
             print(f"{family.name}: {step['kernel']} at {step['length']} tokens, hidden {step['hidden_size']}: "
@@ -146,7 +159,7 @@ def run_fit_cost(args, length):
     from ..experiments.profiling import fit_cost
 
     for family in FAMILIES.values():
-        if family.fit_statistics is None:
+        if not family.has_statistics:
             continue
         cost = fit_cost(family, args.fit_documents, length)
         print(f"{family.name}: fitted TF-IDF + PMI on {cost['documents']} documents of {cost['length']} tokens "

@@ -12,7 +12,15 @@ from ..numbers import (
     SEED,
     VOCAB_SIZE,
 )
-from .options import Formatter, add_precision_arguments, integers, names, per_model_overrides, word_range
+from .options import (
+    Formatter,
+    add_precision_arguments,
+    integers,
+    names,
+    per_model_overrides,
+    settings_from,
+    word_range,
+)
 
 
 def add_parser(subparsers):
@@ -51,6 +59,9 @@ def add_parser(subparsers):
                         help="training epochs of every model; None: 3, and with --backbone each family's `train` "
                              "epochs (its fine-tuning recipe; the baselines 3)")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
+    parser.add_argument("--time-budget", type=POSITIVE_NUMBER.parse, default=None, metavar="MINUTES",
+                        help="minutes of training for each model: fine-tuning stops after the step that reaches them "
+                             "and the model is measured as it is then; None: --epochs alone")
     parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="the same for every model; None: 1e-3 from scratch; with --backbone each family's own "
                              "rate, and 2e-5 for the baselines that fine-tune the checkpoint (their head: 1e-3)")
@@ -93,21 +104,13 @@ def run(args):
     from ..distributed import is_main_process
     from ..experiments.compare import CompareSettings, compare
 
-    settings = CompareSettings(
-        hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
-        max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
+    settings = settings_from(
+        args, CompareSettings, models=tuple(names(args.models)), baselines=tuple(names(args.baselines)),
         learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
-        lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
-        vocab_size=args.vocab_size, window=args.window, segment_length=args.segment_length,
-        config_overrides=per_model_overrides(args.config), backbone=args.backbone,
-        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, bf16=args.bf16, fp16=args.fp16)
-    words = word_range(args.task_words)
-    compare(dataset=args.dataset, text_column=args.text_column, label_column=args.label_column,
-            models=names(args.models), baselines=names(args.baselines), settings=settings, seeds=args.seeds,
-            evidence=() if args.evidence == "none" else tuple(names(args.evidence)), task_size=args.task_size,
-            task_words=words, bench_lengths=() if args.bench_lengths == "none" else
-            integers(args.bench_lengths, "--bench-lengths"), output_dir=args.output_dir,
-            split_seed=args.split_seed, overwrite=args.overwrite, first_seed=args.first_seed)
+        config_overrides=per_model_overrides(args.config), task_words=word_range(args.task_words),
+        evidence=() if args.evidence == "none" else tuple(names(args.evidence)),
+        bench_lengths=() if args.bench_lengths == "none" else integers(args.bench_lengths, "--bench-lengths"))
+    compare(settings)
     if is_main_process():  # under torchrun the main process wrote the report
         with open(os.path.join(args.output_dir, "report.md")) as f:
             print(f.read())

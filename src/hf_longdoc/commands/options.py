@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+from dataclasses import fields
 
 from ..numbers import SEED, THRESHOLD
 
@@ -35,6 +36,14 @@ def add_precision_arguments(parser):
                         help="mixed precision in bfloat16 (a GPU, or a CPU with AVX-512 BF16 / AMX); weights stay "
                              "float32")
     parser.add_argument("--fp16", action="store_true", help="mixed precision in float16 (a CUDA GPU)")
+
+
+def settings_from(args, settings_class, **parsed):
+    """The `settings_class` (`RunSettings`, `CompareSettings`) of the parsed `args`: each field from the flag of the
+    same name (`--max-length` -> `max_length`), `parsed` for the fields whose flag is text to convert (`--config`,
+    `--task-words`); a field without a flag keeps its default. A new option is a field plus its flag, nothing more."""
+    given = {f.name: getattr(args, f.name) for f in fields(settings_class) if f.init and hasattr(args, f.name)}
+    return settings_class(**{**given, **parsed})
 
 
 def word_range(value):

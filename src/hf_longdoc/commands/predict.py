@@ -2,6 +2,7 @@
 
 import sys
 
+from ..explaining import explainable_families
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .options import Formatter, names
 
@@ -41,8 +42,8 @@ def add_parser(subparsers):
                         help="keep the K best classes in `scores`; None: every class")
     parser.add_argument("--explain", type=POSITIVE_INTEGER.parse, default=None, metavar="K",
                         help="add `evidence`: the K passages that weighed most in each decision (models whose weights "
-                             "say so, such as the segment LM; not with --long chunks, whose chunks it cannot weigh "
-                             "against each other)")
+                             f"say so: {', '.join(explainable_families())}; not with --long chunks, whose chunks it "
+                             "cannot weigh against each other)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (an interrupted run of the same command still continues; one of "
                              "other settings is discarded)")

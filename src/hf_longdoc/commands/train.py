@@ -18,6 +18,7 @@ from .options import (
     add_data_arguments,
     add_precision_arguments,
     parse_config_overrides,
+    settings_from,
     word_range,
 )
 
@@ -85,21 +86,14 @@ def add_parser(subparsers):
 
 def run(args):
     from ..experiments.baselines import truncating_baseline
+    from ..run_settings import RunSettings
     from ..training import train
 
-    metrics = train(
-        model=args.model, output_dir=args.output_dir, dataset=args.dataset, text_column=args.text_column,
-        label_column=args.label_column, tokenizer=args.tokenizer, config_overrides=parse_config_overrides(args.config),
-        max_length=args.max_length, vocab_size=args.vocab_size, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, seed=args.seed, threshold=args.threshold, evidence=args.evidence,
-        task_size=args.task_size, task_words=word_range(args.task_words) if args.task_words else None,
-        task_kind=args.task_kind,
-        init_from=args.init_from, backbone=args.backbone, overwrite=args.overwrite, resume=args.resume,
-        lr_scheduler=args.lr_scheduler, head_learning_rate=args.head_learning_rate,
-        freeze_backbone=args.freeze_backbone, head_epochs=args.head_epochs, time_budget=args.time_budget,
-        bf16=args.bf16, fp16=args.fp16,
-        extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None,
-    )
+    settings = settings_from(
+        args, RunSettings, config_overrides=parse_config_overrides(args.config),
+        task_words=word_range(args.task_words) if args.task_words else None,
+        extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None)
+    metrics = train(settings)
     if not is_main_process():  # under torchrun the main process reports
         return
     print(json.dumps(metrics["test"], indent=2))

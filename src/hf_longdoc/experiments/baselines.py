@@ -50,17 +50,24 @@ class Baseline:
     sizes: object = None  # (hidden_size) -> extra config sizes
     dropout_key: str = "attention_probs_dropout_prob"  # the config setting of the attention-probability dropout
     memory_reference: bool = False  # a long model: `bench` reports every model's peak memory against it too
+    in_compare: bool = True  # `compare` offers it (RoBERTa is BERT with other position ids: `bench` measures it)
+    # with `compare --backbone`, `name-N` is the pretrained checkpoint itself reading N tokens (else trained from
+    # scratch only)
+    from_checkpoint: bool = False
+    # some layers attend within a local window only: on a CUDA GPU FlexAttention skips the blocks outside it, where
+    # SDPA computes them all under a mask (`baseline_attention`'s auto)
+    local_window: bool = False
 
 
 BASELINES = {
-    "bert": Baseline(BertConfig, BertForSequenceClassification, truncating=True),
+    "bert": Baseline(BertConfig, BertForSequenceClassification, truncating=True, from_checkpoint=True),
     # ALBERT factorises its embeddings: E = 128 (the paper's ALBERT_ORIG), at most the width
     "albert": Baseline(AlbertConfig, AlbertForSequenceClassification, truncating=True,
                        sizes=lambda hidden_size: {"embedding_size": min(128, hidden_size)}),
     # CANINE reads Unicode code points (its tokenizer needs no vocabulary) and downsamples them 4x
     "canine": Baseline(CanineConfig, CanineForSequenceClassification, truncating=True,
                        own_tokenizer=lambda max_length: CanineTokenizer(model_max_length=max_length)),
-    "roberta": Baseline(RobertaConfig, RobertaForSequenceClassification, position_offset=2),
+    "roberta": Baseline(RobertaConfig, RobertaForSequenceClassification, position_offset=2, in_compare=False),
     "longformer": Baseline(LongformerConfig, LongformerForSequenceClassification, position_offset=2, sparse=True,
                            window_key="attention_window"),
     # block-sparse attention: blocks of 64, 3 random blocks (Transformers' defaults, the thesis' bigbird-roberta-base)
@@ -69,7 +76,7 @@ BASELINES = {
     # layers alternating a 128-token local window and global attention (every third global), 8,192 positions; its
     # own long settings are kept (`local_attention`, `layer_types`), only the size follows the bench
     "modernbert": Baseline(ModernBertConfig, ModernBertForSequenceClassification, dropout_key="attention_dropout",
-                           memory_reference=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
+                           memory_reference=True, local_window=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
                            sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
                                                       "cls_token_id": 1, "sep_token_id": 2}),
     # native long encoders with global attention in every layer, RoPE and a SwiGLU feed-forward: EuroBERT (Boizard et
@@ -171,13 +178,17 @@ def check_attention(requested, device="cpu", dtype=torch.float32):
 def baseline_attention(name, requested="auto", device="cpu", dtype=torch.float32):
     """The attention implementation the baseline `name` runs with: `requested` where its model supports it, else its
     own (eager: Longformer, Big Bird). `auto`: FlashAttention 2 on a CUDA GPU in half precision when flash-attn is
-    installed, else PyTorch's SDPA (on CPU a masked n x n product, so ModernBERT's 128-token window costs full
-    attention there), else eager."""
+    installed; else, for a model with local-window layers (ModernBERT) on a CUDA GPU, FlexAttention, which skips
+    the blocks outside the window (compiled on first use); else PyTorch's SDPA (on CPU a masked n x n product, so
+    ModernBERT's 128-token window costs full attention there), else eager."""
     model_class = BASELINES[name].model_class
     supported = [kind for kind, flag in SUPPORT_FLAGS.items() if getattr(model_class, flag, False)]
     if requested == "auto":
-        fast = "flash_attention_2" in supported and flash_attention_can_run(device, dtype)
-        return "flash_attention_2" if fast else "sdpa" if "sdpa" in supported else "eager"
+        if "flash_attention_2" in supported and flash_attention_can_run(device, dtype):
+            return "flash_attention_2"
+        if BASELINES[name].local_window and "flex_attention" in supported and torch.device(device).type == "cuda":
+            return "flex_attention"
+        return "sdpa" if "sdpa" in supported else "eager"
     return requested if requested in supported or requested == "eager" else "eager"
 
 

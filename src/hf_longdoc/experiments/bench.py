@@ -8,6 +8,11 @@ timed in the same process: the median of `repeats` forward passes after `warmup`
 `segment_length` tokens and as many as each length needs, trained with `gradient_mode`. A family's reference variant
 (its registry `bench_reference`: the sparse Longformer on Transformers' attention, the segment LM's Base) and every
 baseline in the run give each row a ratio column. Peak memory: see `measure.PeakMemory`.
+
+The first (warm-up) pass is timed apart: `first_seconds`, and `compile_seconds` = first - median, the one-off cost of
+what compiles on first use (FlexAttention, the S-LSTM's step, ModernBERT's flex_attention). A model that runs out of
+GPU memory at a length gets a row with `oom` set (no time), and the run goes on. A model that says which attention
+backend it ran (`attention_backend_in_use`) has it in its row's `backend`.
 """
 
 import copy
@@ -151,12 +156,13 @@ def bench_device(device):
 def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
               hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
               seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
-              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True, attention="auto"):
+              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True, attention="auto",
+              roofline_length=None):
     """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields; a
     baseline's rows also name its `attention` implementation). `config_overrides` maps a model name to config
     settings of that family model; `attention` picks the baselines' attention (`baseline_attention`). With
-    `roofline` (forward passes only), each model's row at the longest length also holds its `matmul_roofline` under
-    `roofline_*` keys."""
+    `roofline` (forward passes only), each model's row at `roofline_length` (None: the longest) also holds its
+    `matmul_roofline` under `roofline_*` keys."""
     sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, window=window,
                  attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
     config_overrides = config_overrides or {}
@@ -173,24 +179,37 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     packing = {}  # input ids per encoder position of each model
     attentions = {entry.name: baseline_attention(entry.baseline, attention, device, torch_dtype)
                   for entry in entries if entry.family is None}
+    roofline_length = max(lengths) if roofline_length is None else roofline_length
     for entry in entries:
         for length in lengths:  # one model per length: positions (and a segment LM's m) follow the length
             settings = dict(attention=attentions[entry.name]) if entry.family is None else {}
-            model = entry.build(max_length=length, **sizes, **settings, **config_overrides.get(entry.name, {}))
-            model = model.to(device, torch_dtype).eval()
-            packing[entry.name] = per = entry.ids_per_position(model.config)
-            ids = whole_positions(length, per, entry.name, progress)
-            low = 4 if per > 1 else 5  # element ids are bytes + 4
-            input_ids = torch.randint(low, min(model.config.vocab_size, 8000), (batch_size, ids), device=device)
-            inputs = {}
-            if takes_global_attention_mask(model):
-                inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
-            rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
+            try:
+                with torch.device(device):  # built where it runs: initialising a base-size model on the CPU is slow
+                    model = entry.build(max_length=length, **sizes, **settings, **config_overrides.get(entry.name, {}))
+                model = model.to(device, torch_dtype).eval()
+                packing[entry.name] = per = entry.ids_per_position(model.config)
+                ids = whole_positions(length, per, entry.name, progress)
+                low = 4 if per > 1 else 5  # element ids are bytes + 4
+                input_ids = torch.randint(low, min(model.config.vocab_size, 8000), (batch_size, ids), device=device)
+                inputs = {}
+                if takes_global_attention_mask(model):
+                    inputs["global_attention_mask"] = scattered_global_mask(input_ids, num_global, seed)
+                rows.append(_measure(model, entry.name, input_ids, repeats, warmup, progress, backward, **inputs))
+            except torch.OutOfMemoryError:
+                model = input_ids = inputs = None
+                release_gpu_memory(device)
+                progress(f"{entry.name:>16} {length:>6} ids: out of GPU memory (OOM); going on")
+                rows.append({"model": entry.name, "length": length, "seconds": None, "peak_mib": None, "oom": True})
+                continue
             if ids != length:  # compared with the other models at the length asked for
                 rows[-1].update(length=length, ids=ids)
             if entry.family is None:
                 rows[-1]["attention"] = model.config._attn_implementation
-            if roofline and not backward and length == max(lengths):
+            if hasattr(model, "attention_backend_in_use"):  # the backend `auto` chose on this device, in this mode
+                model.train(backward)
+                rows[-1]["backend"] = model.attention_backend_in_use
+                model.eval()
+            if roofline and not backward and length == roofline_length:
                 # the forward timed again beside its products, both without the memory sampler of `_measure`
                 # (a thread waking every millisecond, on a trimmed heap), which would bias the ratio against it
                 try:
@@ -198,28 +217,38 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                                                        **inputs), repeats, warmup)
                 except NotImplementedError as error:  # an operator the recorder cannot look into (flex_attention)
                     progress(f"{entry.name}: no roofline line: {str(error).split('.')[0]}")
+                except torch.OutOfMemoryError:
+                    release_gpu_memory(device)
+                    progress(f"{entry.name}: no roofline line: out of GPU memory")
                 else:
                     rows[-1].update({"roofline_" + key: value for key, value in line.items()})
-            del model
+            model = input_ids = inputs = None
+            release_gpu_memory(device)
     # Models that read v ids per position (elementwise: `length` bytes as length / v materials): also time the
     # baseline at length / v tokens (the subword-level cost of the same number of positions).
     v = max(packing.values())
     if baseline and v > 1:
-        model = baseline.build(max_length=max(lengths), attention=attentions[baseline.name], **sizes)
+        with torch.device(device):
+            model = baseline.build(max_length=max(lengths), attention=attentions[baseline.name], **sizes)
         model = model.to(device, torch_dtype).eval()
         for length in lengths:
             input_ids = torch.randint(5, 8000, (batch_size, max(length // v, 1)), device=device)
-            row = _measure(model, f"{baseline.name}@length/v", input_ids, repeats, warmup, progress, backward)
+            try:
+                row = _measure(model, f"{baseline.name}@length/v", input_ids, repeats, warmup, progress, backward)
+            except torch.OutOfMemoryError:
+                release_gpu_memory(device)
+                row = {"model": f"{baseline.name}@length/v", "seconds": None, "peak_mib": None, "oom": True}
             row["length"], row["attention"] = length, model.config._attn_implementation
             rows.append(row)
-        del model
+        model = None
+        release_gpu_memory(device)
     for entry in entries:
         if (reference_kind := entry.reference()) is None:
             continue
         kind, memory = reference_kind
-        reference = {row["length"]: row for row in rows if row["model"] == entry.name}
+        reference = {row["length"]: row for row in rows if row["model"] == entry.name and not row.get("oom")}
         for row in rows:
-            base = reference.get(row["length"])
+            base = reference.get(row["length"]) if not row.get("oom") else None
             if kind == "time":
                 row["time_vs_" + entry.name] = row["seconds"] / base["seconds"] if base else None
             else:
@@ -228,10 +257,11 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 row["memory_vs_" + entry.name] = (row["peak_mib"] / base["peak_mib"]
                                                   if base and base["peak_mib"] > 0 else None)
     if baseline:
-        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline.name + "@")}
+        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline.name + "@") and not row.get("oom")}
         for row in rows:
             if packed:
-                same_positions = packed.get(row["length"]) if packing.get(row["model"], 1) > 1 else None
+                same_positions = (packed.get(row["length"]) if packing.get(row["model"], 1) > 1 and not row.get("oom")
+                                  else None)
                 row["time_vs_" + baseline.name + "_at_length_over_v"] = (
                     row["seconds"] / same_positions["seconds"] if same_positions else None)
     return rows
@@ -246,8 +276,17 @@ def whole_positions(length, per_position, name, progress):
     return ids
 
 
+def release_gpu_memory(device):
+    """Give the CUDA caching allocator's free blocks back, so the next model's peak starts from what it holds."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def _measure(model, name, input_ids, repeats, warmup, progress, backward=False, **inputs):
-    seconds, peak = time_forward(model, input_ids, torch.ones_like(input_ids), repeats, warmup, backward, **inputs)
+    timing = time_forward(model, input_ids, torch.ones_like(input_ids), repeats, warmup, backward, **inputs)
     length = input_ids.shape[1]
-    progress(f"{name:>16} {length:>6} ids: {seconds * 1000:9.1f} ms  {peak / 2**20:8.1f} MiB")
-    return {"model": name, "length": length, "seconds": seconds, "peak_mib": peak / 2**20}
+    compile_seconds = max(0.0, timing.first_seconds - timing.seconds) if timing.first_seconds is not None else None
+    progress(f"{name:>16} {length:>6} ids: {timing.seconds * 1000:9.1f} ms  {timing.peak / 2**20:8.1f} MiB"
+             + (f"  (first pass {timing.first_seconds:.1f} s)" if timing.first_seconds is not None else ""))
+    return {"model": name, "length": length, "seconds": timing.seconds, "peak_mib": timing.peak / 2**20,
+            "first_seconds": timing.first_seconds, "compile_seconds": compile_seconds}

@@ -28,7 +28,7 @@ import statistics
 from collections import Counter
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from datasets import DatasetDict
 from transformers import (
@@ -47,28 +47,28 @@ from ..data import (
     tokenize,
 )
 from ..distributed import is_main_process, on_main_then_share, wait_for_everyone
-from ..head_fitting import HeadStage
+from ..head_fitting import FitPlan, HeadStage
 from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
-from ..numbers import LEARNING_RATE, MAX_LENGTH, POSITIVE_INTEGER, POSITIVE_NUMBER, VOCAB_SIZE
+from ..numbers import POSITIVE_INTEGER
 from ..outputs import check_files_free, record_outputs, require_writable_folder
+from ..reading_length import reading_length
 from ..run_settings import (
+    TrainingOptions,
     check_backbone,
     check_backbone_folder,
-    check_head_learning_rate,
     check_label_overrides,
-    check_lr_scheduler,
-    check_mixed_precision,
     recipe_epochs,
 )
 from ..training import (
-    build_from_backbone,
+    TimeBudget,
     build_model,
     fit_model,
     fit_statistics,
     label_settings,
     new_parameter_names,
     training_arguments,
+    wrap_backbone,
 )
 from .baselines import (
     BASELINES,
@@ -96,49 +96,74 @@ TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over 
 # its positions, and the checkpoint over every chunk of the document with the logits averaged
 NATIVE, CHUNKS = "native", "bert-chunks"
 CHUNK_TOKENS = 512  # `bert-chunks` reads chunks of 512 tokens (fewer when the checkpoint has fewer positions)
+DEFAULT_POSITIONS = 512  # what `native` reads of a checkpoint that declares no positions (nor its tokenizer a limit)
 
 
-@dataclass
-class CompareSettings:
-    """The budget every model gets."""
+@dataclass(kw_only=True)
+class CompareSettings(TrainingOptions):
+    """A comparison: what `compare` (and `hf-longdoc compare`) takes, as `Trainer` takes `TrainingArguments`. The
+    training options every model shares (rates, schedule, epochs, batch, backbone, head stage, precision, time
+    budget) are `TrainingOptions`', with the defaults of a comparison from scratch below; a comparison adds:
 
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
+    - `models` (families or `family:variant`) and `baselines` (see `baseline_names`), each named once.
+    - the budget's size: `hidden_size`, `num_layers`, `num_heads`, `window` (Longformer-type attention window),
+      `segment_length` (segment LMs' tokens per segment), mapped onto each family's config by its `from_size`; with
+      a `backbone` they do not apply.
+    - `config_overrides`: model name (or family) -> config settings.
+    - `seeds` runs seeds `first_seed` ... `first_seed + seeds - 1`; `split_seed` draws one data split for all of them
+      (None: each seed draws its own).
+    - `evidence`: the built-in task's evidence positions each model is also trained and tested at; `task_size` and
+      `task_words` size that task (and the default dataset).
+    - `bench_lengths`: the lengths of the time/memory bench (empty: none).
+    - `output_dir`: where the report, CSVs and plots go.
+    """
+
     max_length: int = 1024  # tokens read per document (a `bert-N` baseline reads N)
-    epochs: float | None = 3  # None: 3, and with a backbone each family's `train` epochs (`recipe_epochs`)
-    batch_size: int = 8
+    epochs: float | None = COMPARE_EPOCHS  # None: 3, and with a backbone each family's `train` epochs
     # one rate for every model: from scratch with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238
     # after 2 epochs) where 1e-3 reaches 0.929; None: each family's `hf-longdoc train` default (baselines 1e-4)
     learning_rate: float | None = 1e-3
-    lr_scheduler: str = "linear"  # a Transformers schedule after the 10% warm-up
-    # with a backbone: the rate of the parameters it does not supply (heads, new embeddings); None: `learning_rate`
-    head_learning_rate: float | None = None
-    vocab_size: int = 8000
-    window: int = 128  # Longformer-type models: attention window
-    segment_length: int = 128  # segment LMs: tokens per segment
-    config_overrides: dict = field(default_factory=dict)  # model name -> config kwargs
-    backbone: str | None = None  # a pretrained model every model starts from (folder or Hub id); None: from scratch
-    freeze_backbone: bool = False  # with a backbone: only the new heads train
-    head_epochs: int | None = None  # with a backbone: epochs of a head on cached frozen features (`HeadStage`)
-    bf16: bool = False  # mixed precision (Trainer's switches; see `RunSettings`)
-    fp16: bool = False
+    models: tuple = ("contextualizer", "slstm")
+    baselines: tuple = ("bert-512",)
+    hidden_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    window: int = 128
+    segment_length: int = 128
+    config_overrides: dict = field(default_factory=dict)
+    seeds: int = 1
+    first_seed: int = FIRST_SEED
+    split_seed: int | None = None
+    evidence: tuple = EVIDENCE_POSITIONS
+    task_size: int = 1000
+    task_words: tuple = (300, 900)
+    bench_lengths: tuple = (512, 1024, 2048)
+    output_dir: str = "out/compare"
+
+    @classmethod
+    def of(cls, settings=None, **changes):
+        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one."""
+        known = [f.name for f in fields(cls)]
+        if unknown := sorted(set(changes) - set(known)):
+            raise TypeError(f"compare() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
+                            "CompareSettings).")
+        return replace(settings or cls(), **changes)
 
     def check(self):
-        """A ValueError naming the setting (and its flag) for a number no run can use, before anything is read."""
-        for name, rule in (("hidden_size", POSITIVE_INTEGER), ("num_layers", POSITIVE_INTEGER),
-                           ("num_heads", POSITIVE_INTEGER), ("max_length", MAX_LENGTH), ("epochs", POSITIVE_NUMBER),
-                           ("batch_size", POSITIVE_INTEGER), ("vocab_size", VOCAB_SIZE), ("window", POSITIVE_INTEGER),
-                           ("segment_length", POSITIVE_INTEGER)):
-            if name != "epochs" or self.epochs is not None:
-                rule.check(getattr(self, name), name, name.replace("_", "-"))
-        for name in ("learning_rate", "head_learning_rate"):
-            if getattr(self, name) is not None:
-                LEARNING_RATE.check(getattr(self, name), name, name.replace("_", "-"))
-        check_lr_scheduler(self.lr_scheduler)
-        check_mixed_precision(self.bf16, self.fp16)
+        """A ValueError naming the setting (and its flag) for a value no run can use, before anything is read."""
+        super().check()
+        for name in ("hidden_size", "num_layers", "num_heads", "window", "segment_length"):
+            POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
         for overrides in self.config_overrides.values():
             check_label_overrides(overrides)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"`seeds` must be a positive integer, got {self.seeds!r}.")
+        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
+            raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {self.first_seed!r}.")
+        if self.split_seed is not None and (isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int)):
+            raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {self.split_seed!r}.")
+        if unknown := [p for p in self.evidence if p not in EVIDENCE_POSITIONS]:
+            raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
 
     def size(self, max_length=None):
         """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
@@ -214,20 +239,21 @@ class FamilySpec(ModelSpec):
 
     def build(self, settings, task):
         family, labels = self.family, task.label_names
-        if settings.backbone is not None:
-            own = family.own_tokenizer is not None  # (elementwise bytes) reads its config's full length
+        # a family with its own tokenizer (elementwise bytes) reads its config's full length; the others the budget's
+        requested = None if family.has_own_tokenizer else settings.max_length
+        if settings.backbone is not None:  # checked once, by `check_specs`
             overrides = {**settings.backbone_settings(family), **self.setting, **overrides_of(self, settings)}
-            model, tokenizer = build_from_backbone(family, settings.backbone, labels, False, overrides,
-                                                   None if own else settings.max_length,
-                                                   None if own else task.tokenizer)
-            return model, tokenizer, tokenizer.model_max_length, settings.learning_rate or family.fine_tuning_rate
-        size, tokenizer, max_length = settings.size(), task.tokenizer, settings.max_length
-        overrides = {**self.setting, **overrides_of(self, settings)}
-        if family.own_tokenizer is not None:  # e.g. bytes: the family's tokenizer for the sized config
-            tokenizer = family.tokenizer_for(family.build_config(size, **overrides), None)
-            max_length = tokenizer.model_max_length
-        model = build_model(family, tokenizer, labels, False, overrides, size=size)
-        return model, tokenizer, max_length, settings.learning_rate or family.learning_rate
+            model, tokenizer = wrap_backbone(family, settings.backbone, labels, False, overrides, requested,
+                                             None if requested is None else task.tokenizer)
+            rate = settings.learning_rate or family.fine_tuning_rate
+        else:
+            size, tokenizer = settings.size(), task.tokenizer
+            overrides = {**self.setting, **overrides_of(self, settings)}
+            if requested is None:  # the family's tokenizer for the sized config
+                tokenizer = family.tokenizer_for(family.build_config(size, **overrides), None)
+            model = build_model(family, tokenizer, labels, False, overrides, size=size)
+            rate = settings.learning_rate or family.learning_rate
+        return model, tokenizer, reading_length(model.config, requested), rate
 
     def bench_name(self):
         return self.name
@@ -254,9 +280,10 @@ class TransformersBaseline(ModelSpec):
     def check(self, settings, positions=None):
         if settings.backbone is None:
             return
-        if self.kind != "bert":
+        if not BASELINES[self.kind].from_checkpoint:
+            pretrained = ", ".join(f"{kind}-N and {kind}-N-headtail" for kind in checkpoint_kinds())
             raise ValueError(f"The `{self.name}` baseline is trained from scratch; with `--backbone` the pretrained "
-                             "baselines are bert-N and bert-N-headtail (the backbone itself), and "
+                             f"baselines are {pretrained} (the backbone itself), and "
                              "`sparse_longformer:cls` is the backbone converted to a Longformer.")
         if self.truncation is not None and positions is not None and self.truncation > positions:
             raise ValueError(f"{self.name} reads {self.truncation} tokens but the backbone has {positions} "
@@ -298,7 +325,9 @@ class CheckpointBaseline(ModelSpec):
     def checkpoint(self, settings, task):
         """The backbone through its own classifier, and the most tokens it reads that way."""
         model = checkpoint_classifier(settings, task)
-        return model, native_length(model.config, task.tokenizer_limit)
+        # the tokenizer's limit as saved with the checkpoint (RoBERTa's 514 positions hold 512 tokens)
+        native = reading_length(model.config, tokenizer_limit=task.tokenizer.model_max_length)
+        return model, native or DEFAULT_POSITIONS
 
 
 class NativeBaseline(CheckpointBaseline):
@@ -336,7 +365,12 @@ NAMED_BASELINES = {TFIDF: TfidfBaseline, NATIVE: NativeBaseline, CHUNKS: ChunksB
 
 def whole_document_baselines():
     """Transformers' models `compare` trains from scratch over the whole document (no `-<N>` cut)."""
-    return [kind for kind, baseline in BASELINES.items() if not baseline.truncating and kind != "roberta"]
+    return [kind for kind, baseline in BASELINES.items() if not baseline.truncating and baseline.in_compare]
+
+
+def checkpoint_kinds():
+    """The `BASELINES` whose `name-N` is the pretrained checkpoint itself with `compare --backbone`."""
+    return [kind for kind, baseline in BASELINES.items() if baseline.from_checkpoint]
 
 
 def baseline_names():
@@ -364,7 +398,7 @@ def parse_models(models, baselines):
             specs.append(NAMED_BASELINES[name](name))
             continue
         parsed = parse_baseline(name)
-        if parsed is None or parsed.kind == "roberta" or \
+        if parsed is None or not BASELINES[parsed.kind].in_compare or \
                 BASELINES[parsed.kind].truncating != (parsed.tokens is not None):
             raise ValueError(f"Unknown baseline {name!r}; use {baseline_names()}.")
         specs.append(TransformersBaseline(name, head=parsed.head, kind=parsed.kind, truncation=parsed.tokens))
@@ -405,10 +439,6 @@ class Task:
     tokenizer: object
     inverted: bool = True  # whether models are also tested on the sentence-inverted test split
     encoded: dict = field(default_factory=dict)  # max_length -> tokenized train / test (/ inverted test)
-    tokenizer_limit: int | None = None  # the tokenizer's model_max_length as loaded (models built later change it)
-
-    def __post_init__(self):
-        self.tokenizer_limit = self.tokenizer.model_max_length
 
     @classmethod
     def fit(cls, data, label_names, settings, inverted=True):
@@ -455,13 +485,6 @@ def checkpoint_head_rate(settings):
     return CHECKPOINT_HEAD_RATE
 
 
-def native_length(config, limit):
-    """The most tokens a checkpoint reads through its own classifier: its positions (8,192 for ModernBERT), or fewer
-    where its tokenizer's `limit` (`model_max_length` as saved) says so (RoBERTa's 514 positions hold 512 tokens)."""
-    positions = getattr(config, "max_position_embeddings", None) or 512
-    return min(positions, limit) if isinstance(limit, int) and limit < 10**6 else positions
-
-
 def tfidf_row(spec, task, seed):
     """The row of the TF-IDF + logistic-regression baseline: fitted on the full train texts, scored on the test."""
     from sklearn.metrics import accuracy_score, f1_score
@@ -487,7 +510,7 @@ def tfidf_row(spec, task, seed):
 
 def head_stage(spec, settings):
     """The `HeadStage` of `spec` in this run (`--head-epochs` applies to the families that cache frozen features)."""
-    cacheable = spec.family is not None and spec.family.frozen_features is not None
+    cacheable = spec.family is not None and spec.family.has_frozen_features
     return HeadStage.resolve(spec.family, settings.backbone is not None, settings.freeze_backbone,
                              settings.head_epochs if cacheable else None)
 
@@ -501,14 +524,17 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     spec.fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     epochs = spec.epochs(settings)
-    args = training_arguments(output_dir, epochs, settings.batch_size, learning_rate, seed,
-                              lr_scheduler_type=settings.lr_scheduler, save_strategy="no", eval_strategy="no",
-                              logging_strategy="no", disable_tqdm=True, bf16=settings.bf16, fp16=settings.fp16)
+    args = training_arguments(output_dir, epochs, settings.batch_size, learning_rate, seed, save_strategy="no",
+                              eval_strategy="no", logging_strategy="no", disable_tqdm=True,
+                              **settings.trainer_arguments())
     device = args.device
     with PeakMemory(device) as training_memory:  # the head stage and fine-tuning alike
         start = time.perf_counter()
-        trainer, _ = fit_model(model, spec.family, head_stage(spec, settings), head, encoded, tokenizer, args,
-                               spec.head_learning_rate(settings))
+        # the time budget: each model's training from its start
+        budget = TimeBudget(settings.time_budget, time.monotonic()) if settings.time_budget is not None else None
+        plan = FitPlan(args, head_stage(spec, settings), spec.family, tuple(head), spec.head_learning_rate(settings),
+                       deadline=budget.deadline if budget else None)
+        trainer, _ = fit_model(model, plan, encoded, tokenizer, callbacks=[budget] if budget else [])
         train_seconds = time.perf_counter() - start
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
@@ -542,34 +568,25 @@ def builtin_task(position, seed, task_size, task_words, settings, inverted=True)
     return Task.fit(data, data["train"].features["label"].names, settings, inverted)
 
 
-def compare(dataset=None, text_column="text", label_column="label", models=("contextualizer", "slstm"),
-            baselines=("bert-512",), settings=None, seeds=1, evidence=EVIDENCE_POSITIONS, task_size=1000,
-            task_words=(300, 900), bench_lengths=(512, 1024, 2048), output_dir="out/compare", progress=print,
-            split_seed=None, overwrite=False, first_seed=FIRST_SEED):
-    """Run the comparison; writes the report, CSVs and plots into `output_dir` and returns the per-seed rows.
-    It runs seeds `first_seed` ... `first_seed + seeds - 1` (a later `first_seed` adds seeds to an earlier run's).
+def compare(settings=None, progress=print, **changes):
+    """Run the comparison `settings` (a `CompareSettings`) describes; writes the report, CSVs and plots into its
+    `output_dir` and returns the per-seed rows. Keyword arguments instead (or as well) set its fields
+    (`compare(models=["slstm"], baselines=["tfidf"])`). `progress` receives a line per trained model.
 
+    It runs seeds `first_seed` ... `first_seed + seeds - 1` (a later `first_seed` adds seeds to an earlier run's).
     Each seed draws the data (a file's train/validation/test split; the built-in task's documents) with that seed,
     unless `split_seed` fixes them: then every seed trains on the same split and only the training draws differ.
     A file of `COMPARE_OUTPUTS` already in `output_dir` that hf-longdoc did not write is refused before any training,
     unless `overwrite`; nothing else there is touched (each model trains in a temporary folder)."""
-    settings = settings or CompareSettings()
-    specs = parse_models(list(models), list(baselines))
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise ValueError(f"`seeds` must be a positive integer, got {seeds!r}.")
-    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or first_seed < 0:
-        raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {first_seed!r}.")
-    if split_seed is not None and (isinstance(split_seed, bool) or not isinstance(split_seed, int)):
-        raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {split_seed!r}.")
+    settings = CompareSettings.of(settings, **changes)
+    specs = parse_models(list(settings.models), list(settings.baselines))
     settings.check()
-    check_head_learning_rate(settings.head_learning_rate, settings.backbone is not None, "--backbone")
-    if unknown := [p for p in evidence if p not in EVIDENCE_POSITIONS]:
-        raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
     check_specs(specs, settings)
     for spec in specs:
         head_stage(spec, settings)  # a frozen backbone or head epochs that cannot apply fail now
+    output_dir, bench_lengths = settings.output_dir, settings.bench_lengths
     require_writable_folder(output_dir, "`output_dir` (--output-dir)")
-    check_files_free([os.path.join(output_dir, name) for name in COMPARE_OUTPUTS], overwrite,
+    check_files_free([os.path.join(output_dir, name) for name in COMPARE_OUTPUTS], settings.overwrite,
                      "--overwrite (overwrite=True)")
     if settings.backbone is not None and bench_lengths:
         logger.info("Skipping the time/memory bench: it measures random models of the compare size, not the "
@@ -582,19 +599,22 @@ def compare(dataset=None, text_column="text", label_column="label", models=("con
     if bench_lengths:
         check_models(bench_models, tuple(bench_lengths), bench_overrides, **bench_sizes)
     rows = []
+    first_seed, seeds, split_seed = settings.first_seed, settings.seeds, settings.split_seed
+    task_size, task_words = settings.task_size, settings.task_words
     for seed in range(first_seed, first_seed + seeds):
         data_seed = seed if split_seed is None else split_seed
-        if dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
+        if settings.dataset in (None, BUILTIN_TASK):  # the built-in task at --task-size, evidence anywhere
             task = builtin_task("anywhere", data_seed, task_size, task_words, settings)
             dataset_name = f"built-in long-document task ({task_size} training documents)"
         else:
-            data, label_names, multi_label, dataset_name = load_task(dataset, text_column, label_column, data_seed)
+            data, label_names, multi_label, dataset_name = load_task(settings.dataset, settings.text_column,
+                                                                     settings.label_column, data_seed)
             if multi_label:
                 raise ValueError("`compare` reports single-label accuracy; pass a single-label dataset.")
             task = Task.fit(data, label_names, settings)
         evidence_tasks = {position: builtin_task(position, data_seed, task_size, task_words, settings,
                                                  inverted=False)
-                          for position in evidence}
+                          for position in settings.evidence}
         for spec in specs:
             with tempfile.TemporaryDirectory(prefix="hf-longdoc-compare-") as scratch:  # Trainer's output folder
                 row = spec.measure(task, settings, seed, scratch)

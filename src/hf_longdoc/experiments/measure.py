@@ -5,6 +5,7 @@ import os
 import statistics
 import threading
 import time
+from typing import NamedTuple
 
 import torch
 
@@ -58,26 +59,39 @@ class PeakMemory:
         return False
 
 
-def median_seconds(function, device, repeats, warmup):
-    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each)."""
-    for _ in range(warmup):
-        function()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        function()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+class Timing(NamedTuple):
+    seconds: float  # the median of the timed passes
+    peak: int  # bytes, all passes (warm-up included)
+    first_seconds: float | None  # the first warm-up pass alone (what compiles on first use, and one pass); None: none
+
+
+def timed_call(function, device):
+    """Seconds one call of `function` takes (CUDA synchronised around it)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    function()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def median_seconds(function, device, repeats, warmup, first=None):
+    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each).
+    `first`: a list that receives the time of the first warm-up call (compilation on first use shows there)."""
+    for index in range(warmup):
+        seconds = timed_call(function, device)
+        if index == 0 and first is not None:
+            first.append(seconds)
+    return statistics.median(timed_call(function, device) for _ in range(repeats))
 
 
 def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=False, **inputs):
-    """Median seconds of the timed passes (forward, or with `backward` a training step: forward + backward of the
-    loss), and the peak memory of all passes (warm-up included). `inputs` go to the model too."""
+    """`Timing` of the timed passes (forward, or with `backward` a training step: forward + backward of the loss):
+    their median, the peak memory of all passes (warm-up included) and the first warm-up pass alone. `inputs` go to
+    the model too."""
     device = input_ids.device
+    first = []
     if backward:
         labels = torch.zeros(input_ids.shape[0], dtype=torch.long, device=device)
 
@@ -87,10 +101,10 @@ def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=Fal
 
         model.train()
         with PeakMemory(device) as memory:
-            seconds = median_seconds(step, device, repeats, warmup)
+            seconds = median_seconds(step, device, repeats, warmup, first)
         model.zero_grad(set_to_none=True)
-        return seconds, memory.peak
+        return Timing(seconds, memory.peak, first[0] if first else None)
     with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
         seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask, **inputs), device,
-                                 repeats, warmup)
-    return seconds, memory.peak
+                                 repeats, warmup, first)
+    return Timing(seconds, memory.peak, first[0] if first else None)

@@ -1,10 +1,10 @@
-"""Outputs of `bench` and `compare`: CSV files, text and markdown tables, and every plot through one figure helper."""
+"""Outputs of `bench` and `compare`: CSV files, text and markdown tables, and their plots (`plotting.figure`)."""
 
 import csv
 import os
-from contextlib import contextmanager
 
 from ..outputs import record_outputs
+from ..plotting import figure, plain_log_ticks
 from ..run_settings import mixed_precision
 from .baselines import CHECKPOINT_HEAD_RATE, CHECKPOINT_RATE
 from .collapse import COLLAPSE_SHARE, COST_COLUMNS, MAJORITY_MARGIN, NEAR_CONSTANT_SHARE
@@ -20,46 +20,32 @@ def write_csv(path, table):
         writer.writerows(table)
 
 
-@contextmanager
-def figure(path, columns=1, size=(6, 4)):
-    """A matplotlib figure (headless) with `columns` axes, laid out and saved to `path` as a PNG when the block ends."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, columns, figsize=size)
-    try:
-        yield axes
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-    finally:
-        plt.close(fig)
-
-
-def plain_log_ticks(ticks, at=None):
-    """Label a log axis with plain numbers (512, 20) instead of powers: at the given values, or at 1, 2, 5 × 10^k."""
-    from matplotlib.ticker import FixedLocator, LogLocator, NullFormatter, ScalarFormatter
-
-    ticks.set_major_locator(FixedLocator(at) if at is not None else LogLocator(subs=(1, 2, 5)))
-    ticks.set_major_formatter(ScalarFormatter())
-    ticks.set_minor_formatter(NullFormatter())
-
-
 def format_table(rows):
     """Bench rows as an aligned text table, with the growth from the shortest length per model."""
     ratio_keys = [key for key in rows[0] if key.startswith(RATIO_PREFIXES)] if rows else []
     header = ["model", "length", "ms", "peak MiB", "time / time(shortest)"]
     header += [key.replace("_", " ") for key in ratio_keys]
+    # what compiled on first use (the first pass less the median) and the attention each model ran, where known
+    extras = [("compile_seconds", "compile s")] if any(row.get("compile_seconds") is not None for row in rows) else []
+    extras += [("backend", "attention")] if any(row.get("backend") or row.get("attention") for row in rows) else []
+    header += [title for _, title in extras]
     shortest = {}  # model -> its row at its shortest length
     for row in rows:
+        if row.get("oom"):  # out of GPU memory at this length: no time to grow from
+            continue
         if row["model"] not in shortest or row["length"] < shortest[row["model"]]["length"]:
             shortest[row["model"]] = row
     lines = [header]
     for row in rows:
+        if row.get("oom"):
+            lines.append([row["model"], str(row["length"]), "OOM", "OOM", "-"] + ["-"] * (len(ratio_keys) + len(extras)))
+            continue
         line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
                 f"{row['seconds'] / shortest[row['model']]['seconds']:.2f}"]
         line += [f"{row[key]:.2f}x" if row.get(key) else "-" for key in ratio_keys]
+        for key, _ in extras:
+            value = row.get(key) if key != "backend" else row.get("backend") or row.get("attention")
+            line.append("-" if value is None else f"{value:.1f}" if isinstance(value, float) else str(value))
         lines.append(line)
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(cell.rjust(width) for cell, width in zip(line, widths)) for line in lines)
@@ -78,8 +64,10 @@ def write_bench_outputs(rows, prefix):
     write_csv(csv_path, rows)
     with figure(png_path) as axis:
         for name in dict.fromkeys(row["model"] for row in rows):
-            points = [(row["length"], row["seconds"] * 1000) for row in rows if row["model"] == name]
-            axis.plot(*zip(*points), marker="o", label=name)
+            points = [(row["length"], row["seconds"] * 1000) for row in rows
+                      if row["model"] == name and not row.get("oom")]
+            if points:  # (a model out of memory at every length has none)
+                axis.plot(*zip(*points), marker="o", label=name)
         axis.set_xscale("log", base=2)
         axis.set_yscale("log")
         axis.set_xlabel("document length (tokens)")

@@ -1,57 +1,62 @@
 """The family registry: what code outside `modeling/` needs to know about a method, so it never names one. Each
-family registers itself from its own folder (`modeling/<family>/family.py` calls `register_family`, as peft's methods
-call `register_peft_method`); this module holds the schema and the lookups, and imports no family.
-
-The contract of a `Family` (what a new family provides; each hook receives and returns exactly what is written):
-
-Required: `name` (`--model NAME`; `NAME:variant` picks a variant); `config_class` (a `PretrainedConfig` whose
-`from_size(hidden_size, num_layers, num_heads, max_length, ...)` is the one source of a model of a given size) and
-`model_class` (its base `PreTrainedModel`); `heads` (Auto class name -> head class, with
-"AutoModelForSequenceClassification"); `paper_title`, `paper_citation` (BibTeX) and `summary` for the model card.
-
-Optional:
-- `train_size`: the `from_size` arguments of `train`'s model (None: the config's defaults); `defaults`: settings
-  `train` applies unless the user sets them (training policy, not sizes); `learning_rate`: `train`'s rate;
-  `backbone_learning_rate`, `backbone_epochs`: from pretrained weights (None: `learning_rate`, 4 epochs).
-- `own_tokenizer(config, max_length or None) -> tokenizer` (else WordPiece is fitted on the training split), and
-  `tokenizer_class`, what `AutoTokenizer` loads for the config; `special_tokens`: config key -> "start" | "end", the
-  ids a tokenizer supplies ([CLS] or bos, [SEP] or eos).
-- `variants`: config key -> its choices (`family:choice` sets the key); `bench_reference`: (variant, "speedup" |
-  "time"), what `bench` measures the variants against; `profile(model, batch_size, length) -> {"name", "flops",
-  "run", "matmuls"}`, the hot kernel and plain matmuls of its shapes for `bench`'s roofline line.
-- `fit_statistics(model, training input_ids, tokenizer) -> report (with "documents") or None`: fitted first.
-- `reading_length(config) -> int`: the most input ids the model reads (None: no limit); `position_width`: the config
-  key of the input ids one encoder position reads (elementwise: v; None: 1).
-- `from_backbone(path, tokenizer or None, max_length, **settings) -> (model, tokenizer)`: the family around a
-  pretrained checkpoint and the tokenizer it reads; `new_with_backbone`: parameter-name prefixes inside the base model
-  that a checkpoint does not supply (they learn at `--head-learning-rate`, as the head does);
-  `backbone_refusal(checkpoint config) -> str or None`: why it cannot start from that checkpoint (None: it can).
-- `frozen_features(model, input_ids, attention_mask) -> tensors, batch first`: what the new head reads from a frozen
-  backbone, computed once per document; `head_logits(model, *those tensors) -> logits`.
-- `card_settings`: config keys the model card lists; `card_limits`: a sentence for its "limits" section.
-- `evidence(model, outputs, input_ids, attention_mask) -> per document, a list of (first, stop, weight)`: the passages
-  whose weights in the model decided its label (`explaining.explain`, `predict --explain`), read from `outputs` of a
-  forward with `output_attentions=True` on (b, n) `input_ids`: half-open spans [first, stop) of positions in
-  `input_ids` (the caller maps them to characters) and a float weight, larger meaning it weighed more (None: the family
-  has no such weights, and explaining it is refused); `evidence_refusal(config) -> str or None`: why a model with
-  these settings has none (a variant without them; None: it has)."""
+family registers itself from its own folder (`modeling/<family>/family.py` subclasses `Family` and calls
+`register_family`, as peft's methods call `register_peft_method`); this module holds the contract (`Family`, its
+attributes and the methods a family may override, each with its default) and the lookups, and imports no family."""
 
 import functools
 import inspect
-from dataclasses import dataclass, field
-from typing import Callable
 
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from .backbones import backbone_positions  # what a checkpoint of no family reads (the pipeline asks here)
 
 AUTO_CLASSES = {auto.__name__: auto for auto in (AutoConfig, AutoModel, AutoModelForSequenceClassification,
                                                   AutoModelForMaskedLM)}
 SIZE_ARGUMENTS = ("hidden_size", "num_layers", "num_heads", "max_length")  # what every `from_size` takes
 FAMILIES = {}  # name -> Family, in registration order
+# the attributes a family must set (the others have defaults below)
+REQUIRED = ("name", "config_class", "model_class", "heads", "paper_title", "paper_citation", "summary")
 
 
-@dataclass(frozen=True, eq=False)  # one instance per family: hashed and compared by identity
 class Family:
-    """What the package knows about one method: see the module docstring for each field."""
+    """What the package knows about one method. A family subclasses this in its own folder, sets the attributes below
+    and overrides the methods it has; every method's default says the family has no such thing (or refuses), and the
+    `has_*` / `supports_*` properties tell callers which ones a family overrides. One instance per family is
+    registered (`register_family`); instances are compared and hashed by identity.
+
+    Required attributes:
+        name (`str`): `--model NAME`; `NAME:variant` picks a variant.
+        config_class (`type`): a `PretrainedConfig` whose `from_size(hidden_size, num_layers, num_heads, max_length,
+            ...)` is the one source of a model of a given size.
+        model_class (`type`): its base `PreTrainedModel`.
+        heads (`dict`): Auto class name -> head class, with "AutoModelForSequenceClassification".
+        paper_title, paper_citation (BibTeX), summary (`str`): for the model card.
+
+    Optional attributes (read only; the defaults below):
+        train_size (`dict`): the `from_size` arguments of `train`'s model (None: the config's defaults).
+        defaults (`dict`): settings `train` applies unless the user sets them (training policy, not sizes).
+        learning_rate (`float`): `train`'s rate from scratch.
+        backbone_learning_rate, backbone_epochs: from pretrained weights (None: `learning_rate`, 4 epochs).
+        tokenizer_class (`type`): what `AutoTokenizer` loads for the config (None: the saved tokenizer's own class).
+        special_tokens (`dict`): config key -> "start" | "end", the ids a tokenizer supplies ([CLS] or bos, [SEP] or
+            eos).
+        variants (`dict`): config key -> its choices (`family:choice` sets the key).
+        bench_reference (`tuple`): (variant, "speedup" | "time"), what `bench` measures the variants against.
+        position_width (`str`): the config key of the input ids one encoder position reads (elementwise: v; None: 1).
+        new_with_backbone (`tuple`): parameter-name prefixes inside the base model that a checkpoint does not supply
+            (they learn at `--head-learning-rate`, as the head does).
+        card_settings (`tuple`): config keys the model card lists; card_limits (`str`): a sentence for its "limits".
+    """
 
     name: str
     config_class: type
@@ -60,35 +65,138 @@ class Family:
     paper_title: str
     paper_citation: str
     summary: str
+
     train_size: dict | None = None
-    defaults: dict = field(default_factory=dict)
+    defaults: dict = {}
     learning_rate: float = 2e-3
     backbone_learning_rate: float | None = None
     backbone_epochs: float | None = None
-    own_tokenizer: Callable | None = None
     tokenizer_class: type | None = None
-    special_tokens: dict = field(default_factory=dict)
-    variants: dict = field(default_factory=dict)
+    special_tokens: dict = {}
+    variants: dict = {}
     bench_reference: tuple = ()
-    fit_statistics: Callable | None = None
-    profile: Callable | None = None
-    reading_length: Callable | None = None
-    from_backbone: Callable | None = None
     position_width: str | None = None
     new_with_backbone: tuple = ()
-    backbone_refusal: Callable | None = None
-    frozen_features: Callable | None = None
-    head_logits: Callable | None = None
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
     card_limits: str = ""
-    evidence: Callable | None = None
-    evidence_refusal: Callable | None = None
 
-    classification_class = property(lambda self: self.heads["AutoModelForSequenceClassification"])
-    fine_tuning_rate = property(lambda self: self.backbone_learning_rate or self.learning_rate,
-                                doc="the rate the whole model fine-tunes at from pretrained weights")
-    auto_classes = property(lambda self: {"AutoConfig": self.config_class, "AutoModel": self.model_class,
-                                          **self.heads}, doc="Auto class name -> class")
+    def __repr__(self):
+        return f"<Family {getattr(self, 'name', '?')}>"
+
+    # -- the methods a family may override ----------------------------------------------------------------------------
+
+    def reading_length(self, config: PretrainedConfig) -> int | None:
+        """The most input ids a model with `config` reads (its positions, its segments), or None: no limit."""
+        return None
+
+    def own_tokenizer(self, config: PretrainedConfig, max_length: int | None = None) -> PreTrainedTokenizerBase | None:
+        """The family's own tokenizer for `config`, reading at most `max_length` ids (None: the config's length), or
+        None: the family reads a WordPiece tokenizer fitted on the training split (or its backbone's).
+        `has_own_tokenizer` says which."""
+        return None
+
+    def fit_statistics(self, model: PreTrainedModel, input_ids: list, tokenizer: PreTrainedTokenizerBase | None
+                       ) -> dict | None:
+        """Fit what the model computes from the training documents (`input_ids`: a list of token-id lists) before
+        training, in place, and report it (a dict with "documents"), or None: nothing to fit (or fitted already).
+        `has_statistics` says whether a family ever fits any."""
+        return None
+
+    def profile(self, model: PreTrainedModel, batch_size: int, length: int) -> dict | None:
+        """The family's hot kernel at these shapes for `bench`'s roofline line: `{"name", "flops", "run",
+        "matmuls"}` (`run` and `matmuls` are callables: the kernel, and plain matmuls of its FLOPs), or None: no
+        kernel of its own. `has_profile` says which."""
+        return None
+
+    def from_backbone(self, path: str, tokenizer: PreTrainedTokenizerBase | None, max_length: int | None,
+                      **settings) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        """The family around the pretrained checkpoint at `path` and the tokenizer it reads (`tokenizer`, or the
+        checkpoint's / the family's own when None), reading up to `max_length` ids; `settings` are config settings.
+        The default refuses: `supports_backbones` says which families override it."""
+        raise ValueError(f"{self.name} does not start from a pretrained backbone.")
+
+    def backbone_refusal(self, backbone_config: PretrainedConfig) -> str | None:
+        """Why the family cannot start from a checkpoint with `backbone_config` (a phrase that follows "it"), or None:
+        it can."""
+        return None
+
+    def frozen_features(self, model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                        ) -> tuple[torch.Tensor, ...] | None:
+        """What the new classification head reads from a frozen backbone, computed once per document so the head can
+        train for many epochs on a cache: tensors, batch first, or None: the family caches nothing (its head stage
+        trains through the model). `has_frozen_features` says which."""
+        return None
+
+    def head_logits(self, model: PreTrainedModel, *features: torch.Tensor) -> torch.Tensor:
+        """The classification head's logits on `frozen_features`' tensors (a slice of the batch of each). Only for
+        families with `frozen_features`; the default refuses."""
+        raise NotImplementedError(f"{self.name} caches no frozen features, so its head has nothing to read.")
+
+    def evidence(self, model: PreTrainedModel, outputs, input_ids: torch.Tensor, attention_mask: torch.Tensor
+                 ) -> list[list[tuple[int, int, float]]] | None:
+        """The passages whose weights in the model decided its label (`explaining.explain`, `predict --explain`),
+        read from the `outputs` of a forward with `output_attentions=True` on (b, n) `input_ids`: per document, a
+        list of (first, stop, weight), half-open spans of positions in `input_ids` (the caller maps them to
+        characters) and a float weight, larger meaning it weighed more. Or None: the family has no such weights
+        (explaining it is refused). `has_evidence` says which."""
+        return None
+
+    def evidence_refusal(self, config: PretrainedConfig) -> str | None:
+        """Why a model with `config` has no evidence although its family has (a variant without the weights), or
+        None: it has."""
+        return None
+
+    # -- which of those a family overrides ----------------------------------------------------------------------------
+
+    def _overrides(self, method):
+        return getattr(type(self), method) is not getattr(Family, method)
+
+    @property
+    def has_own_tokenizer(self):
+        """Whether the family brings its own tokenizer (`own_tokenizer`)."""
+        return self._overrides("own_tokenizer")
+
+    @property
+    def has_statistics(self):
+        """Whether the family fits statistics on the training documents (`fit_statistics`)."""
+        return self._overrides("fit_statistics")
+
+    @property
+    def has_profile(self):
+        """Whether `bench` can profile the family's hot kernel (`profile`)."""
+        return self._overrides("profile")
+
+    @property
+    def supports_backbones(self):
+        """Whether the family starts from a pretrained checkpoint (`from_backbone`)."""
+        return self._overrides("from_backbone")
+
+    @property
+    def has_frozen_features(self):
+        """Whether a head stage can cache what the frozen backbone gives the head (`frozen_features`)."""
+        return self._overrides("frozen_features")
+
+    @property
+    def has_evidence(self):
+        """Whether the family's weights say which passages decided a label (`evidence`)."""
+        return self._overrides("evidence")
+
+    # -- what follows from the attributes ------------------------------------------------------------------------------
+
+    @property
+    def classification_class(self):
+        """The sequence-classification head."""
+        return self.heads["AutoModelForSequenceClassification"]
+
+    @property
+    def fine_tuning_rate(self):
+        """The rate the whole model fine-tunes at from pretrained weights."""
+        return self.backbone_learning_rate or self.learning_rate
+
+    @property
+    def auto_classes(self):
+        """Auto class name -> class."""
+        return {"AutoConfig": self.config_class, "AutoModel": self.model_class, **self.heads}
 
     @property
     def auto_map(self):
@@ -108,8 +216,8 @@ class Family:
             AutoTokenizer.register(self.config_class, slow_tokenizer_class=self.tokenizer_class, exist_ok=True)
 
     def reads(self, config):
-        """The most input ids a model with `config` reads (None: no limit)."""
-        return self.reading_length(config) if self.reading_length is not None else None
+        """The most input ids a model with `config` reads (None: no limit): `reading_length`, by its older name."""
+        return self.reading_length(config)
 
     def ids_per_position(self, config):
         """Input ids one encoder position covers (elementwise: v bytes)."""
@@ -156,7 +264,7 @@ class Family:
 
     def tokenizer_for(self, config, train_texts, vocab_size=8000, max_length=None):
         """The tokenizer used when none is given: the family's own, or WordPiece fitted on `train_texts`."""
-        if self.own_tokenizer is not None:
+        if self.has_own_tokenizer:
             return self.own_tokenizer(config, max_length)
         from ..data import fit_wordpiece_tokenizer
 
@@ -170,11 +278,18 @@ def special_token_ids(tokenizer, roles):
     return {key: ids[role] for key, role in roles.items()}
 
 
-_default_config = functools.cache(lambda config_class: config_class())  # read by `has_setting`, never changed
+@functools.cache
+def _default_config(config_class):
+    """The config class's default config, built once (read by `Family.has_setting`, never changed)."""
+    return config_class()
 
 
 def register_family(family):
-    """Add `family` to the registry (a family's `family.py` calls this) and register it with the Auto classes."""
+    """Add `family` (an instance of a `Family` subclass; a family's `family.py` calls this) to the registry and
+    register it with the Auto classes; a ValueError names a required attribute it lacks or a name taken already."""
+    if missing := [attribute for attribute in REQUIRED if not hasattr(family, attribute)]:
+        raise ValueError(f"{type(family).__name__} lacks {', '.join(missing)}: every family sets {', '.join(REQUIRED)} "
+                         "(see `Family`).")
     if family.name in FAMILIES and FAMILIES[family.name] is not family:
         raise ValueError(f"A family named {family.name!r} is registered already.")
     FAMILIES[family.name] = family
@@ -205,4 +320,5 @@ def family_of_config(config):
     raise ValueError(f"Model type {config.model_type!r} is not an hf_longdoc family ({', '.join(FAMILIES)}).")
 
 
-__all__ = ["FAMILIES", "Family", "family_of_config", "get_family", "register_family", "resolve"]
+__all__ = ["FAMILIES", "Family", "backbone_positions", "family_of_config", "get_family", "register_family",
+           "resolve"]

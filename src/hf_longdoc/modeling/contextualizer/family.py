@@ -25,40 +25,42 @@ def token_contributions(model, outputs, input_ids, attention_mask):
     return (torch.stack(terms).mean(dim=0) * mask).cpu()
 
 
-def _contextualizer_evidence(model, outputs, input_ids, attention_mask):
-    """Windows of `EVIDENCE_WINDOW` tokens, each weighed by its share of the document's contributions
-    (`token_contributions`): the weights of a document sum to 1."""
-    contributions = token_contributions(model, outputs, input_ids, attention_mask)
-    passages = []
-    for row, weights in enumerate(contributions):
-        real = attention_mask[row].nonzero().flatten().tolist()  # the real positions, in order (pads on either side)
-        total = float(weights.sum()) or 1.0
-        windows = [real[start:start + EVIDENCE_WINDOW] for start in range(0, len(real), EVIDENCE_WINDOW)]
-        passages.append([(window[0], window[-1] + 1, float(weights[window].sum()) / total) for window in windows])
-    return passages
+class ContextualizerFamily(Family):
+    """The Contextualizer: no maximum length, and evidence from its α (`token_contributions`)."""
 
-
-register_family(Family(
-    name="contextualizer",
-    config_class=ContextualizerConfig,
-    model_class=ContextualizerModel,
-    heads={"AutoModelForSequenceClassification": ContextualizerForSequenceClassification},
-    paper_title="Contextualizer: Connecting the Dots of Context with Second-Order Attention",
-    paper_citation=(
+    name = "contextualizer"
+    config_class = ContextualizerConfig
+    model_class = ContextualizerModel
+    heads = {"AutoModelForSequenceClassification": ContextualizerForSequenceClassification}
+    paper_title = "Contextualizer: Connecting the Dots of Context with Second-Order Attention"
+    paper_citation = (
         "@article{maupome2022contextualizer,\n"
         "  title={Contextualizer: Connecting the Dots of Context with Second-Order Attention},\n"
         "  author={Maupom{\\'e}, Diego and Meurs, Marie-Jean},\n"
         "  journal={Information},\n  volume={13},\n  number={6},\n  pages={290},\n  year={2022},\n"
         "  doi={10.3390/info13060290}\n}"
-    ),
-    summary=(
+    )
+    summary = (
         "A linear-time encoder: tokens are embedded with a softmax-over-positions encoding, then K steps of "
         "rank-u second-order (vector) attention refine a single context vector c; the final c(K) is the "
         "document representation. No maximum length."
-    ),
-    train_size={"hidden_size": 128, "num_layers": 3, "num_heads": 1, "max_length": 4096},  # rank u = 2m = 256
-    card_settings=("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context"),
-    card_limits=("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
-                 "called with `truncation=True`."),
-    evidence=_contextualizer_evidence,
-))
+    )
+    train_size = {"hidden_size": 128, "num_layers": 3, "num_heads": 1, "max_length": 4096}  # rank u = 2m = 256
+    card_settings = ("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context")
+    card_limits = ("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
+                   "called with `truncation=True`.")
+
+    def evidence(self, model, outputs, input_ids, attention_mask):
+        """Windows of `EVIDENCE_WINDOW` tokens, each weighed by its share of the document's contributions
+        (`token_contributions`): the weights of a document sum to 1."""
+        contributions = token_contributions(model, outputs, input_ids, attention_mask)
+        passages = []
+        for row, weights in enumerate(contributions):
+            real = attention_mask[row].nonzero().flatten().tolist()  # the real positions, in order (pads either side)
+            total = float(weights.sum()) or 1.0
+            windows = [real[start:start + EVIDENCE_WINDOW] for start in range(0, len(real), EVIDENCE_WINDOW)]
+            passages.append([(window[0], window[-1] + 1, float(weights[window].sum()) / total) for window in windows])
+        return passages
+
+
+register_family(ContextualizerFamily())

@@ -26,6 +26,7 @@ def input_embedding_size(backbone_config):
     return getattr(backbone_config, "embedding_size", None) or backbone_config.hidden_size
 
 
+# Copied from hf_longdoc.modeling.backbones.backbone_positions
 def backbone_positions(backbone_config):
     """How many positions the backbone reads (None: no table): its `max_position_embeddings` (GPT-2:
     `n_positions`), less the pad id + 1 rows a RoBERTa-numbered encoder (RoBERTa, XLM-R, CamemBERT, MPNet) reserves;

@@ -15,7 +15,7 @@ ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
 GRADIENT_MODES = ("paper", "full", "none", "selected")
 
 
-# Copied from hf_longdoc.modeling.elementwise.configuration_elementwise.backbone_positions
+# Copied from hf_longdoc.modeling.backbones.backbone_positions
 def backbone_positions(backbone_config):
     """How many positions the backbone reads (None: no table): its `max_position_embeddings` (GPT-2:
     `n_positions`), less the pad id + 1 rows a RoBERTa-numbered encoder (RoBERTa, XLM-R, CamemBERT, MPNet) reserves;

@@ -14,33 +14,6 @@ from .configuration_segment import SegmentLMConfig
 from .modeling_segment import SegmentLMForSequenceClassification, SegmentLMModel
 
 
-def _segment_lm_from_backbone(path, tokenizer, max_length, **settings):
-    """The segment LM around a pretrained encoder or decoder and its tokenizer: segments of L = `segment_length`
-    tokens (default: a sentence's for a sentence-embedding checkpoint, else the paper's 256, at most the backbone's
-    positions; see `from_backbone_pretrained`) and as many as `max_length` tokens need."""
-    tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
-    model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
-                                                                        max_length=max_length, **settings)
-    return model, tokenizer  # a decoder's tokenizer has gained a classification token
-
-
-def _segment_lm_refusal(backbone_config):
-    if getattr(backbone_config, "is_encoder_decoder", False):
-        return (f"holds an encoder-decoder ({backbone_config.model_type!r}); the segment LM reads segments with an "
-                "encoder or a decoder alone")
-    return None
-
-
-def _segment_vectors(model, input_ids, attention_mask):
-    """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7)."""
-    z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none")
-    return z, present
-
-
-def _segment_head_logits(model, z, present):
-    return model.head(z, present)[0]
-
-
 def segment_of_positions(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id):
     """(b, n): the segment each position of flat documents (b, n) is read in, -1 where none is (padding, the leading
     [CLS] and trailing [SEP] a tokenizer added, tokens past the m·(L - 2) the model reads). The rule of
@@ -58,61 +31,83 @@ def segment_of_positions(input_ids, attention_mask, num_segments, segment_length
     return torch.where(keep, slot // width, -1)
 
 
-def _segment_evidence(model, outputs, input_ids, attention_mask):
-    """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4, exactly
-    the α the forward returned (`outputs.attentions[0]`, (b, m))."""
-    (alpha,) = outputs.attentions
-    config = model.config
-    segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
-                                   config.cls_token_id, config.sep_token_id).cpu()  # (b, n)
-    alpha = alpha.float().cpu()
-    passages = []
-    for row in range(len(segment)):
-        document = []
-        for i in range(alpha.shape[1]):
-            positions = (segment[row] == i).nonzero().flatten()
-            if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
-                document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))
-        passages.append(document)
-    return passages
+class SegmentLMFamily(Family):
+    """The segment LM: a pretrained LM over m segments; its frozen segment vectors feed the head stage, and its α
+    over segments is its evidence."""
 
-
-def _segment_evidence_refusal(config):
-    if config.variant in ("att", "att_ablated"):
-        return None
-    return (f"the segment LM variant {config.variant!r} has no attention over segments (α of Eq. 4 exists in the "
-            "variants 'att' and 'att_ablated'); train `--model segment_lm:att` to explain its labels")
-
-
-register_family(Family(
-    name="segment_lm",
-    config_class=SegmentLMConfig,
-    model_class=SegmentLMModel,
-    heads={"AutoModelForSequenceClassification": SegmentLMForSequenceClassification},
-    paper_title="Adapting Pretrained Language Models for Long Document Classification",
-    paper_citation=(
+    name = "segment_lm"
+    config_class = SegmentLMConfig
+    model_class = SegmentLMModel
+    heads = {"AutoModelForSequenceClassification": SegmentLMForSequenceClassification}
+    paper_title = "Adapting Pretrained Language Models for Long Document Classification"
+    paper_citation = (
         "@misc{olson2019adapting,\n"
         "  title={Adapting Pretrained Language Models for Long Document Classification},\n"
         "  author={Olson, Matthew Lyle and Zhang, Lisa and Yu, Chun-Nam},\n  year={2019},\n"
         "  howpublished={ICLR 2020 submission},\n  url={https://openreview.net/forum?id=ryxW804FPH}\n}"
-    ),
-    summary=(
+    )
+    summary = (
         "A pretrained language model reads the document as m segments; the segment vectors are combined by "
         "concatenation, a biLSTM, or attention over segments (which also picks the segment the LM learns "
         "from), with gradient through the first and the attended segment only."
-    ),
-    learning_rate=1e-4,
-    special_tokens={"cls_token_id": "start", "sep_token_id": "end"},  # every segment is wrapped as [CLS] .. [SEP]
-    variants={"variant": SEGMENT_VARIANTS},
-    bench_reference=("base", "time"),  # the paper's Table 3 reports time as a multiple of Base
-    # m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)
-    reading_length=lambda config: config.num_segments * (config.segment_length - 2) + 2,
-    from_backbone=_segment_lm_from_backbone,
-    backbone_refusal=_segment_lm_refusal,
-    frozen_features=_segment_vectors,
-    head_logits=_segment_head_logits,
-    card_settings=("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
-                   "segment_pooling", "gradient_mode"),
-    evidence=_segment_evidence,
-    evidence_refusal=_segment_evidence_refusal,
-))
+    )
+    learning_rate = 1e-4
+    special_tokens = {"cls_token_id": "start", "sep_token_id": "end"}  # every segment is wrapped as [CLS] .. [SEP]
+    variants = {"variant": SEGMENT_VARIANTS}
+    bench_reference = ("base", "time")  # the paper's Table 3 reports time as a multiple of Base
+    card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
+                     "segment_pooling", "gradient_mode")
+
+    def reading_length(self, config):
+        """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
+        return config.num_segments * (config.segment_length - 2) + 2
+
+    def from_backbone(self, path, tokenizer, max_length, **settings):
+        """The segment LM around a pretrained encoder or decoder and its tokenizer: segments of L = `segment_length`
+        tokens (default: a sentence's for a sentence-embedding checkpoint, else the paper's 256, at most the
+        backbone's positions; see `from_backbone_pretrained`) and as many as `max_length` tokens need."""
+        tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
+        model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
+                                                                            max_length=max_length, **settings)
+        return model, tokenizer  # a decoder's tokenizer has gained a classification token
+
+    def backbone_refusal(self, backbone_config):
+        if getattr(backbone_config, "is_encoder_decoder", False):
+            return (f"holds an encoder-decoder ({backbone_config.model_type!r}); the segment LM reads segments with an "
+                    "encoder or a decoder alone")
+        return None
+
+    def frozen_features(self, model, input_ids, attention_mask):
+        """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7)."""
+        z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none")
+        return z, present
+
+    def head_logits(self, model, z, present):
+        return model.head(z, present)[0]
+
+    def evidence(self, model, outputs, input_ids, attention_mask):
+        """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4,
+        exactly the α the forward returned (`outputs.attentions[0]`, (b, m))."""
+        (alpha,) = outputs.attentions
+        config = model.config
+        segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
+                                       config.cls_token_id, config.sep_token_id).cpu()  # (b, n)
+        alpha = alpha.float().cpu()
+        passages = []
+        for row in range(len(segment)):
+            document = []
+            for i in range(alpha.shape[1]):
+                positions = (segment[row] == i).nonzero().flatten()
+                if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
+                    document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))
+            passages.append(document)
+        return passages
+
+    def evidence_refusal(self, config):
+        if config.variant in ("att", "att_ablated"):
+            return None
+        return (f"the segment LM variant {config.variant!r} has no attention over segments (α of Eq. 4 exists in "
+                "the variants 'att' and 'att_ablated'); train `--model segment_lm:att` to explain its labels")
+
+
+register_family(SegmentLMFamily())

@@ -464,6 +464,7 @@ SENTENCE_TRANSFORMERS_POOLINGS = {"pooling_mode_cls_token": "cls", "pooling_mode
                                   "pooling_mode_lasttoken": "last"}
 
 
+# Copied from hf_longdoc.modeling.backbones.sentence_transformers_file
 def sentence_transformers_file(path_or_id, filename):
     """The JSON of `filename` in a checkpoint (a folder or Hub id), or None when it has none."""
     found = cached_file(path_or_id, filename, _raise_exceptions_for_missing_entries=False,
@@ -474,6 +475,7 @@ def sentence_transformers_file(path_or_id, filename):
         return json.load(file)
 
 
+# Copied from hf_longdoc.modeling.backbones.declared_pooling
 def declared_pooling(path_or_id):
     """The `segment_pooling` a sentence-transformers checkpoint was trained to embed text with (the Pooling module
     named in its modules.json; the sparse Longformer's family reads it too), or None when it declares none, or one

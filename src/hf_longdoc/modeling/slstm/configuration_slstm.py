@@ -62,14 +62,16 @@ class SLSTMConfig(PretrainedConfig):
         chunk_size (`int`, defaults to 512):
             Tokens a recurrent step updates at a time (with their neighbours), so its gate tensors stay in cache. Only
             speed and memory depend on it, never the result.
-        compile_gates (`bool`, defaults to `False`):
+        compile_gates (`bool`, *optional*):
             Run each recurrent step through `torch.compile`: the element-wise gate work (Eq. 3's LayerNorms, sigmoids,
             softmax and cell update, and Eq. 4's per-token forget gates) is fused into a few loops, with the copies
             that build the windows and join the runs; the matrix products stay as they are. Same states (tests check
-            it against the float64 reference); needs a working `torch.compile` backend (on CPU a C++ compiler). The
-            step is compiled once per number of runs (`chunk_size` tokens each), so the first input of each length
-            band pays the compilation (seconds; about 15 s for 4,096 tokens on 2 CPU cores); worth it on long inputs,
-            where the gate work is a third of the time. Like ModernBERT's `reference_compile`, the user's choice.
+            it against the float64 reference). `None` (the default): compiled where it pays, i.e. where a compiler
+            for the device is present (Triton on a GPU, a C++ compiler on the CPU) and the input has at least
+            `COMPILE_MIN_TOKENS` (2,048) positions, long enough to amortise the compilation; `True` / `False`: always /
+            never. The step is compiled once per input-length band (on the CPU once per number of runs of
+            `chunk_size` tokens; on a GPU the step is one run), so the first input of each band pays the compilation
+            (seconds; about 15 s for 4,096 tokens on 2 CPU cores), which the log reports once per process.
         initializer_range (`float`, defaults to 0.02):
             Standard deviation of the normal initialisation of embeddings and linear weights.
         pad_token_id (`int`, defaults to 0):
@@ -104,7 +106,7 @@ class SLSTMConfig(PretrainedConfig):
         classifier_dropout=None,
         layer_norm_eps=1e-5,
         chunk_size=512,
-        compile_gates=False,
+        compile_gates=None,
         initializer_range=0.02,
         pad_token_id=0,
         tie_word_embeddings=True,
@@ -123,8 +125,9 @@ class SLSTMConfig(PretrainedConfig):
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
-        if not isinstance(compile_gates, bool):
-            raise TypeError(f"`compile_gates` must be True or False, got {compile_gates!r}.")
+        if compile_gates is not None and not isinstance(compile_gates, bool):
+            raise TypeError(f"`compile_gates` must be True, False or None (compiled where it pays), got "
+                            f"{compile_gates!r}.")
         if window_combine not in WINDOW_COMBINES:
             raise ValueError(f"`window_combine` must be one of {WINDOW_COMBINES}, got {window_combine!r}.")
         if position_embedding_type not in POSITION_EMBEDDING_TYPES:

@@ -32,7 +32,9 @@ and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-ad
 V g + b and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
 (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a run is one pure function
 (`run_gates`). `compile_gates` runs each whole step through `torch.compile`, which fuses that function into a few loops
-and with the copies around the products. Gate arithmetic, softmaxes and sums over tokens run in fp32 under autocast.
+and with the copies around the products; by default (`None`) wherever a compiler is present and the input is long
+(`compiles_the_step`). On a GPU a step is one run over all tokens: the runs exist for a CPU's cache, and on a GPU each
+would cost kernel launches. Gate arithmetic, softmaxes and sums over tokens run in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
@@ -40,6 +42,8 @@ Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
 import functools
+import shutil
+import time
 
 import torch
 from torch import nn
@@ -228,14 +232,50 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
 
 
 MAX_COMPILED_STEP_GRAPHS = 64  # `compile_gates`: graphs a process keeps of the step (run counts, train/eval, ...)
+COMPILE_MIN_TOKENS = 2048  # `compile_gates=None`: shorter inputs run eagerly (the compilation would not pay)
+
+
+@functools.cache
+def compiler_present(device_type):
+    """Whether `torch.compile` can build kernels for this device here: Triton for a GPU, a C++ compiler for the CPU."""
+    if device_type == "cuda":
+        try:
+            from torch.utils._triton import has_triton
+        except ImportError:
+            return False
+        return has_triton()
+    if device_type == "cpu":
+        return any(shutil.which(name) for name in ("c++", "g++", "clang++"))
+    return False
+
+
+def compiles_the_step(compile_gates, device_type, positions):
+    """Whether a forward runs its steps through `torch.compile`: `compile_gates` True / False, or with None where it
+    pays, i.e. where a compiler is present and the input has at least `COMPILE_MIN_TOKENS` positions."""
+    if compile_gates is not None:
+        return compile_gates
+    return positions >= COMPILE_MIN_TOKENS and compiler_present(device_type)
 
 
 @functools.cache
 def compiled_step_update():
     """`SLSTMStep.update(..., fused=True)` through `torch.compile`, built once per process: a whole recurrent step, so
     the compiler also fuses the copies that build ξ and join the runs, and the runs cost one call, not one each.
-    Shapes that change recompile as dynamic."""
-    return torch.compile(functools.partial(SLSTMStep.update, fused=True))
+    Shapes that change recompile as dynamic. Its first call (the compilation, and one step) is timed and logged."""
+    compiled = torch.compile(functools.partial(SLSTMStep.update, fused=True))
+    first_call = []
+
+    def update(*args):
+        if first_call:
+            return compiled(*args)
+        start = time.perf_counter()
+        out = compiled(*args)
+        first_call.append(time.perf_counter() - start)
+        logger.warning(f"S-LSTM: compiled its recurrent step in {first_call[0]:.1f} s (once per process; each new "
+                       "input-length band compiles again; `compile_gates=False` runs it eagerly).")
+        return out
+
+    return update
 
 
 class GateLayerNorm(nn.Module):
@@ -329,7 +369,7 @@ class SLSTMStep(GradientCheckpointingLayer):
         computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states: the
         step through `torch.compile` with `config.compile_gates` (unless the whole model is being compiled or
         exported), eagerly otherwise."""
-        if self.compile_gates and not torch.compiler.is_compiling():
+        if not torch.compiler.is_compiling() and compiles_the_step(self.compile_gates, h.device.type, h.shape[1]):
             # the first step starts from h = c = x and g = c_g: distinct tensors keep it on the other steps' graph
             c = c.clone() if c is h else c
             c_g = c_g.clone() if c_g is g else c_g
@@ -494,8 +534,8 @@ class SLSTMModel(SLSTMPreTrainedModel):
         # the whole sequence as one run (the same states: each run reads its k neighbours from the next) so that its
         # length stays symbolic
         n = x.shape[1]
-        sizes = [n] if torch.compiler.is_compiling() else chunk_sizes(n, self.config.chunk_size,
-                                                                       self.config.window_size)
+        one_run = torch.compiler.is_compiling() or x.device.type != "cpu"  # on a GPU, runs would only add launches
+        sizes = [n] if one_run else chunk_sizes(n, self.config.chunk_size, self.config.window_size)
         # U x of Eq. 3, constant over the steps (its bias joins V g, per document: a bias here is a (b, n, 7H) copy)
         x_term = F.linear(x, self.step.token_U.weight)
         hidden_states = [h] if output_hidden_states else None

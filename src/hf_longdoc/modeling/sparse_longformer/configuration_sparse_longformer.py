@@ -10,7 +10,7 @@ from transformers import LongformerConfig
 
 GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
 PMI_SELECTIONS = ("pairs", "sum")
-ATTENTION_BACKENDS = ("blocked", "longformer")
+ATTENTION_BACKENDS = ("auto", "blocked", "flex", "longformer")
 CLASSIFIER_POOLINGS = ("cls", "mean", "gated")  # the first two: ModernBERT's names for the same two readings
 
 # The small model `SparseLongformerConfig()` builds (trains on two CPU cores in minutes); anything a Longformer
@@ -93,14 +93,18 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             change in accuracy, 8% faster): `"english"` (scikit-learn's list) or a list of words. Each word the
             tokenizer maps to one token (with or without a leading space, lower-case or capitalised) joins
             `excluded_token_ids` when `fit_global_selector(..., tokenizer=...)` runs. Off by default.
-        attention_backend (`str`, defaults to `"blocked"`):
-            `"longformer"`: Transformers' `LongformerSelfAttention`, unchanged; `"blocked"`: the same attention as
-            blocks of queries over their neighbouring key blocks plus the global keys, through
-            `scaled_dot_product_attention` (equal within float rounding, faster, far less memory). Asking for
-            `output_attentions` runs the `longformer` backend, which materialises the attention probabilities.
-            Training with `attention_probs_dropout_prob` > 0 also materialises them (PyTorch's fused CPU kernel has
-            no dropout): a step at window 512 takes 3-4x as long as without, so `hf-longdoc train` and `compare` set
-            it to 0.
+        attention_backend (`str`, defaults to `"auto"`):
+            How each layer computes the same attention with the same parameters. `"longformer"`: Transformers'
+            `LongformerSelfAttention`, unchanged; `"blocked"`: blocks of queries over their neighbouring key blocks plus
+            the global keys, through `scaled_dot_product_attention` (equal within float rounding, faster, far less
+            memory; the CPU's fastest); `"flex"`: the window and the global columns as one block-sparse FlexAttention
+            kernel (`torch.nn.attention.flex_attention`, compiled on a GPU; eager and slow on the CPU, where it serves
+            the equality tests); `"auto"`: `flex` on a CUDA GPU, `blocked` elsewhere. Asking for `output_attentions`
+            runs the `longformer` backend, which materialises the attention probabilities. FlexAttention has no
+            dropout and no CPU backward, so a training pass with `attention_probs_dropout_prob` > 0, or one that needs
+            gradients on the CPU, runs `blocked` (logged once). Training with `attention_probs_dropout_prob` > 0
+            materialises the blocked probabilities (PyTorch's fused CPU kernel has no dropout): a step at window 512
+            takes 3-4x as long as without, so `hf-longdoc train` and `compare` set it to 0.
         classifier_pooling (`str`, defaults to `"cls"`):
             What the classification head reads (ModernBERT's setting, the same values): `"cls"`, the final [CLS]
             state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens
@@ -126,7 +130,7 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         pmi_num_pairs=0,
         unique_global_tokens=True,
         excluded_token_ids=None,
-        attention_backend="blocked",
+        attention_backend="auto",
         pmi_selection="pairs",
         stop_words=None,
         classifier_pooling="cls",

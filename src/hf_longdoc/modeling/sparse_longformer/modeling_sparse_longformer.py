@@ -10,7 +10,8 @@ every weight unchanged. What changes:
 
 - `global_attention_mask`, when not given, is chosen inside `forward` from `input_ids` by `config.global_selector`
   (selection.py): [CLS] always, pads never, and at most `num_global_tokens` more.
-- The attention of each layer runs on one of two backends with the same parameters:
+- The attention of each layer runs on one of three backends with the same parameters (`config.attention_backend`;
+  `auto`: `flex` on a CUDA GPU, `blocked` elsewhere):
   `longformer`: Transformers' `LongformerSelfAttention`, unchanged (the exact reference);
   `blocked`: the same sparse attention of Beltagy et al. computed as dense blocks. With c = window / 2 and the length
   padded to a multiple of the window, query block i (c queries) attends to key blocks i-1, i, i+1 masked to the exact
@@ -18,6 +19,11 @@ every weight unchanged. What changes:
   (the window part excludes global and pad keys, as Longformer's does, so no key counts twice). Global queries then
   attend to every real key with the `*_global` projections and overwrite their rows, as in Longformer. Cost and
   memory are linear in the length: a (b·n/c, c, G + 3c) boolean mask, never a dense (b, n, n) one.
+  `flex`: the same pattern as ONE block-sparse FlexAttention call (`flex_window_attention`): the global keys gathered
+  in front as a prefix of G' slots (G rounded up to whole kernel blocks), then every key; a query may attend to a
+  filled slot, or to a real non-global key within |i - j| ≤ c. The kernel skips the blocks the mask rules out, so on a
+  GPU the work is the band and the prefix, in one kernel (the blocked backend makes n / (g·c) SDPA calls with a dense
+  boolean mask, which rules out the flash kernel). The global rows are the blocked backend's, unchanged.
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
   (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
 - `SparseLongformerForSequenceClassification.from_bert_like_pretrained` builds a long model from a short BERT or
@@ -32,8 +38,10 @@ call · G global slots (the most global tokens in a document of the batch).
 Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
+import functools
 import os
 import re
+import warnings
 
 import torch
 from torch import nn
@@ -53,7 +61,14 @@ from transformers.utils import can_return_tuple, logging
 from .configuration_sparse_longformer import SparseLongformerConfig
 from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers, stable_sort
 
+try:  # PyTorch ≥ 2.5
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+except ImportError:  # older PyTorch: the `flex` backend is refused, `auto` picks `blocked`
+    create_block_mask = flex_attention = None
+
 logger = logging.get_logger(__name__)
+
+FLEX_BLOCK = 128  # FlexAttention's block size: the global prefix fills whole blocks, so the band stays aligned
 
 # model_type of a checkpoint with BERT's layers (the same modules under the same names) -> the row of its position
 # table that holds a document's first token: BERT and ELECTRA number positions from 0, RoBERTa and its multilingual
@@ -257,18 +272,132 @@ def global_slots(is_global, most=None):
     return positions, torch.arange(slots, device=is_global.device) < count[:, None]
 
 
+def attention_backend_for(config, device, training, needs_grad):
+    """The backend a layer runs (`config.attention_backend` resolved): `auto` is `flex` on a CUDA GPU, `blocked`
+    elsewhere; `flex` falls back to `blocked` where FlexAttention cannot compute the same thing: a training pass with
+    attention dropout (it has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
+    backend = config.attention_backend
+    if backend == "auto":
+        backend = "flex" if device.type == "cuda" and flex_attention is not None else "blocked"
+    if backend != "flex":
+        return backend
+    if flex_attention is None:
+        raise ValueError("`attention_backend='flex'` needs PyTorch ≥ 2.5 (torch.nn.attention.flex_attention); "
+                         "use 'blocked' or upgrade torch.")
+    if training and config.attention_probs_dropout_prob > 0:
+        logger.warning_once("FlexAttention has no attention dropout: training with attention_probs_dropout_prob = "
+                            f"{config.attention_probs_dropout_prob} runs the `blocked` backend (set it to 0 to train "
+                            "through `flex`).")
+        return "blocked"
+    if needs_grad and device.type != "cuda":
+        logger.warning_once(f"FlexAttention has no backward on {device.type}: this pass runs the `blocked` backend.")
+        return "blocked"
+    return backend
+
+
+@functools.cache
+def compiled_flex_attention():
+    """`flex_attention` through `torch.compile`, built once per process: compiled, it is one fused block-sparse
+    kernel; eager, it materialises every score (the CPU equality tests run it so)."""
+    return torch.compile(flex_attention)
+
+
+def flex_block_mask(is_pad, is_global, slot_ok, c):
+    """FlexAttention's `BlockMask` of the window + global pattern over keys laid out as [G' global slots | n keys]:
+    query i may attend to a filled slot (`slot_ok`, (b, G')), or to key j when |i - j| ≤ c and j is a real, non-global
+    token (global keys come once, in the prefix: Longformer's rule); a pad query, whose row is zeroed, also sees itself,
+    so no row is empty. `is_pad`, `is_global`: (b, n) bool."""
+    b, n = is_pad.shape
+    slots = slot_ok.shape[1]
+    key_ok = ~(is_pad | is_global)
+
+    def mask_mod(batch, head, query, key):
+        j = key - slots  # the key's position in the document (negative: a slot of the prefix)
+        position = j.clamp(0, n - 1)
+        in_window = (j >= 0) & ((query - j).abs() <= c) & key_ok[batch, position]
+        own_pad_row = (j == query) & is_pad[batch, query]
+        allowed = in_window | own_pad_row
+        if slots:
+            allowed = allowed | ((j < 0) & slot_ok[batch, key.clamp(0, slots - 1)])
+        return allowed
+
+    return create_block_mask(mask_mod, B=b, H=None, Q_LEN=n, KV_LEN=slots + n, device=is_pad.device,
+                             BLOCK_SIZE=FLEX_BLOCK, _compile=is_pad.device.type == "cuda")
+
+
+class FlexMasks:
+    """The block mask of the current forward, built once and shared by every layer: the layers receive the same
+    (b, n) pad and global tensors, so the mask is rebuilt only when those tensors are new objects."""
+
+    def __init__(self):
+        self.key, self.value = None, None
+
+    def get(self, is_pad, is_global, build):
+        if self.key is None or self.key[0] is not is_pad or self.key[1] is not is_global:
+            self.key, self.value = (is_pad, is_global), build()  # (the tensors held, so no object id is reused)
+        return self.value
+
+
 class SparseLongformerSelfAttention(LongformerSelfAttention):
     """Longformer's self-attention (same parameters) with the `blocked` backend next to Transformers' own."""
+
+    def __init__(self, config, layer_id, flex_masks=None):
+        super().__init__(config, layer_id)
+        self.flex_masks = flex_masks if flex_masks is not None else FlexMasks()  # shared by the model's layers
 
     def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):
         if torch.compiler.is_compiling() and not output_attentions:  # a traced graph (ONNX export): see below
             return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, None),)
-        if self.config.attention_backend == "longformer" or output_attentions:
+        backend = attention_backend_for(self.config, hidden_states.device, self.training,
+                                        torch.is_grad_enabled() and hidden_states.requires_grad)
+        if backend == "longformer" or output_attentions:
             return super().forward(hidden_states, attention_mask=attention_mask, is_index_masked=is_index_masked,
                                    is_index_global_attn=is_index_global_attn, is_global_attn=is_global_attn,
                                    output_attentions=output_attentions)
+        if backend == "flex":
+            return (self.flex_window_attention(hidden_states, is_index_masked, is_index_global_attn, is_global_attn),)
         return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, is_global_attn),)
+
+    def projections(self, hidden_states):
+        """q, k and v of every token in one matmul: three (b, n, heads, head_dim)."""
+        b, n, d = hidden_states.shape
+        q, k, v = F.linear(hidden_states, torch.cat([self.query.weight, self.key.weight, self.value.weight]),
+                           torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
+        return (x.view(b, n, self.num_heads, self.head_dim) for x in (q, k, v))
+
+    def flex_window_attention(self, hidden_states, is_pad, is_global, any_global):
+        """Longformer's attention with the window and the global columns in one FlexAttention call over
+        [global slots | every key] (`flex_block_mask`), then the global rows as the blocked backend computes them;
+        hidden states (b, n, d), n a multiple of the window. No dropout: `attention_backend_for` sends training with
+        attention dropout to `blocked`."""
+        b, n, d = hidden_states.shape
+        q, k, v = (x.transpose(1, 2) for x in self.projections(hidden_states))  # (b, heads, n, head_dim) each
+        global_pos = slot_ok = None
+        if any_global:
+            global_pos, slot_ok = global_slots(is_global)  # (b, G) each
+            blocks_of_slots = -(-global_pos.shape[1] // FLEX_BLOCK) * FLEX_BLOCK - global_pos.shape[1]
+            prefix_pos = F.pad(global_pos, (0, blocks_of_slots))  # (b, G'); the added slots are empty
+            prefix_ok = F.pad(slot_ok, (0, blocks_of_slots), value=False)
+            gather = prefix_pos[:, None, :, None].expand(b, self.num_heads, prefix_pos.shape[1], self.head_dim)
+            k, v = (torch.cat([x.gather(2, gather), x], dim=2) for x in (k, v))  # (b, heads, G' + n, head_dim)
+        else:
+            prefix_ok = is_pad.new_zeros(b, 0)
+        block_mask = self.flex_masks.get(is_pad, is_global, lambda: flex_block_mask(
+            is_pad, is_global, prefix_ok, self.one_sided_attn_window_size))
+        if q.device.type == "cuda":
+            out = compiled_flex_attention()(q, k, v, block_mask=block_mask)  # (b, heads, n, head_dim)
+        else:  # eager: every score materialised (torch's warning says so; ours once)
+            logger.warning_once("`attention_backend='flex'` off a GPU runs FlexAttention eagerly, which computes every "
+                                "score; 'blocked' is the fast backend here.")
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+                out = flex_attention(q, k, v, block_mask=block_mask)
+        out = out.transpose(1, 2).reshape(b, n, d).masked_fill(is_pad[..., None], 0.0)
+        del q, k, v
+        if not any_global:
+            return out
+        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok)
 
     def blocked_attention(self, hidden_states, is_pad, is_global, any_global):
         """Longformer's attention (window and global rows) as dense blocks: the index work is `window_mask`,
@@ -282,10 +411,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
         blocks = n // c
         dropout = self.dropout if self.training else 0.0
-        # q, k and v in one matmul: (b, n, 3d) split into three (b, n, d)
-        q, k, v = F.linear(hidden_states, torch.cat([self.query.weight, self.key.weight, self.value.weight]),
-                           torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
-        q, k, v = (x.view(b, n, heads, head_dim) for x in (q, k, v))  # (b, n, heads, head_dim)
+        q, k, v = self.projections(hidden_states)  # (b, n, heads, head_dim) each
 
         allowed = window_mask(is_pad, is_global, c)  # (b, blocks, c, 3c)
         prefix, slots = (None, None), 0
@@ -317,6 +443,15 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         if not (static or any_global):
             return out
 
+        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok)
+
+    def global_rows(self, hidden_states, out, is_pad, global_pos, slot_ok):
+        """`out` (b, n, d) with the rows of the global tokens replaced by Longformer's global attention: query_global
+        of each global token over key_global/value_global of every real token. `global_pos`, `slot_ok`: (b, G) from
+        `global_slots`."""
+        b, n, d = hidden_states.shape
+        heads, head_dim, slots = self.num_heads, self.head_dim, global_pos.shape[1]
+        dropout = self.dropout if self.training else 0.0
         # global rows: query_global of the global tokens over key_global/value_global of every real token
         global_hidden = hidden_states.gather(1, global_pos[..., None].expand(b, slots, d))  # (b, G, d)
         # queries (b, heads, G, head_dim) of the global tokens; keys and values (b, heads, n, head_dim) of all tokens
@@ -354,6 +489,13 @@ class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedM
     config_class = SparseLongformerConfig
     _no_split_modules = ["SparseLongformerSelfAttention"]
 
+    @property
+    def attention_backend_in_use(self):
+        """The backend the layers run now (`config.attention_backend` resolved for this device and mode, training
+        passes assumed to need gradients): what `bench` reports."""
+        device = next(self.parameters()).device
+        return attention_backend_for(self.config, device, self.training, self.training)
+
     @torch.no_grad()
     def _init_weights(self, module):
         super()._init_weights(module)
@@ -369,8 +511,9 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
 
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config, add_pooling_layer=add_pooling_layer)
+        flex_masks = FlexMasks()  # one block mask per forward, for every layer
         for layer_id, layer in enumerate(self.encoder.layer):
-            layer.attention.self = SparseLongformerSelfAttention(config, layer_id)
+            layer.attention.self = SparseLongformerSelfAttention(config, layer_id, flex_masks)
         self.selector = GlobalTokenSelector(config)
         self.post_init()
 
