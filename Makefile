@@ -26,6 +26,7 @@ demo: install
 	$(VENV)/bin/hf-longdoc demo --output-dir out/demo
 
 test: install
+	$(VENV)/bin/ruff check src tests examples
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: install

@@ -21,7 +21,6 @@ import json
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
-
 from transformers import (
     BertConfig,
     BertForSequenceClassification,

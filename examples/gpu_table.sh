@@ -17,7 +17,7 @@
 set -uo pipefail
 prefix=${1:-out/gpu}
 cli=${HF_LONGDOC:-hf-longdoc}
-models=${MODELS:-contextualizer,segment_lm:att,sparse_longformer,slstm,elementwise,bert,modernbert,longformer}
+models=${MODELS:-contextualizer,segment_lm:att,sparse_longformer,sparse_longformer:flex,slstm,elementwise,bert,modernbert,longformer}
 length=${LENGTH:-8192}
 more_lengths=${MORE_LENGTHS:-2048,16384,32768}
 size=${SIZE:---hidden-size 768 --num-layers 12 --num-heads 12 --batch-size 4 --dtype bfloat16 --device cuda}

@@ -13,9 +13,10 @@ import os
 import tempfile
 import time
 
+from transformers import pipeline
+
 import hf_longdoc  # noqa: F401  (registers the families)
 from hf_longdoc import predict
-from transformers import pipeline
 
 
 def main():

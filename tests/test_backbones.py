@@ -9,7 +9,6 @@ import shutil
 import pytest
 import torch
 from transformers import AutoTokenizer, BertModel
-from tiny_bert import save_tiny_bert
 
 from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
@@ -17,6 +16,7 @@ from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.modeling import get_family
 from hf_longdoc.run_settings import RunSettings
 from hf_longdoc.training import build_from_backbone
+from tiny_bert import save_tiny_bert
 
 
 @pytest.fixture(scope="module")

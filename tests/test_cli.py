@@ -107,7 +107,7 @@ def test_roofline_counts_the_matrix_products_of_bert():
 
     from hf_longdoc.experiments.profiling import matmul_roofline
 
-    n, H, I, layers = 48, 32, 64, 2
+    n, H, I, layers = 48, 32, 64, 2  # noqa: E741 (the paper's names)
     config = BertConfig(vocab_size=100, hidden_size=H, num_hidden_layers=layers, num_attention_heads=4,
                         intermediate_size=I, max_position_embeddings=64)
     model = BertModel(config, add_pooling_layer=False).eval()
@@ -134,6 +134,7 @@ def test_roofline_counts_the_matrix_products_of_bert():
     (["bench", "--repeats", "0"], "repeats"),
     (["bench", "--models", "longformer", "--window", "15"], "--window"),
     (["bench", "--device", "gpu"], "--device"),
+    (["bench", "--lengths", "64,128", "--roofline-length", "99"], "--roofline-length"),
     (["attention-map", "/nonexistent-model", "--text", "a b"], "not a saved model folder"),
     (["evaluate", "/nonexistent-model"], "not a saved model folder"),
     (["push", "/nonexistent-model", "--repo-id", "a/b", "--dry-run"], "not a saved model folder"),

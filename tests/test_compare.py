@@ -246,7 +246,9 @@ def test_bench_names_each_baselines_attention_and_applies_the_one_asked_for(tmp_
     from hf_longdoc.experiments.baselines import baseline_attention
 
     assert baseline_attention("modernbert") == "sdpa"
-    assert baseline_attention("modernbert", "auto", torch.device("cuda"), torch.float32) == "sdpa"  # fp32: no FA2
+    # on a CUDA GPU without FA2: FlexAttention for ModernBERT's local window, SDPA (flash) for BERT's full attention
+    assert baseline_attention("modernbert", "auto", torch.device("cuda"), torch.float32) == "flex_attention"
+    assert baseline_attention("bert", "auto", torch.device("cuda"), torch.float32) == "sdpa"
     assert baseline_attention("longformer") == "eager"
     assert baseline_attention("longformer", "flex_attention") == "eager"
     assert baseline_attention("modernbert", "eager") == "eager"

@@ -4,11 +4,11 @@ import json
 import re
 
 import pytest
-from tiny_bert import save_tiny_bert
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, make_long_document_task
 from hf_longdoc.training import evaluate_model
+from tiny_bert import save_tiny_bert
 
 
 @pytest.fixture(scope="module")

@@ -210,7 +210,8 @@ def test_the_card_escapes_label_names_and_names_no_local_path(tmp_path, capsys):
                    for path in (tmp_path / "upload").iterdir() if path.suffix in (".json", ".md"))
 
 
-@pytest.mark.parametrize("name, shown", [("/home/me/data/reviews.csv", "reviews.csv"), ("data/news.jsonl", "news.jsonl"),
+@pytest.mark.parametrize("name, shown", [("/home/me/data/reviews.csv", "reviews.csv"),
+                                         ("data/news.jsonl", "news.jsonl"),
                                          ("imdb", "imdb"), ("user/dataset", "user/dataset"), (None, None)])
 def test_a_dataset_is_recorded_by_its_file_name(name, shown):
     assert public_name(name) == shown

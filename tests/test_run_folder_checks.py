@@ -37,7 +37,7 @@ def test_a_replaceable_earlier_folder_is_left_as_it_was_by_the_check(tmp_path):
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "notes.txt").write_text("mine")
-    with RunFolder(folder) as run:
+    with RunFolder(folder):
         assert folder.is_dir() and (folder / "notes.txt").read_text() == "mine"
         assert not (tmp_path / ".run.previous").exists()
     assert (folder / "notes.txt").read_text() == "mine"

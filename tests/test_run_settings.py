@@ -5,7 +5,6 @@ import logging
 from dataclasses import fields
 
 import pytest
-from tiny_bert import save_tiny_bert
 
 import hf_longdoc.run_settings as run_settings
 import hf_longdoc.training as training
@@ -13,6 +12,7 @@ from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.experiments.compare import CompareSettings, compare
 from hf_longdoc.run_settings import RunSettings, TrainingOptions
 from hf_longdoc.training import train
+from tiny_bert import save_tiny_bert
 
 
 def test_train_and_compare_share_one_definition_of_their_training_options():

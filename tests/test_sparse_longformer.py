@@ -106,13 +106,16 @@ def _backend_outputs_and_gradients(model, backend, input_ids, attention_mask, gl
     return logits, embeds.grad, {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("window, lengths, num_global", [
+BACKEND_CASES = [
     (512, [1500, 1100], 128),  # the setting: window 512, 128 scattered global tokens, padding
     (8, [45, 30, 7], 5),
     (8, [40, 3], 0),  # no global token at all (an explicit all-zero mask)
     (6, [12, 9], 20),  # every real token global
     (64, [20, 11], 3),  # documents shorter than one window
-])
+]
+
+
+@pytest.mark.parametrize("window, lengths, num_global", BACKEND_CASES)
 def test_blocked_backend_matches_longformer_outputs_and_gradients(window, lengths, num_global):
     torch.manual_seed(0)
     config = SparseLongformerConfig(**{**TINY, "attention_window": window}, num_labels=3)
@@ -129,12 +132,7 @@ def test_blocked_backend_matches_longformer_outputs_and_gradients(window, length
         torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
 
 
-@pytest.mark.parametrize("window, lengths, num_global", [
-    (512, [1500, 1100], 128),  # the setting: window 512, 128 scattered global tokens, padding
-    (8, [45, 30, 7], 5),
-    (8, [40, 3], 0),  # no global token at all (an explicit all-zero mask)
-    (6, [12, 9], 20),  # every real token global
-    (64, [20, 11], 3),  # documents shorter than one window
+@pytest.mark.parametrize("window, lengths, num_global", BACKEND_CASES + [
     (8, [300, 200], 140),  # more global tokens than one FlexAttention block: a prefix of two blocks
 ])
 def test_flex_backend_matches_longformer_outputs(window, lengths, num_global):
@@ -172,23 +170,37 @@ def test_flex_block_mask_is_sparse_and_built_once_per_forward(monkeypatch):
     with torch.no_grad():
         model(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask)
     assert len(built) == 1 and config.num_hidden_layers > 1
-    blocks = built[0].to_dense()  # (b, heads, query blocks, key blocks) of 0/1
+    blocks = built[0].to_dense()  # (1, 1, query blocks, key blocks) of 0/1, the same for every document and head
     assert blocks.shape[-2:] == (2048 // 128, (128 + 2048) // 128)
     assert blocks.float().mean() < 0.4  # the band (≈ 3-4 key blocks of 17) and the prefix block
+    # every block holding an allowed pair is in it: the blocks `create_block_mask` finds by evaluating every pair
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    mask_mod = built[0].mask_mod
+    full = create_block_mask(mask_mod, B=1, H=None, Q_LEN=2048, KV_LEN=128 + 2048, device="cpu").to_dense()
+    assert full.sum() > 0 and bool((blocks.bool() | ~full.bool()).all())
 
 
 @pytest.mark.parametrize("backend, device, training, dropout, needs_grad, expected", [
     ("auto", "cpu", False, 0.0, False, "blocked"),
-    ("auto", "cuda", False, 0.1, False, "flex"),
-    ("auto", "cuda", True, 0.0, True, "flex"),
-    ("auto", "cuda", True, 0.1, True, "blocked"),  # FlexAttention has no dropout
+    ("auto", "cuda", False, 0.0, False, "blocked"),  # until flex is measured faster on a GPU (AUTO_BACKEND)
+    ("flex", "cuda", False, 0.1, False, "flex"),
+    ("flex", "cuda", True, 0.0, True, "flex"),
+    ("flex", "cuda", True, 0.1, True, "blocked"),  # FlexAttention has no dropout
     ("flex", "cpu", False, 0.0, False, "flex"),
     ("flex", "cpu", True, 0.0, True, "blocked"),  # no CPU backward
     ("blocked", "cuda", False, 0.0, False, "blocked"),
     ("longformer", "cuda", True, 0.0, True, "longformer"),
 ])
-def test_attention_backend_choice(backend, device, training, dropout, needs_grad, expected):
+def test_attention_backend_choice(backend, device, training, dropout, needs_grad, expected, monkeypatch):
+    from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
     from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import attention_backend_for
+
+    if backend == "auto":  # where `auto` is flex, the same rules
+        monkeypatch.setitem(modeling.AUTO_BACKEND, "cuda", "flex")
+        assert attention_backend_for(SparseLongformerConfig(**{**TINY, "attention_probs_dropout_prob": 0.1}),
+                                     torch.device("cuda"), True, True) == "blocked"
+        monkeypatch.undo()
 
     config = SparseLongformerConfig(**{**TINY, "attention_probs_dropout_prob": dropout}, attention_backend=backend)
     assert attention_backend_for(config, torch.device(device), training, needs_grad) == expected

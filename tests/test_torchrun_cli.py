@@ -5,6 +5,7 @@ import json
 import os
 
 import pytest
+
 from torchrun_cli import launch_cli
 
 TINY_RUN = ["--task-size", "40", "--task-words", "100,200", "--max-length", "256", "--epochs", "1"]

@@ -127,7 +127,8 @@ TRACE_ATTEMPTS = 8  # trace lengths tried (one position apart) before an export 
 
 def export_and_check(wrapped, traced, written, checks):
     """Export `wrapped` traced at `traced` to `written` and return the largest |logit difference| from PyTorch in
-    onnxruntime over `checks`; an `ExportBlocked` error otherwise (`length_dependent`: another trace length may work)."""
+    onnxruntime over `checks`; an `ExportBlocked` error otherwise (`length_dependent`: another trace length may
+    work)."""
     name = type(wrapped.model).__name__
     batch, length = torch.export.Dim("batch"), torch.export.Dim("sequence")
     try:

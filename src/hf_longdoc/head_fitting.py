@@ -123,8 +123,9 @@ def fit_head(model, family, head_parameters, train, validation, epochs=50, learn
     (features, labels) from `cached_features` and `labels_of`. AdamW at `learning_rate`, mini-batches of `batch_size`
     in a seeded order, for at most `epochs`; the head of the epoch with the best validation accuracy (micro-F1 for
     multi-label) is kept, and training stops after `patience` epochs without a better one. A non-finite loss is a
-    `RunDiverged`; at `deadline` (a `time.monotonic()` reading) the stage stops after the epoch. Returns (what happened: epochs run, best epoch, its validation score, seconds; the head's weights
-    at the epoch of the lowest validation loss, the calibrated start for fine-tuning: see `HeadStage.run`)."""
+    `RunDiverged`; at `deadline` (a `time.monotonic()` reading) the stage stops after the epoch. Returns (what
+    happened: epochs run, best epoch, its validation score, seconds; the head's weights at the epoch of the lowest
+    validation loss, the calibrated start for fine-tuning: see `HeadStage.run`)."""
     head = {name: p for name, p in model.named_parameters() if name in set(head_parameters)}
     if not head:
         raise ValueError("No head parameters to fit: the model has no parameters its backbone does not supply.")

@@ -326,7 +326,7 @@ def check_backbone(family, backbone):
     except (OSError, ValueError) as error:  # an unknown model_type, a malformed config.json
         raise ValueError(f"`backbone` (--backbone) {backbone!r} could not be read as a checkpoint: {error}") from error
     def refusal(candidate):
-        return candidate.backbone_refusal(config) if candidate.backbone_refusal is not None else None
+        return candidate.backbone_refusal(config)
 
     if (reason := refusal(family)) is not None:
         able = [name for name, other in FAMILIES.items() if other.supports_backbones and refusal(other) is None]

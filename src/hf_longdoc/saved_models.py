@@ -1,8 +1,8 @@
-"""Load a saved model folder for the CLI (evaluate, export, push, attention-map, predict) without surprises: the folder's
-`model_type` must be one Transformers or hf_longdoc knows (else Transformers would offer to run the folder's own code
-in an interactive prompt, and then advise a `trust_remote_code` flag the CLI does not have: we never pass it), and
-the weights must fit the config exactly (a config.json hand-edited to more layers would otherwise load with random
-layers, which are then evaluated or served as if trained)."""
+"""Load a saved model folder for the CLI (evaluate, export, push, attention-map, predict) without surprises: the
+folder's `model_type` must be one Transformers or hf_longdoc knows (else Transformers would offer to run the folder's
+own code in an interactive prompt, and then advise a `trust_remote_code` flag the CLI does not have: we never pass
+it), and the weights must fit the config exactly (a config.json hand-edited to more layers would otherwise load with
+random layers, which are then evaluated or served as if trained)."""
 
 import json
 import os

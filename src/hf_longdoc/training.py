@@ -185,9 +185,7 @@ def wrap_backbone(family, backbone, label_names, multi_label, config_overrides=N
 def fit_statistics(family, model, train_input_ids, tokenizer):
     """Fit what the family computes from the training documents before training (the sparse-map Longformer's TF-IDF
     and PMI statistics), unless the model holds it already (a model started from a fitted one)."""
-    if family.fit_statistics is None:
-        return
-    report = family.fit_statistics(model, train_input_ids, tokenizer)
+    report = family.fit_statistics(model, train_input_ids, tokenizer)  # None: nothing to fit (the default)
     if report is not None:
         logger.info("Fitted the statistics of %s on %d training documents: %s", family.name, report["documents"],
                     report)

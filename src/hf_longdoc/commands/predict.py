@@ -45,7 +45,8 @@ def add_parser(subparsers):
                              f"say so: {', '.join(explainable_families())}; not with --long chunks, whose chunks it "
                              "cannot weigh against each other)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --output (an interrupted run of the same command still continues; one of "
+                        help="replace an existing --output (an interrupted run of the same command still continues; "
+                             "one of "
                              "other settings is discarded)")
     parser.set_defaults(run=run)
 

@@ -64,9 +64,10 @@ def add_parser(subparsers):
                              "decides)")
     parser.add_argument("--baseline", action="store_true", help="also score the 512-token truncating TF-IDF baseline")
     parser.add_argument("--backbone", default=None, metavar="PATH_OR_ID",
-                        help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer "
-                             "(segment_lm; sparse_longformer: a Longformer as it is, a BERT/RoBERTa converted; "
-                             "elementwise: the encoder body behind new byte embeddings, --max-length in bytes)")
+                        help="a pretrained model (folder or Hub id) the family is built around, with its tokenizer; "
+                             "families that take one: "
+                             f"{', '.join(name for name, family in FAMILIES.items() if family.supports_backbones)} "
+                             "(docs/models.md, \"Pretrained backbones\", says what each does with it)")
     parser.add_argument("--freeze-backbone", action="store_true",
                         help="with --backbone or --init-from: train only the new head (on features the frozen "
                              "backbone computes once, where the family can cache them); the saved model is whole")

@@ -76,7 +76,8 @@ BASELINES = {
     # layers alternating a 128-token local window and global attention (every third global), 8,192 positions; its
     # own long settings are kept (`local_attention`, `layer_types`), only the size follows the bench
     "modernbert": Baseline(ModernBertConfig, ModernBertForSequenceClassification, dropout_key="attention_dropout",
-                           memory_reference=True, local_window=True,  # its special ids default to its 50k vocabulary: the task's [CLS]
+                           # its special ids default to its 50k vocabulary: the task's [CLS]
+                           memory_reference=True, local_window=True,
                            sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
                                                       "cls_token_id": 1, "sep_token_id": 2}),
     # native long encoders with global attention in every layer, RoPE and a SwiGLU feed-forward: EuroBERT (Boizard et

@@ -257,7 +257,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 row["memory_vs_" + entry.name] = (row["peak_mib"] / base["peak_mib"]
                                                   if base and base["peak_mib"] > 0 else None)
     if baseline:
-        packed = {row["length"]: row for row in rows if row["model"].startswith(baseline.name + "@") and not row.get("oom")}
+        packed = {row["length"]: row for row in rows
+                  if row["model"].startswith(baseline.name + "@") and not row.get("oom")}
         for row in rows:
             if packed:
                 same_positions = (packed.get(row["length"]) if packing.get(row["model"], 1) > 1 and not row.get("oom")

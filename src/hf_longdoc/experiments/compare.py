@@ -25,9 +25,9 @@ recipe's epochs (the baselines COMPARE_EPOCHS, at CHECKPOINT_RATE with the head 
 import logging
 import os
 import statistics
-from collections import Counter
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field, fields, replace
 
 from datasets import DatasetDict
@@ -376,9 +376,11 @@ def checkpoint_kinds():
 def baseline_names():
     """Every `--baselines` name, for the CLI help and the error of an unknown one."""
     whole = ", ".join(f"`{kind}`" for kind in whole_document_baselines())
-    return ("`bert-<N>` (a BERT reading the first N tokens, e.g. bert-512), `bert-<N>-headtail` (the first 128 and "
-            "the last N - 130 tokens), `albert-<N>`, `canine-<N>` (the elementwise paper's ORIG models; CANINE reads "
-            f"characters), the whole document from scratch: {whole}; `{TFIDF}` (TF-IDF + logistic regression on the "
+    truncating = [kind for kind, baseline in BASELINES.items() if baseline.truncating and baseline.in_compare]
+    return (f"`{truncating[0]}-<N>` (reading the first N tokens, e.g. {truncating[0]}-512), `<kind>-<N>-headtail` (the "
+            "first 128 and the last N - 130 tokens), for every kind that truncates: "
+            f"{', '.join(f'`{kind}-<N>`' for kind in truncating)}; the whole document from scratch: {whole}; "
+            f"`{TFIDF}` (TF-IDF + logistic regression on the "
             f"full text); with --backbone, `{NATIVE}` (the checkpoint at all its positions) and `{CHUNKS}` (its "
             "logits averaged over 512-token chunks)")
 

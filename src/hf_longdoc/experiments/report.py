@@ -38,7 +38,8 @@ def format_table(rows):
     lines = [header]
     for row in rows:
         if row.get("oom"):
-            lines.append([row["model"], str(row["length"]), "OOM", "OOM", "-"] + ["-"] * (len(ratio_keys) + len(extras)))
+            blank = ["-"] * (len(ratio_keys) + len(extras))
+            lines.append([row["model"], str(row["length"]), "OOM", "OOM", "-"] + blank)
             continue
         line = [row["model"], str(row["length"]), f"{row['seconds'] * 1000:.1f}", f"{row['peak_mib']:.1f}",
                 f"{row['seconds'] / shortest[row['model']]['seconds']:.2f}"]

@@ -17,7 +17,6 @@ from .modeling_elementwise import (
     backbone_refusal,
 )
 
-
 # `train` keeps every byte of a long word (the paper truncates it to v bytes), from scratch and around a backbone
 ELEMENTWISE_TRAIN_DEFAULTS = {"long_word": "split"}
 

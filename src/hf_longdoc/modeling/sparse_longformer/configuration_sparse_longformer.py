@@ -99,7 +99,8 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             the global keys, through `scaled_dot_product_attention` (equal within float rounding, faster, far less
             memory; the CPU's fastest); `"flex"`: the window and the global columns as one block-sparse FlexAttention
             kernel (`torch.nn.attention.flex_attention`, compiled on a GPU; eager and slow on the CPU, where it serves
-            the equality tests); `"auto"`: `flex` on a CUDA GPU, `blocked` elsewhere. Asking for `output_attentions`
+            the equality tests); `"auto"`: the device's choice (`AUTO_BACKEND` in the modeling file; `blocked` on the
+            CPU and, until `flex` is measured faster there, on a GPU too). Asking for `output_attentions`
             runs the `longformer` backend, which materialises the attention probabilities. FlexAttention has no
             dropout and no CPU backward, so a training pass with `attention_probs_dropout_prob` > 0, or one that needs
             gradients on the CPU, runs `blocked` (logged once). Training with `attention_probs_dropout_prob` > 0

@@ -11,7 +11,7 @@ every weight unchanged. What changes:
 - `global_attention_mask`, when not given, is chosen inside `forward` from `input_ids` by `config.global_selector`
   (selection.py): [CLS] always, pads never, and at most `num_global_tokens` more.
 - The attention of each layer runs on one of three backends with the same parameters (`config.attention_backend`;
-  `auto`: `flex` on a CUDA GPU, `blocked` elsewhere):
+  `auto`: `AUTO_BACKEND` of the device, `blocked` for now):
   `longformer`: Transformers' `LongformerSelfAttention`, unchanged (the exact reference);
   `blocked`: the same sparse attention of Beltagy et al. computed as dense blocks. With c = window / 2 and the length
   padded to a multiple of the window, query block i (c queries) attends to key blocks i-1, i, i+1 masked to the exact
@@ -62,9 +62,9 @@ from .configuration_sparse_longformer import SparseLongformerConfig
 from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers, stable_sort
 
 try:  # PyTorch ≥ 2.5
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
 except ImportError:  # older PyTorch: the `flex` backend is refused, `auto` picks `blocked`
-    create_block_mask = flex_attention = None
+    BlockMask = flex_attention = None
 
 logger = logging.get_logger(__name__)
 
@@ -272,13 +272,21 @@ def global_slots(is_global, most=None):
     return positions, torch.arange(slots, device=is_global.device) < count[:, None]
 
 
+# What `auto` runs on each kind of device. `flex` is not the GPU's choice yet: on an H200 (torch 2.11) its first
+# form, which built the block mask with `create_block_mask`, ran slower than `blocked` and than dense BERT, and its
+# first compilation at 8,192 tokens did not finish in 200 s (docs/results.md, "Sparse attention on a GPU"); the
+# direct construction (`band_kv_blocks`) awaits a GPU measurement before `auto` picks it.
+AUTO_BACKEND = {"cpu": "blocked", "cuda": "blocked"}
+
+
 def attention_backend_for(config, device, training, needs_grad):
-    """The backend a layer runs (`config.attention_backend` resolved): `auto` is `flex` on a CUDA GPU, `blocked`
-    elsewhere; `flex` falls back to `blocked` where FlexAttention cannot compute the same thing: a training pass with
-    attention dropout (it has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
+    """The backend a layer runs (`config.attention_backend` resolved): `auto` is `AUTO_BACKEND` of the device
+    (`blocked` elsewhere); `flex` falls back to `blocked` where FlexAttention cannot compute the same thing: a training
+    pass with attention dropout (it has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
     backend = config.attention_backend
     if backend == "auto":
-        backend = "flex" if device.type == "cuda" and flex_attention is not None else "blocked"
+        backend = AUTO_BACKEND.get(device.type, "blocked")
+        backend = backend if backend != "flex" or flex_attention is not None else "blocked"
     if backend != "flex":
         return backend
     if flex_attention is None:
@@ -306,7 +314,11 @@ def flex_block_mask(is_pad, is_global, slot_ok, c):
     """FlexAttention's `BlockMask` of the window + global pattern over keys laid out as [G' global slots | n keys]:
     query i may attend to a filled slot (`slot_ok`, (b, G')), or to key j when |i - j| ≤ c and j is a real, non-global
     token (global keys come once, in the prefix: Longformer's rule); a pad query, whose row is zeroed, also sees itself,
-    so no row is empty. `is_pad`, `is_global`: (b, n) bool."""
+    so no row is empty. `is_pad`, `is_global`: (b, n) bool.
+
+    The blocks a query block may touch are known from the pattern alone (`band_kv_blocks`: the prefix and the blocks
+    within c of it), so the mask is built from them directly, in O(n / 128) work; `create_block_mask` would evaluate
+    `mask_mod` on all (b, n, G' + n) pairs to find them. Inside those blocks `mask_mod` decides each pair."""
     b, n = is_pad.shape
     slots = slot_ok.shape[1]
     key_ok = ~(is_pad | is_global)
@@ -321,8 +333,27 @@ def flex_block_mask(is_pad, is_global, slot_ok, c):
             allowed = allowed | ((j < 0) & slot_ok[batch, key.clamp(0, slots - 1)])
         return allowed
 
-    return create_block_mask(mask_mod, B=b, H=None, Q_LEN=n, KV_LEN=slots + n, device=is_pad.device,
-                             BLOCK_SIZE=FLEX_BLOCK, _compile=is_pad.device.type == "cuda")
+    counts, indices = band_kv_blocks(n, slots, c, is_pad.device)
+    return BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=FLEX_BLOCK, mask_mod=mask_mod,
+                                    seq_lengths=(n, slots + n))
+
+
+def band_kv_blocks(n, slots, c, device):
+    """The key blocks each query block of `FLEX_BLOCK` queries may touch over [`slots` prefix | n keys], the same for
+    every document and head: the slots' blocks, then the blocks holding keys within c of the query block. Returns
+    `BlockMask.from_kv_blocks`' (1, 1, query blocks) counts and (1, 1, query blocks, key blocks) int32 indices."""
+    query_blocks, prefix_blocks = -(-n // FLEX_BLOCK), slots // FLEX_BLOCK
+    first_query = torch.arange(query_blocks, device=device) * FLEX_BLOCK
+    first = (first_query - c).clamp(min=0) // FLEX_BLOCK  # the band's first key block, in document blocks
+    last = (first_query + FLEX_BLOCK - 1 + c).clamp(max=n - 1) // FLEX_BLOCK
+    width = int((last - first).max()) + 1
+    band = first[:, None] + torch.arange(width, device=device)  # (query blocks, width), past `last`: unused slots
+    indices = torch.cat([torch.arange(prefix_blocks, device=device).expand(query_blocks, prefix_blocks),
+                         prefix_blocks + band.clamp(max=query_blocks - 1)], dim=1)
+    # one column per key block, as `from_kv_blocks` reads the number of key blocks off it (the rest unused)
+    indices = F.pad(indices, (0, prefix_blocks + query_blocks - indices.shape[1]))
+    counts = prefix_blocks + last - first + 1
+    return counts.to(torch.int32)[None, None], indices.to(torch.int32)[None, None]
 
 
 class FlexMasks:
