@@ -174,11 +174,19 @@ def test_flex_block_mask_is_sparse_and_built_once_per_forward(monkeypatch):
     assert blocks.shape[-2:] == (2048 // 128, (128 + 2048) // 128)
     assert blocks.float().mean() < 0.4  # the band (≈ 3-4 key blocks of 17) and the prefix block
     # every block holding an allowed pair is in it: the blocks `create_block_mask` finds by evaluating every pair
-    from torch.nn.attention.flex_attention import create_block_mask
+    from torch.nn.attention.flex_attention import create_block_mask, create_mask
 
     mask_mod = built[0].mask_mod
-    full = create_block_mask(mask_mod, B=1, H=None, Q_LEN=2048, KV_LEN=128 + 2048, device="cpu").to_dense()
-    assert full.sum() > 0 and bool((blocks.bool() | ~full.bool()).all())
+    needed = create_block_mask(mask_mod, B=1, H=None, Q_LEN=2048, KV_LEN=128 + 2048, device="cpu").to_dense()
+    assert needed.sum() > 0 and bool((blocks.bool() | ~needed.bool()).all())
+    # a block marked full (the kernel skips `mask_mod` there) allows every pair in it
+    pairs = create_mask(mask_mod, 1, 1, 2048, 128 + 2048, device="cpu")[0, 0]  # (n, G' + n) bool
+    full_blocks = built[0].full_kv_num_blocks[0, 0]
+    assert int(full_blocks.sum()) > 0  # the window's inner blocks (2048 tokens, c = 128: each block with itself)
+    for query_block in range(2048 // 128):
+        for key_block in built[0].full_kv_indices[0, 0, query_block, : full_blocks[query_block]].tolist():
+            rows = pairs[query_block * 128: (query_block + 1) * 128, key_block * 128: (key_block + 1) * 128]
+            assert bool(rows.all()), (query_block, key_block)
 
 
 @pytest.mark.parametrize("backend, device, training, dropout, needs_grad, expected", [

@@ -20,8 +20,9 @@ every weight unchanged. What changes:
   attend to every real key with the `*_global` projections and overwrite their rows, as in Longformer. Cost and
   memory are linear in the length: a (b·n/c, c, G + 3c) boolean mask, never a dense (b, n, n) one.
   `flex`: the same pattern as ONE block-sparse FlexAttention call (`flex_window_attention`): the global keys gathered
-  in front as a prefix of G' slots (G rounded up to whole kernel blocks), then every key; a query may attend to a
-  filled slot, or to a real non-global key within |i - j| ≤ c. The kernel skips the blocks the mask rules out, so on a
+  in front as a prefix of G' slots (G rounded up to whole kernel blocks), then every key; a query attends to every
+  real key within |i - j| ≤ c and to the global keys outside that window (each global key once, as in Longformer).
+  The kernel skips the blocks the mask rules out, and `mask_mod` in blocks wholly inside the window, so on a
   GPU the work is the band and the prefix, in one kernel (the blocked backend makes n / (g·c) SDPA calls with a dense
   boolean mask, which rules out the flash kernel). The global rows are the blocked backend's, unchanged.
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
@@ -310,50 +311,61 @@ def compiled_flex_attention():
     return torch.compile(flex_attention)
 
 
-def flex_block_mask(is_pad, is_global, slot_ok, c):
-    """FlexAttention's `BlockMask` of the window + global pattern over keys laid out as [G' global slots | n keys]:
-    query i may attend to a filled slot (`slot_ok`, (b, G')), or to key j when |i - j| ≤ c and j is a real, non-global
-    token (global keys come once, in the prefix: Longformer's rule); a pad query, whose row is zeroed, also sees itself,
-    so no row is empty. `is_pad`, `is_global`: (b, n) bool.
+def flex_block_mask(is_pad, slot_pos, slot_ok, c):
+    """FlexAttention's `BlockMask` of the window + global pattern over keys laid out as [G' global slots | n keys].
+    Query i attends to every real key j with |i - j| ≤ c (global ones included), and to each filled slot
+    (`slot_ok`, (b, G'), of position `slot_pos`) whose global token lies outside that window: every global key once, as
+    in Longformer, where the window leaves global keys out and the prefix holds them all. A pad query, whose row is
+    zeroed, also sees itself, so no row is empty. `is_pad`: (b, n) bool.
 
-    The blocks a query block may touch are known from the pattern alone (`band_kv_blocks`: the prefix and the blocks
-    within c of it), so the mask is built from them directly, in O(n / 128) work; `create_block_mask` would evaluate
-    `mask_mod` on all (b, n, G' + n) pairs to find them. Inside those blocks `mask_mod` decides each pair."""
+    The blocks are known from the pattern (`window_kv_blocks`), so the mask is built from them directly, in
+    O(n / 128) work (`create_block_mask` would evaluate `mask_mod` on all (b, n, G' + n) pairs to find them); a key
+    block wholly inside the window of a query block and free of pads is full, where the kernel skips `mask_mod`."""
     b, n = is_pad.shape
     slots = slot_ok.shape[1]
-    key_ok = ~(is_pad | is_global)
+    is_real = ~is_pad
 
     def mask_mod(batch, head, query, key):
         j = key - slots  # the key's position in the document (negative: a slot of the prefix)
-        position = j.clamp(0, n - 1)
-        in_window = (j >= 0) & ((query - j).abs() <= c) & key_ok[batch, position]
+        in_window = (j >= 0) & ((query - j).abs() <= c) & is_real[batch, j.clamp(0, n - 1)]
         own_pad_row = (j == query) & is_pad[batch, query]
         allowed = in_window | own_pad_row
         if slots:
-            allowed = allowed | ((j < 0) & slot_ok[batch, key.clamp(0, slots - 1)])
+            slot = key.clamp(0, slots - 1)
+            far = (query - slot_pos[batch, slot]).abs() > c  # a global key inside the window comes through the window
+            allowed = allowed | ((j < 0) & slot_ok[batch, slot] & far)
         return allowed
 
-    counts, indices = band_kv_blocks(n, slots, c, is_pad.device)
-    return BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=FLEX_BLOCK, mask_mod=mask_mod,
-                                    seq_lengths=(n, slots + n))
+    partial, full = window_kv_blocks(is_pad, slots, c)
+    return BlockMask.from_kv_blocks(*as_kv_blocks(partial), *as_kv_blocks(full), BLOCK_SIZE=FLEX_BLOCK,
+                                    mask_mod=mask_mod, seq_lengths=(n, slots + n))
 
 
-def band_kv_blocks(n, slots, c, device):
-    """The key blocks each query block of `FLEX_BLOCK` queries may touch over [`slots` prefix | n keys], the same for
-    every document and head: the slots' blocks, then the blocks holding keys within c of the query block. Returns
-    `BlockMask.from_kv_blocks`' (1, 1, query blocks) counts and (1, 1, query blocks, key blocks) int32 indices."""
+def window_kv_blocks(is_pad, slots, c):
+    """Which key blocks each query block of `FLEX_BLOCK` queries touches over [`slots` prefix | n keys]: (b, query
+    blocks, key blocks) bool `partial` (the prefix's blocks, and the window's blocks where `mask_mod` must decide) and
+    `full` (blocks wholly within c of every query of the block, with no pad key: every pair is allowed)."""
+    b, n = is_pad.shape
     query_blocks, prefix_blocks = -(-n // FLEX_BLOCK), slots // FLEX_BLOCK
-    first_query = torch.arange(query_blocks, device=device) * FLEX_BLOCK
-    first = (first_query - c).clamp(min=0) // FLEX_BLOCK  # the band's first key block, in document blocks
-    last = (first_query + FLEX_BLOCK - 1 + c).clamp(max=n - 1) // FLEX_BLOCK
-    width = int((last - first).max()) + 1
-    band = first[:, None] + torch.arange(width, device=device)  # (query blocks, width), past `last`: unused slots
-    indices = torch.cat([torch.arange(prefix_blocks, device=device).expand(query_blocks, prefix_blocks),
-                         prefix_blocks + band.clamp(max=query_blocks - 1)], dim=1)
-    # one column per key block, as `from_kv_blocks` reads the number of key blocks off it (the rest unused)
-    indices = F.pad(indices, (0, prefix_blocks + query_blocks - indices.shape[1]))
-    counts = prefix_blocks + last - first + 1
-    return counts.to(torch.int32)[None, None], indices.to(torch.int32)[None, None]
+    blocks = torch.arange(query_blocks, device=is_pad.device)
+    # (query blocks, key blocks): `near`, some key of the block within c of some query; `within`, every key of every one
+    gap = (blocks[:, None] - blocks[None, :]).abs() * FLEX_BLOCK  # between the blocks' first positions
+    near = gap - (FLEX_BLOCK - 1) <= c
+    within = gap + FLEX_BLOCK - 1 <= c
+    padded = F.pad(is_pad, (0, query_blocks * FLEX_BLOCK - n), value=True).view(b, query_blocks, FLEX_BLOCK)
+    clean = ~padded.any(dim=2)  # (b, key blocks): no pad key (a short last block counts as padded)
+    full = within[None] & clean[:, None, :]
+    partial = near[None] & ~full
+    prefix = partial.new_ones(b, query_blocks, prefix_blocks)
+    return torch.cat([prefix, partial], dim=2), torch.cat([prefix & False, full], dim=2)
+
+
+def as_kv_blocks(blocks):
+    """`BlockMask.from_kv_blocks`' (b, 1, query blocks) counts and (b, 1, query blocks, key blocks) int32 indices of a
+    (b, query blocks, key blocks) bool table: each row's key blocks first, in order."""
+    counts = blocks.sum(dim=2, dtype=torch.int32)
+    indices = torch.sort((~blocks).to(torch.int8), dim=2, stable=True).indices.to(torch.int32)
+    return counts[:, None], indices[:, None]
 
 
 class FlexMasks:
@@ -413,9 +425,9 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             gather = prefix_pos[:, None, :, None].expand(b, self.num_heads, prefix_pos.shape[1], self.head_dim)
             k, v = (torch.cat([x.gather(2, gather), x], dim=2) for x in (k, v))  # (b, heads, G' + n, head_dim)
         else:
-            prefix_ok = is_pad.new_zeros(b, 0)
+            prefix_pos, prefix_ok = is_pad.new_zeros(b, 0, dtype=torch.long), is_pad.new_zeros(b, 0)
         block_mask = self.flex_masks.get(is_pad, is_global, lambda: flex_block_mask(
-            is_pad, is_global, prefix_ok, self.one_sided_attn_window_size))
+            is_pad, prefix_pos, prefix_ok, self.one_sided_attn_window_size))
         if q.device.type == "cuda":
             out = compiled_flex_attention()(q, k, v, block_mask=block_mask)  # (b, heads, n, head_dim)
         else:  # eager: every score materialised (torch's warning says so; ours once)
