@@ -275,8 +275,8 @@ def global_slots(is_global, most=None):
 
 # What `auto` runs on each kind of device. `flex` is not the GPU's choice yet: on an H200 (torch 2.11) its first
 # form, which built the block mask with `create_block_mask`, ran slower than `blocked` and than dense BERT, and its
-# first compilation at 8,192 tokens did not finish in 200 s (docs/results.md, "Sparse attention on a GPU"); the
-# direct construction (`band_kv_blocks`) awaits a GPU measurement before `auto` picks it.
+# first compilation at 8,192 tokens did not finish in 200 s (docs/results.md, "Sparse attention and the S-LSTM on a
+# GPU"); the direct construction with full blocks (`window_kv_blocks`) awaits a GPU measurement before `auto` picks it.
 AUTO_BACKEND = {"cpu": "blocked", "cuda": "blocked"}
 
 
