@@ -377,8 +377,9 @@ def baseline_names():
     """Every `--baselines` name, for the CLI help and the error of an unknown one."""
     whole = ", ".join(f"`{kind}`" for kind in whole_document_baselines())
     truncating = [kind for kind, baseline in BASELINES.items() if baseline.truncating and baseline.in_compare]
-    return (f"`{truncating[0]}-<N>` (reading the first N tokens, e.g. {truncating[0]}-512), `<kind>-<N>-headtail` (the "
-            "first 128 and the last N - 130 tokens), for every kind that truncates: "
+    first = truncating[0]
+    return (f"`{first}-<N>` (reading the first N tokens, e.g. {first}-512), `{first}-<N>-headtail` (the first 128 and "
+            "the last N - 130 tokens), and so for every kind that truncates: "
             f"{', '.join(f'`{kind}-<N>`' for kind in truncating)}; the whole document from scratch: {whole}; "
             f"`{TFIDF}` (TF-IDF + logistic regression on the "
             f"full text); with --backbone, `{NATIVE}` (the checkpoint at all its positions) and `{CHUNKS}` (its "
