@@ -203,6 +203,9 @@ FAMILY_CASES = [
         ],
         first_id=3,
         left_padding=False,  # Big Bird's head reads the first position as [CLS]
+        # measured: one clean-clone CI run in several saw a fresh process round the tiny Big Bird's logits differently
+        # (9.3e-10, 6 of 9 logits), the S-LSTM's kind of rounding-level difference between processes
+        cross_process_atol=1e-6,
         # Transformers' BigBirdForSequenceClassification keeps the base model's pooler, which its head never reads
         unused_parameters=("bert.pooler.",),
         # the mixin's checkpointing tests demand a gradient on every parameter, the pooler too (which Big Bird's
