@@ -8,7 +8,8 @@
 3. A training step through `flex` under bfloat16 and float16 autocast: finite loss and gradients, logits within
    autocast's rounding of `blocked`'s.
 
-    python examples/gpu_checks.py        (exit status 1 if a check fails; under a minute on an H100)
+    python examples/gpu_checks.py [slstm] [sparse_longformer] [autocast]
+                                         (default: all; exit status 1 if a check fails; under a minute on an H100)
 """
 
 import sys
@@ -142,7 +143,12 @@ def main():
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 comparisons in float32
     torch.backends.cudnn.allow_tf32 = False
     print(f"{torch.cuda.get_device_name()}; torch {torch.__version__}, transformers {transformers.__version__}")
-    for check in (check_sparse_longformer, check_slstm, check_autocast):
+    checks = {"slstm": check_slstm, "sparse_longformer": check_sparse_longformer, "autocast": check_autocast}
+    chosen = sys.argv[1:] or list(checks)
+    unknown = sorted(set(chosen) - set(checks))
+    if unknown:
+        sys.exit(f"Unknown check(s) {', '.join(unknown)}; choose from {', '.join(checks)}.")
+    for check in (checks[name] for name in chosen):
         try:
             check(torch.device("cuda"))
         except Exception as error:  # report and go on to the next check

@@ -132,6 +132,82 @@ def test_blocked_backend_matches_longformer_outputs_and_gradients(window, length
         torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
 
 
+@pytest.mark.parametrize("group_elements", [1, 1 << 40])  # one query block per call; all blocks in one call (a GPU's)
+def test_blocked_backend_gives_the_same_numbers_whatever_its_group_size(group_elements, monkeypatch):
+    from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
+
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "attention_window": 8}, num_labels=3)
+    model = SparseLongformerForSequenceClassification(config).train()
+    input_ids, attention_mask = _documents([45, 30, 7])
+    global_mask = _scattered_globals(attention_mask, 5)
+    expected = _backend_outputs_and_gradients(model, "longformer", input_ids, attention_mask, global_mask)
+    calls = []
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention",
+                        lambda *args, **kwargs: calls.append(1) or sdpa(*args, **kwargs))
+    monkeypatch.setitem(modeling.GROUP_ELEMENTS, "cpu", group_elements)
+    got = _backend_outputs_and_gradients(model, "blocked", input_ids, attention_mask, global_mask)
+    blocks = 48 // 4  # 45 tokens padded to the window 8, in blocks of c = 4
+    per_layer = len(calls) // config.num_hidden_layers - 1  # the window calls of a layer (its last: the global rows)
+    assert per_layer == (blocks if group_elements == 1 else 1), len(calls)
+    torch.testing.assert_close(got[0], expected[0], rtol=0, atol=1e-4)
+    for name in expected[2]:
+        torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
+
+
+def _saved_bytes_and_gradients(model, checkpointing, input_ids, attention_mask, global_mask):
+    """The bytes autograd keeps for the backward pass of a training step (each storage once), and the gradients."""
+    model.config.attention_checkpointing = checkpointing
+    model.zero_grad()
+    saved = {}
+
+    def keep(tensor):
+        saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        return tensor
+
+    torch.manual_seed(1)  # the attention dropout's draws
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        logits = model(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask).logits
+    (logits * torch.arange(1, logits.shape[1] + 1)).sum().backward()
+    return sum(saved.values()), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_attention_checkpointing_keeps_less_for_the_same_gradients(dropout):
+    """`attention_checkpointing` recomputes the attention in the backward pass: the same gradients (the dropout draws
+    the same mask again), and far less kept between the passes (the gathered windows and the global keys)."""
+    torch.manual_seed(0)
+    config = SparseLongformerConfig(**{**TINY, "attention_window": 16, "attention_probs_dropout_prob": dropout},
+                                    num_labels=3, attention_backend="blocked")
+    model = SparseLongformerForSequenceClassification(config).train()
+    input_ids, attention_mask = _documents([300, 170])
+    global_mask = _scattered_globals(attention_mask, 20)
+    kept, expected = _saved_bytes_and_gradients(model, False, input_ids, attention_mask, global_mask)
+    kept_recomputing, got = _saved_bytes_and_gradients(model, True, input_ids, attention_mask, global_mask)
+    assert kept_recomputing < 0.7 * kept, (kept_recomputing, kept)
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_attention_checkpointing_is_the_devices_choice_by_default(monkeypatch):
+    from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
+
+    config = SparseLongformerConfig(**TINY)
+    assert config.attention_checkpointing is None
+    needs_grad = torch.zeros(1, 2, 3, requires_grad=True)
+    assert not modeling.recomputes_attention(config, needs_grad)  # the CPU's choice: off
+    monkeypatch.setitem(modeling.RECOMPUTES_ATTENTION, "cpu", True)
+    assert modeling.recomputes_attention(config, needs_grad)
+    assert not modeling.recomputes_attention(config, needs_grad.detach())  # nothing to recompute for
+    with torch.no_grad():
+        assert not modeling.recomputes_attention(config, needs_grad)
+    config.attention_checkpointing = False
+    assert not modeling.recomputes_attention(config, needs_grad)
+    with pytest.raises(ValueError, match="attention_checkpointing"):
+        SparseLongformerConfig(**TINY, attention_checkpointing="yes")
+
+
 @pytest.mark.parametrize("window, lengths, num_global", BACKEND_CASES + [
     (8, [300, 200], 140),  # more global tokens than one FlexAttention block: a prefix of two blocks
 ])

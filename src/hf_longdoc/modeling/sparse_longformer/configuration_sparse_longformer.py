@@ -106,6 +106,14 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             gradients on the CPU, runs `blocked` (logged once). Training with `attention_probs_dropout_prob` > 0
             materialises the blocked probabilities (PyTorch's fused CPU kernel has no dropout): a step at window 512
             takes 3-4x as long as without, so `hf-longdoc train` and `compare` set it to 0.
+        attention_checkpointing (`bool`, *optional*):
+            Whether a pass that needs gradients recomputes each layer's attention in its backward pass instead of
+            keeping what it gathered (the keys and values of every query block's window, ≈3.5 times the layer's keys
+            and values, and the global keys and values of every token). The outputs and gradients are the same; a
+            training step needs less memory (at 8,192 tokens no more than dense BERT's) and takes a little longer.
+            `None`: the device's choice (`RECOMPUTES_ATTENTION` in the modeling file: on a GPU, where memory binds;
+            not on the CPU). Unlike `gradient_checkpointing_enable()`, which recomputes whole layers, it recomputes
+            only the attention, not the projections or the feed-forward layers.
         classifier_pooling (`str`, defaults to `"cls"`):
             What the classification head reads (ModernBERT's setting, the same values): `"cls"`, the final [CLS]
             state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens
@@ -132,6 +140,7 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         unique_global_tokens=True,
         excluded_token_ids=None,
         attention_backend="auto",
+        attention_checkpointing=None,
         pmi_selection="pairs",
         stop_words=None,
         classifier_pooling="cls",
@@ -148,7 +157,11 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         self._check_longformer_sizes(kwargs)
+        if attention_checkpointing not in (None, True, False):
+            raise ValueError("`attention_checkpointing` must be None (the device's choice), True or False, got "
+                             f"{attention_checkpointing!r}.")
         self.attention_backend = attention_backend
+        self.attention_checkpointing = attention_checkpointing
         self.classifier_pooling = classifier_pooling
         super().__init__(**kwargs)
         if self.num_labels < 1:

@@ -47,6 +47,7 @@ import warnings
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.checkpoint import checkpoint
 from transformers import AutoConfig, AutoModel
 from transformers import initialization as init
 from transformers.models.longformer.modeling_longformer import (
@@ -273,6 +274,41 @@ def global_slots(is_global, most=None):
     return positions, torch.arange(slots, device=is_global.device) < count[:, None]
 
 
+def blocked_mask(is_pad, is_global, c, slot_ok=None):
+    """(b, blocks, c, [G +] 3c) bool: what each query of the blocked backend attends to, the filled global slots
+    (`slot_ok`, (b, G), when given) in front of its `window_mask`."""
+    allowed = window_mask(is_pad, is_global, c)  # (b, blocks, c, 3c)
+    if slot_ok is None:
+        return allowed
+    b, blocks = allowed.shape[:2]
+    return torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slot_ok.shape[1]), allowed], dim=3)
+
+
+# Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
+# values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
+# where memory binds, a training step at 8,192 tokens then needs no more memory than dense BERT's (issue 53); on a CPU,
+# where time binds, off. `config.attention_checkpointing` True / False overrides it.
+RECOMPUTES_ATTENTION = {"cpu": False, "cuda": True}
+
+
+def recomputes_attention(config, hidden_states):
+    if not (torch.is_grad_enabled() and hidden_states.requires_grad) or torch.compiler.is_compiling():
+        return False
+    choice = config.attention_checkpointing
+    return RECOMPUTES_ATTENTION.get(hidden_states.device.type, True) if choice is None else choice
+
+
+def checkpointed(recompute, function, *args):
+    """`function(*args)`, its intermediate tensors recomputed in the backward pass when `recompute` (the RNG state
+    is restored, so dropout draws the same mask)."""
+    return checkpoint(function, *args, use_reentrant=False) if recompute else function(*args)
+
+
+# Elements of the gathered keys of one call of the `blocked` backend, by device: on a CPU ≈16 MiB in fp32, so a group
+# stays in cache; on a GPU ≈512 MiB in bf16, so a document of 8,192 tokens at batch 4 is one call a layer (hundreds
+# of small calls of a CPU's size left an H100 launching kernels: issue 53).
+GROUP_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 28}
+
 # What `auto` runs on each kind of device. `flex` is not the GPU's choice yet: on an H200 (torch 2.11) its first
 # form, which built the block mask with `create_block_mask`, ran slower than `blocked` and than dense BERT, and its
 # first compilation at 8,192 tokens did not finish in 200 s (docs/results.md, "Sparse attention and the S-LSTM on a
@@ -316,24 +352,26 @@ def flex_block_mask(is_pad, slot_pos, slot_ok, c):
     Query i attends to every real key j with |i - j| ≤ c (global ones included), and to each filled slot
     (`slot_ok`, (b, G'), of position `slot_pos`) whose global token lies outside that window: every global key once, as
     in Longformer, where the window leaves global keys out and the prefix holds them all. A pad query, whose row is
-    zeroed, also sees itself, so no row is empty. `is_pad`: (b, n) bool.
+    zeroed, also sees itself, so no row is empty. `is_pad`: (b, n) bool, right-padded (the model checks it).
 
     The blocks are known from the pattern (`window_kv_blocks`), so the mask is built from them directly, in
     O(n / 128) work (`create_block_mask` would evaluate `mask_mod` on all (b, n, G' + n) pairs to find them); a key
-    block wholly inside the window of a query block and free of pads is full, where the kernel skips `mask_mod`."""
+    block wholly inside the window of a query block and free of pads is full, where the kernel skips `mask_mod`.
+    `mask_mod` reads one length and one count per document, not a flag per key: on an H200 the kernel took 7.8 ms
+    a call at 8,192 tokens when it gathered the pad and slot flags per key, 0.85 ms with these (issue 53)."""
     b, n = is_pad.shape
     slots = slot_ok.shape[1]
-    is_real = ~is_pad
+    lengths = (~is_pad).sum(dim=1)  # (b,): real keys are 0..length-1 (right padding)
+    counts = slot_ok.sum(dim=1)  # (b,): filled slots are 0..count-1 (`global_slots`)
 
     def mask_mod(batch, head, query, key):
         j = key - slots  # the key's position in the document (negative: a slot of the prefix)
-        in_window = (j >= 0) & ((query - j).abs() <= c) & is_real[batch, j.clamp(0, n - 1)]
-        own_pad_row = (j == query) & is_pad[batch, query]
-        allowed = in_window | own_pad_row
+        length = lengths[batch]
+        allowed = ((j >= 0) & ((query - j).abs() <= c) & (j < length)) | ((j == query) & (query >= length))
         if slots:
             slot = key.clamp(0, slots - 1)
             far = (query - slot_pos[batch, slot]).abs() > c  # a global key inside the window comes through the window
-            allowed = allowed | ((j < 0) & slot_ok[batch, slot] & far)
+            allowed = allowed | ((j < 0) & (slot < counts[batch]) & far)
         return allowed
 
     partial, full = window_kv_blocks(is_pad, slots, c)
@@ -368,25 +406,30 @@ def as_kv_blocks(blocks):
     return counts[:, None], indices[:, None]
 
 
-class FlexMasks:
-    """The block mask of the current forward, built once and shared by every layer: the layers receive the same
-    (b, n) pad and global tensors, so the mask is rebuilt only when those tensors are new objects."""
+class ForwardPatterns:
+    """What every layer of one forward derives from the same (b, n) pad and global tensors (the blocked backend's
+    window mask and global slots, the flex block mask), built by the first layer and reused by the others: the layers
+    receive the same tensor objects, so the values are rebuilt only when those tensors are new objects."""
 
     def __init__(self):
-        self.key, self.value = None, None
+        self.key, self.values = None, {}
 
-    def get(self, is_pad, is_global, build):
+    def get(self, name, is_pad, is_global, build):
+        if torch.compiler.is_compiling():  # a traced graph holds no state between layers
+            return build()
         if self.key is None or self.key[0] is not is_pad or self.key[1] is not is_global:
-            self.key, self.value = (is_pad, is_global), build()  # (the tensors held, so no object id is reused)
-        return self.value
+            self.key, self.values = (is_pad, is_global), {}  # (the tensors held, so no object id is reused)
+        if name not in self.values:
+            self.values[name] = build()
+        return self.values[name]
 
 
 class SparseLongformerSelfAttention(LongformerSelfAttention):
     """Longformer's self-attention (same parameters) with the `blocked` backend next to Transformers' own."""
 
-    def __init__(self, config, layer_id, flex_masks=None):
+    def __init__(self, config, layer_id, patterns=None):
         super().__init__(config, layer_id)
-        self.flex_masks = flex_masks if flex_masks is not None else FlexMasks()  # shared by the model's layers
+        self.patterns = patterns if patterns is not None else ForwardPatterns()  # shared by the model's layers
 
     def forward(self, hidden_states, attention_mask=None, is_index_masked=None, is_index_global_attn=None,
                 is_global_attn=None, output_attentions=False):
@@ -415,19 +458,30 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         hidden states (b, n, d), n a multiple of the window. No dropout: `attention_backend_for` sends training with
         attention dropout to `blocked`."""
         b, n, d = hidden_states.shape
-        q, k, v = (x.transpose(1, 2) for x in self.projections(hidden_states))  # (b, heads, n, head_dim) each
+        recompute = recomputes_attention(self.config, hidden_states)
+        q, k, v = self.projections(hidden_states)  # (b, n, heads, head_dim) each
         global_pos = slot_ok = None
         if any_global:
-            global_pos, slot_ok = global_slots(is_global)  # (b, G) each
+            global_pos, slot_ok = self.patterns.get("slots", is_pad, is_global, lambda: global_slots(is_global))
             blocks_of_slots = -(-global_pos.shape[1] // FLEX_BLOCK) * FLEX_BLOCK - global_pos.shape[1]
             prefix_pos = F.pad(global_pos, (0, blocks_of_slots))  # (b, G'); the added slots are empty
             prefix_ok = F.pad(slot_ok, (0, blocks_of_slots), value=False)
-            gather = prefix_pos[:, None, :, None].expand(b, self.num_heads, prefix_pos.shape[1], self.head_dim)
-            k, v = (torch.cat([x.gather(2, gather), x], dim=2) for x in (k, v))  # (b, heads, G' + n, head_dim)
         else:
             prefix_pos, prefix_ok = is_pad.new_zeros(b, 0, dtype=torch.long), is_pad.new_zeros(b, 0)
-        block_mask = self.flex_masks.get(is_pad, is_global, lambda: flex_block_mask(
+        block_mask = self.patterns.get("flex", is_pad, is_global, lambda: flex_block_mask(
             is_pad, prefix_pos, prefix_ok, self.one_sided_attn_window_size))
+        out = checkpointed(recompute, self.flex_window, q, k, v, prefix_pos, block_mask, is_pad)
+        if not any_global:
+            return out
+        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok, recompute)
+
+    def flex_window(self, q, k, v, prefix_pos, block_mask, is_pad):
+        """The window and global columns of every query, (b, n, d), zero rows for pads: FlexAttention over
+        [the keys and values at `prefix_pos` | every key and value]."""
+        b, n, heads, head_dim = q.shape
+        q, k, v = (x.transpose(1, 2) for x in (q, k, v))  # (b, heads, n, head_dim) each
+        gather = prefix_pos[:, None, :, None].expand(b, heads, prefix_pos.shape[1], head_dim)
+        k, v = (torch.cat([x.gather(2, gather), x], dim=2) for x in (k, v))  # (b, heads, G' + n, head_dim)
         if q.device.type == "cuda":
             out = compiled_flex_attention()(q, k, v, block_mask=block_mask)  # (b, heads, n, head_dim)
         else:  # eager: every score materialised (torch's warning says so; ours once)
@@ -436,42 +490,47 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
                 out = flex_attention(q, k, v, block_mask=block_mask)
-        out = out.transpose(1, 2).reshape(b, n, d).masked_fill(is_pad[..., None], 0.0)
-        del q, k, v
-        if not any_global:
-            return out
-        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok)
+        return out.transpose(1, 2).reshape(b, n, heads * head_dim).masked_fill(is_pad[..., None], 0.0)
 
     def blocked_attention(self, hidden_states, is_pad, is_global, any_global):
         """Longformer's attention (window and global rows) as dense blocks: the index work is `window_mask`,
-        `global_slots` and `neighbour_blocks`; hidden states (b, n, d), n a multiple of the window.
+        `global_slots` and `neighbour_blocks`, done once per forward for every layer; hidden states (b, n, d), n a
+        multiple of the window.
 
         `any_global` None (a traced graph, which cannot branch on whether a batch has global tokens): the global
         path always runs, with as many slots as the selector can choose ([CLS] and `num_global_tokens`), the empty
         ones masked; the result is the same."""
         static = any_global is None
         b, n, d = hidden_states.shape
-        heads, head_dim, c = self.num_heads, self.head_dim, self.one_sided_attn_window_size
-        blocks = n // c
-        dropout = self.dropout if self.training else 0.0
+        c = self.one_sided_attn_window_size
+        recompute = recomputes_attention(self.config, hidden_states)
         q, k, v = self.projections(hidden_states)  # (b, n, heads, head_dim) each
-
-        allowed = window_mask(is_pad, is_global, c)  # (b, blocks, c, 3c)
-        prefix, slots = (None, None), 0
+        global_pos = slot_ok = None
         if static or any_global:
             most = self.config.num_global_tokens + 1 if static else None
-            global_pos, slot_ok = global_slots(is_global, most)  # (b, G) each
-            slots = global_pos.shape[1]
+            global_pos, slot_ok = self.patterns.get("slots", is_pad, is_global, lambda: global_slots(is_global, most))
+        allowed = self.patterns.get("window", is_pad, is_global, lambda: blocked_mask(is_pad, is_global, c, slot_ok))
+        out = checkpointed(recompute, self.blocked_window, q, k, v, global_pos, allowed, is_pad, static)
+        if global_pos is None:
+            return out
+        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok, recompute)
+
+    def blocked_window(self, q, k, v, global_pos, allowed, is_pad, static):
+        """The window and global columns of every query, (b, n, d), zero rows for pads: query block i over the global
+        keys (at `global_pos`, (b, G), or none) and key blocks i-1, i, i+1, masked by `allowed` (`blocked_mask`)."""
+        b, n, heads, head_dim = q.shape
+        d, c = heads * head_dim, self.one_sided_attn_window_size
+        blocks, slots = n // c, 0 if global_pos is None else global_pos.shape[1]
+        prefix = (None, None)
+        if global_pos is not None:
             gather = global_pos[:, :, None, None].expand(b, slots, heads, head_dim)  # (b, G, heads, head_dim)
             prefix = (k.gather(1, gather), v.gather(1, gather))  # the global keys and values, (b, G, heads, head_dim)
-            # the global slots in front of the window: (b, blocks, c, G + 3c)
-            allowed = torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slots), allowed], dim=3)
-
-        # query blocks in groups, so the gathered keys and values of a group stay small (≈16 MiB in fp32)
+        # query blocks in groups, so the gathered keys and values of a group stay within `GROUP_ELEMENTS`
         q_blocks = q.view(b, blocks, c, heads, head_dim)  # (b, blocks, c, heads, head_dim)
-        per_call = max(1, (1 << 22) // (b * (3 * c + slots) * d))
+        per_call = max(1, GROUP_ELEMENTS.get(q.device.type, GROUP_ELEMENTS["cuda"]) // (b * (3 * c + slots) * d))
         groups = [(0, blocks)] if static else [(first, min(first + per_call, blocks))  # traced: one group, so the
                                                for first in range(0, blocks, per_call)]  # length stays symbolic
+        dropout = self.dropout if self.training else 0.0
         out = q.new_empty(b, n, d)  # q's dtype: the compute dtype under autocast
         for first, last in groups:
             keys, values = (neighbour_blocks(x, first, last, c, p).flatten(0, 1).transpose(1, 2)
@@ -481,34 +540,32 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
                 attn_mask=allowed[:, first:last].flatten(0, 1)[:, None], dropout_p=dropout,  # (b·g, 1, c, G + 3c)
             )
             out[:, first * c: last * c] = group.transpose(1, 2).reshape(b, (last - first) * c, d)  # (b, g·c, d)
-        out.masked_fill_(is_pad[..., None], 0.0)
-        del q, k, v, q_blocks, prefix, keys, values, group, allowed  # free them before the global rows (inference)
-        if not (static or any_global):
-            return out
+        return out.masked_fill_(is_pad[..., None], 0.0)
 
-        return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok)
+    def global_rows(self, hidden_states, out, is_pad, global_pos, slot_ok, recompute=False):
+        """`out` (b, n, d) with the rows of the global tokens replaced by Longformer's global attention
+        (`global_attention`). `global_pos`, `slot_ok`: (b, G) from `global_slots`."""
+        b, n, d = hidden_states.shape
+        global_out = checkpointed(recompute, self.global_attention, hidden_states, is_pad, global_pos)  # (b, G, d)
+        # the G global rows of each document written over its window rows in `out`, (b, n, d); an empty slot writes
+        # back the row it points at (the slots' positions are distinct), so no shape depends on the count
+        index = global_pos[..., None].expand(b, global_pos.shape[1], d)
+        kept = torch.where(slot_ok[..., None], global_out.to(out.dtype), out.gather(1, index))
+        return out.scatter(1, index, kept)
 
-    def global_rows(self, hidden_states, out, is_pad, global_pos, slot_ok):
-        """`out` (b, n, d) with the rows of the global tokens replaced by Longformer's global attention: query_global
-        of each global token over key_global/value_global of every real token. `global_pos`, `slot_ok`: (b, G) from
-        `global_slots`."""
+    def global_attention(self, hidden_states, is_pad, global_pos):
+        """(b, G, d): query_global of each global token (at `global_pos`, (b, G)) over key_global / value_global of
+        every real token."""
         b, n, d = hidden_states.shape
         heads, head_dim, slots = self.num_heads, self.head_dim, global_pos.shape[1]
-        dropout = self.dropout if self.training else 0.0
-        # global rows: query_global of the global tokens over key_global/value_global of every real token
         global_hidden = hidden_states.gather(1, global_pos[..., None].expand(b, slots, d))  # (b, G, d)
         # queries (b, heads, G, head_dim) of the global tokens; keys and values (b, heads, n, head_dim) of all tokens
         q_global = self.query_global(global_hidden).view(b, slots, heads, head_dim).transpose(1, 2)
         k_global, v_global = (proj(hidden_states).view(b, n, heads, head_dim).transpose(1, 2)
                               for proj in (self.key_global, self.value_global))
-        global_out = F.scaled_dot_product_attention(q_global, k_global, v_global,
-                                                    attn_mask=~is_pad[:, None, None, :], dropout_p=dropout)
-        global_out = global_out.transpose(1, 2).reshape(b, slots, d)  # (b, G, d)
-        # the G global rows of each document written over its window rows in `out`, (b, n, d); an empty slot writes
-        # back the row it points at (the slots' positions are distinct), so no shape depends on the count
-        index = global_pos[..., None].expand(b, slots, d)
-        kept = torch.where(slot_ok[..., None], global_out.to(out.dtype), out.gather(1, index))
-        return out.scatter(1, index, kept)
+        global_out = F.scaled_dot_product_attention(q_global, k_global, v_global, attn_mask=~is_pad[:, None, None, :],
+                                                    dropout_p=self.dropout if self.training else 0.0)
+        return global_out.transpose(1, 2).reshape(b, slots, d)
 
 
 class TokenGate(nn.Module):
@@ -554,9 +611,9 @@ class SparseLongformerModel(SparseLongformerPreTrainedModel, LongformerModel):
 
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config, add_pooling_layer=add_pooling_layer)
-        flex_masks = FlexMasks()  # one block mask per forward, for every layer
+        patterns = ForwardPatterns()  # one window mask (or block mask) per forward, for every layer
         for layer_id, layer in enumerate(self.encoder.layer):
-            layer.attention.self = SparseLongformerSelfAttention(config, layer_id, flex_masks)
+            layer.attention.self = SparseLongformerSelfAttention(config, layer_id, patterns)
         self.selector = GlobalTokenSelector(config)
         self.post_init()
 
