@@ -23,8 +23,10 @@ every weight unchanged. What changes:
   in front as a prefix of G' slots (G rounded up to whole kernel blocks), then every key; a query attends to every
   real key within |i - j| ≤ c and to the global keys outside that window (each global key once, as in Longformer).
   The kernel skips the blocks the mask rules out, and `mask_mod` in blocks wholly inside the window, so on a
-  GPU the work is the band and the prefix, in one kernel (the blocked backend makes n / (g·c) SDPA calls with a dense
-  boolean mask, which rules out the flash kernel). The global rows are the blocked backend's, unchanged.
+  GPU the work is the band and the prefix, in one kernel, with no gathered copy of each window's keys. The global
+  rows are the blocked backend's, unchanged.
+- On a GPU, a pass that needs gradients recomputes each layer's attention in its backward pass
+  (`config.attention_checkpointing`, `RECOMPUTES_ATTENTION`), so a training step keeps about what dense BERT keeps.
 - The model never builds the (b, 1, n, n) additive mask that Transformers 5.x's `LongformerModel.forward` does
   (128 MiB at b = 2, n = 4096); the 2-D mask the layers read is built directly, with the same values.
 - `SparseLongformerForSequenceClassification.from_bert_like_pretrained` builds a long model from a short BERT or
@@ -286,8 +288,9 @@ def blocked_mask(is_pad, is_global, c, slot_ok=None):
 
 # Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
 # values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
-# where memory binds, a training step at 8,192 tokens then needs no more memory than dense BERT's (issue 53); on a CPU,
-# where time binds, off. `config.attention_checkpointing` True / False overrides it.
+# where memory binds (on an H200 at 8,192 tokens a training step then needs 10.9 GB instead of 17.3 GB, 5% above dense
+# BERT's, and 142 ms instead of 121 ms: issue 53); on a CPU, where time binds, off. `config.attention_checkpointing`
+# True / False overrides it.
 RECOMPUTES_ATTENTION = {"cpu": False, "cuda": True}
 
 
@@ -309,10 +312,11 @@ def checkpointed(recompute, function, *args):
 # of small calls of a CPU's size left an H100 launching kernels: issue 53).
 GROUP_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 28}
 
-# What `auto` runs on each kind of device. `flex` is not the GPU's choice yet: on an H200 (torch 2.11) its first
-# form, which built the block mask with `create_block_mask`, ran slower than `blocked` and than dense BERT, and its
-# first compilation at 8,192 tokens did not finish in 200 s (docs/results.md, "Sparse attention and the S-LSTM on a
-# GPU"); the direct construction with full blocks (`window_kv_blocks`) awaits a GPU measurement before `auto` picks it.
+# What `auto` runs on each kind of device. On an H200 (torch 2.11, 768 wide, 12 layers, batch 4, bf16) `flex` was 5-15%
+# faster than `blocked` (8,192 tokens: 38.1 against 40.2 ms a forward, 132 against 142 ms a training step; 32,768:
+# 134.5 against 156.6 ms) with less memory, but it compiles for every new input shape (7-11 s each), and its
+# equality with `blocked` on a GPU was checked only with its earlier `mask_mod` (docs/results.md, "Sparse attention
+# and the S-LSTM on a GPU"); so `auto` stays `blocked`, which needs no compiler, and `flex` is one setting away.
 AUTO_BACKEND = {"cpu": "blocked", "cuda": "blocked"}
 
 
