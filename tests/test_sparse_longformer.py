@@ -296,7 +296,7 @@ def test_auto_backend_trains_on_the_cpu_through_blocked():
     torch.manual_seed(0)
     model = SparseLongformerForSequenceClassification(SparseLongformerConfig(**TINY, global_selector="cls",
                                                                              num_labels=2))
-    assert model.config.attention_backend == "auto" and model.attention_backend_in_use == "blocked"
+    assert model.config.attention_backend == "auto" and model.attention_backend_for(training=True) == "blocked"
     model.config.attention_backend = "flex"
     input_ids, attention_mask = _documents([40, 20])
     loss = model(input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1])).loss

@@ -12,7 +12,7 @@ baseline in the run give each row a ratio column. Peak memory: see `measure.Peak
 The first (warm-up) pass is timed apart: `first_seconds`, and `compile_seconds` = first - median, the one-off cost of
 what compiles on first use (FlexAttention, the S-LSTM's step, ModernBERT's flex_attention). A model that runs out of
 GPU memory at a length gets a row with `oom` set (no time), and the run goes on. A model that says which attention
-backend it ran (`attention_backend_in_use`) has it in its row's `backend`.
+backend it ran (`attention_backend_for`) has it in its row's `backend`.
 """
 
 import copy
@@ -205,10 +205,8 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                 rows[-1].update(length=length, ids=ids)
             if entry.family is None:
                 rows[-1]["attention"] = model.config._attn_implementation
-            if hasattr(model, "attention_backend_in_use"):  # the backend `auto` chose on this device, in this mode
-                model.train(backward)
-                rows[-1]["backend"] = model.attention_backend_in_use
-                model.eval()
+            if hasattr(model, "attention_backend_for"):  # the backend `auto` chose on this device, in this mode
+                rows[-1]["backend"] = model.attention_backend_for(training=backward)
             if roofline and not backward and length == roofline_length:
                 # the forward timed again beside its products, both without the memory sampler of `_measure`
                 # (a thread waking every millisecond, on a trimmed heap), which would bias the ratio against it

@@ -76,14 +76,16 @@ def timed_call(function, device):
     return time.perf_counter() - start
 
 
-def median_seconds(function, device, repeats, warmup, first=None):
-    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each).
-    `first`: a list that receives the time of the first warm-up call (compilation on first use shows there)."""
-    for index in range(warmup):
-        seconds = timed_call(function, device)
-        if index == 0 and first is not None:
-            first.append(seconds)
-    return statistics.median(timed_call(function, device) for _ in range(repeats))
+def first_and_median_seconds(function, device, repeats, warmup):
+    """(the first warm-up call's seconds, or None without warm-up; the median of `repeats` calls after `warmup`
+    calls), CUDA synchronised around each call: a compilation on first use shows in the first."""
+    warmups = [timed_call(function, device) for _ in range(warmup)]
+    return (warmups[0] if warmups else None), statistics.median(timed_call(function, device) for _ in range(repeats))
+
+
+def median_seconds(function, device, repeats, warmup):
+    """Median wall time of `repeats` calls of `function` after `warmup` calls (CUDA synchronised around each)."""
+    return first_and_median_seconds(function, device, repeats, warmup)[1]
 
 
 def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=False, **inputs):
@@ -91,7 +93,6 @@ def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=Fal
     their median, the peak memory of all passes (warm-up included) and the first warm-up pass alone. `inputs` go to
     the model too."""
     device = input_ids.device
-    first = []
     if backward:
         labels = torch.zeros(input_ids.shape[0], dtype=torch.long, device=device)
 
@@ -101,10 +102,10 @@ def time_forward(model, input_ids, attention_mask, repeats, warmup, backward=Fal
 
         model.train()
         with PeakMemory(device) as memory:
-            seconds = median_seconds(step, device, repeats, warmup, first)
+            first, seconds = first_and_median_seconds(step, device, repeats, warmup)
         model.zero_grad(set_to_none=True)
-        return Timing(seconds, memory.peak, first[0] if first else None)
+        return Timing(seconds, memory.peak, first)
     with torch.inference_mode(), PeakMemory(device) as memory:  # the warm-up too: its first pass allocates
-        seconds = median_seconds(lambda: model(input_ids=input_ids, attention_mask=attention_mask, **inputs), device,
-                                 repeats, warmup, first)
-    return Timing(seconds, memory.peak, first[0] if first else None)
+        first, seconds = first_and_median_seconds(
+            lambda: model(input_ids=input_ids, attention_mask=attention_mask, **inputs), device, repeats, warmup)
+    return Timing(seconds, memory.peak, first)

@@ -593,12 +593,10 @@ class SparseLongformerPreTrainedModel(SelectsGlobalTokens, LongformerPreTrainedM
     config_class = SparseLongformerConfig
     _no_split_modules = ["SparseLongformerSelfAttention"]
 
-    @property
-    def attention_backend_in_use(self):
-        """The backend the layers run now (`config.attention_backend` resolved for this device and mode, training
-        passes assumed to need gradients): what `bench` reports."""
-        device = next(self.parameters()).device
-        return attention_backend_for(self.config, device, self.training, self.training)
+    def attention_backend_for(self, training):
+        """The backend the layers run on this model's device (`config.attention_backend` resolved) for a training
+        pass (one that needs gradients) or an inference pass: what `bench` reports."""
+        return attention_backend_for(self.config, next(self.parameters()).device, training, training)
 
     @torch.no_grad()
     def _init_weights(self, module):
