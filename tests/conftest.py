@@ -27,6 +27,15 @@ def family(request):
     return request.param
 
 
+@pytest.fixture(scope="session")
+def ddp(tmp_path_factory):
+    """`ddp.run(name, tmp_path, overrides)`: a family's DDP steps on 2 processes (`ddp_train.launch`), every job of
+    `ddp_train.SHARED_JOBS` from one launch."""
+    from ddp_train import SharedLaunch
+
+    return SharedLaunch(tmp_path_factory.mktemp("ddp"))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -154,14 +154,21 @@ def test_missing_column_is_a_clear_error(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_contextualizer_beats_chance_with_evidence_at_the_end(tmp_path):
-    """The issue's check, scaled to CI: evidence past token 512, and the model still finds it."""
+    """The issue's check, scaled to CI: evidence past token 512, and the model still finds it.
+
+    Documents of 700-900 words put every piece of evidence past word 560 (the `end` window is their last fifth), so
+    the first 512 tokens hold none; a narrower model (m = 64) in batches of 4 at twice the rate learns it from 200
+    documents in about 10 s on 2 cores. Measured 0.89-0.97 over seeds 0-3 and 42; the same run scores 0.21 with the
+    evidence words stripped from every document and 0.19 reading only 512 tokens (`max_length=512`)."""
     from hf_longdoc.experiments.baselines import truncating_baseline
     from hf_longdoc.training import train
 
-    metrics = train(model="contextualizer", output_dir=str(tmp_path / "m"), task_size=500, epochs=3,
+    metrics = train(model="contextualizer", output_dir=str(tmp_path / "m"), task_size=200, task_words=(700, 900),
+                    epochs=3, batch_size=4, learning_rate=4e-3, config_overrides={"hidden_size": 64, "rank": 128},
                     evidence="end", extra_scores={"truncating_baseline_tfidf": truncating_baseline})
     assert metrics["truncating_baseline_tfidf"]["first_512"] < 0.4  # chance is 0.25
-    assert metrics["test"]["accuracy"] > 0.55, metrics["test"]  # measured 0.67 (and 0.96 with 800 documents)
+    assert metrics["truncating_baseline_tfidf"]["full_text"] > 0.9  # the evidence is there, past the first 512
+    assert metrics["test"]["accuracy"] > 0.7, metrics["test"]
 
 
 def test_train_multilabel_with_a_given_tokenizer(trained, tmp_path, capsys):

@@ -289,9 +289,9 @@ def test_invalid_config_values_raise(family):
 
 
 @pytest.mark.slow
-def test_two_process_ddp_trainer_run(family, tmp_path):
+def test_two_process_ddp_trainer_run(family, ddp, tmp_path):
     """torchrun --nproc_per_node 2 with gloo on CPU: a few Trainer steps, both ranks finish with equal weights."""
-    result, weights = launch(family.name, tmp_path)
+    result, weights = ddp.run(family.name, tmp_path)
     assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)

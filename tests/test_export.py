@@ -21,10 +21,19 @@ BLOCKED = {
 }
 
 
+# the ids the saved tokenizer reads, where not 64: the export traces at about a quarter of it (`traced_length`)
+READS = {
+    # traced at 23 ids, which the window of 6 pads by one: a graph that runs at every length at the first trace. At 64
+    # (traced at 19) torch.export refuses the window's padding, and the graph traced at 18 (no padding) fails in
+    # onnxruntime: three exports, a minute and a half (the retries are test_export_tries_the_next_trace_length_...)
+    "sparse_longformer": 92,
+}
+
+
 def saved_model(family, folder):
     """The tiny classifier of `family` and its tokenizer in `folder`, selection statistics fitted, the classifier's
     weights at scale 1 (so a wrong global token or segment moves the logits well past the tolerance)."""
-    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, 64))
+    tokenizer, model = _tokenizer_and_model(family, max_length=min(family.max_length, READS.get(family.name, 64)))
     if hasattr(model, "fit_global_selector"):  # the thesis' selection, inside the graph
         model.config.global_selector = "tfidf"
         model.fit_global_selector(tokenizer(CORPUS, truncation=True)["input_ids"], tokenizer=tokenizer)
@@ -76,3 +85,38 @@ def test_export_never_overwrites_without_the_flag_and_needs_a_saved_model(family
     assert main(arguments + ["--overwrite"]) == 0
     assert main(["export", str(tmp_path), "--output-dir", str(tmp_path / "x")]) == 2
     assert "holds no config.json" in capsys.readouterr().err
+
+
+def test_export_tries_the_next_trace_length_and_stops_where_no_length_helps(tmp_path, monkeypatch, caplog):
+    """A graph that fails at its trace length (`length_dependent`) is traced again one position shorter, at most
+    `TRACE_ATTEMPTS` lengths in all; any other refusal stops at once and nothing is written. The exporter is stubbed:
+    the sparse Longformer's real retries take a minute and a half (see READS)."""
+    from families import FAMILY_CASES
+    from hf_longdoc import export
+
+    saved_model(next(case for case in FAMILY_CASES if case.name == "contextualizer"), tmp_path / "model")
+    traced = []
+
+    def stub(failures, length_dependent=True):
+        def export_and_check(wrapped, inputs, written, checks):
+            traced.append(inputs[0].shape[1])
+            if len(traced) <= failures:
+                error = export.ExportBlocked(f"fails at {traced[-1]} ids")
+                error.length_dependent = length_dependent
+                raise error
+            open(written, "wb").close()
+            return 0.0
+        monkeypatch.setattr(export, "export_and_check", export_and_check)
+
+    stub(failures=2)
+    with caplog.at_level("INFO", logger="hf_longdoc.export"):
+        report = export.export_onnx(str(tmp_path / "model"), str(tmp_path / "onnx"))
+    first = export.traced_length(64, 1)
+    assert traced == [first, first - 1, first - 2] and report["traced_shape"] == (2, first - 2)
+    assert f"Traced at {first} ids, the graph fails (fails at {first} ids); tracing at {first - 1}" in caplog.text
+    for failures, length_dependent, calls in ((100, True, export.TRACE_ATTEMPTS), (100, False, 1)):
+        traced.clear()
+        stub(failures, length_dependent)
+        with pytest.raises(export.ExportBlocked, match=f"fails at {first - calls + 1} ids"):
+            export.export_onnx(str(tmp_path / "model"), str(tmp_path / "new"))
+        assert len(traced) == calls and not (tmp_path / "new" / "model.onnx").exists()

@@ -417,13 +417,11 @@ def test_no_backbone_pass_takes_more_than_segments_per_pass_segments(mode):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["att", "cat"])
-def test_two_process_ddp_in_full_gradient_mode(variant, tmp_path):
+def test_two_process_ddp_in_full_gradient_mode(variant, ddp, tmp_path):
     """Every segment with gradient under per-pass checkpointing, inside the Trainer's own layer checkpointing, with
     DDP's strict unused-parameter check (conformance runs `paper` mode)."""
-    from ddp_train import launch
-
-    result, weights = launch("segment_lm", tmp_path, {"gradient_mode": "full", "variant": variant,
-                                                      "segments_per_pass": 2})
+    result, weights = ddp.run("segment_lm", tmp_path, {"gradient_mode": "full", "variant": variant,
+                                                       "segments_per_pass": 2})
     assert weights is not None, result.stdout[-2000:] + result.stderr[-4000:]
     for name in weights[0]:
         torch.testing.assert_close(weights[0][name], weights[1][name], rtol=0, atol=0, msg=name)

@@ -384,7 +384,9 @@ def test_masked_lm_is_tied_trains_with_the_collator_and_round_trips(tmp_path, ml
 
 
 def test_sentence_softmax_is_stable_in_half_precision_on_long_documents():
-    model = SLSTMModel(tiny(max_position_embeddings=4096, hidden_size=8)).eval()
+    # the eager step: at 4,096 positions the default compiles it, once per dtype (40 s on 2 cores), and this test is
+    # about the sentence softmax; the compiled step's own tests check it against the reference
+    model = SLSTMModel(tiny(max_position_embeddings=4096, hidden_size=8, compile_gates=False)).eval()
     ids = torch.randint(1, 31, (1, 4096))
     with torch.no_grad():
         full = model(ids).pooler_output
