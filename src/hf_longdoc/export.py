@@ -122,7 +122,7 @@ def check_with_onnxruntime(path, model, batches):
     return worst
 
 
-TRACE_ATTEMPTS = 8  # trace lengths tried (one position apart) before an export is refused
+TRACE_ATTEMPTS = 8  # trace lengths tried (two positions apart, so each is odd) before an export is refused
 
 
 def export_and_check(wrapped, traced, written, checks):
@@ -203,16 +203,17 @@ def export_onnx(model_dir, output_dir, overwrite=False):
         # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,
         # `8*_sequence - 6 >= 0` at window 8); so the next lengths are tried, and a graph that onnxruntime cannot
         # run at the check lengths is never written
-        for attempt, length in enumerate(range(first, max(0, first - TRACE_ATTEMPTS * unit), -unit)):
+        step = 2 * unit  # odd numbers of positions only (`traced_length`)
+        for attempt, length in enumerate(range(first, max(0, first - TRACE_ATTEMPTS * step), -step)):
             traced = (sample_inputs(tokenizer, documents=2, words=2048, length=length) if tokenizer is not None
                       else vocabulary_inputs(model.config, 2, length, unit))
             try:
                 worst = export_and_check(wrapped, traced, written, checks)
                 break
             except ExportBlocked as error:
-                if not error.length_dependent or attempt == TRACE_ATTEMPTS - 1 or length - unit < unit:
+                if not error.length_dependent or attempt == TRACE_ATTEMPTS - 1 or length - step < unit:
                     raise
-                logger.info("Traced at %d ids, the graph fails (%s); tracing at %d.", length, error, length - unit)
+                logger.info("Traced at %d ids, the graph fails (%s); tracing at %d.", length, error, length - step)
         os.replace(written, target)
     logger.info("Wrote %s: onnxruntime agrees with PyTorch within %.1e at input shapes %s.", target, worst, shapes)
     return {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,
