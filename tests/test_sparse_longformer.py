@@ -190,6 +190,47 @@ def test_attention_checkpointing_keeps_less_for_the_same_gradients(dropout):
         torch.testing.assert_close(got[name], expected[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
+def _activation_bytes(model, **inputs):
+    """Bytes autograd keeps for the backward pass of a training step, parameters left out (each storage once)."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def keep(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            saved[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        model.train()(**inputs)
+    return sum(saved.values())
+
+
+def test_with_attention_checkpointing_a_step_keeps_what_berts_keeps():
+    """Issue 53's memory goal, counted on the CPU: with its attention recomputed, a training step of the sparse
+    Longformer keeps for the backward pass what Transformers' BERT of the same size keeps at the same length, within
+    1% (the window mask, once for every layer; its global rows keep a (b, n) choice, not the window output, and its
+    projections no concatenated weight copy)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    sizes = dict(vocab_size=120, hidden_size=256, num_hidden_layers=2, num_attention_heads=4, intermediate_size=512,
+                 hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pad_token_id=1, num_labels=2)
+    input_ids, attention_mask = _documents([512, 512])
+    labels = torch.tensor([0, 1])
+    bert = BertForSequenceClassification(BertConfig(**sizes, max_position_embeddings=512,
+                                                    attn_implementation="sdpa"))
+    sparse = SparseLongformerForSequenceClassification(SparseLongformerConfig(
+        **sizes, attention_window=64, max_position_embeddings=520, attention_backend="blocked",
+        attention_checkpointing=True))
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    kept_by_bert = _activation_bytes(bert, **inputs)
+    kept = _activation_bytes(sparse, **inputs, global_attention_mask=_scattered_globals(attention_mask, 16))
+    assert kept <= 1.01 * kept_by_bert, (kept, kept_by_bert)
+    sparse.config.attention_checkpointing = False  # what recomputing saves: the gathered windows, the global keys
+    assert _activation_bytes(sparse, **inputs, global_attention_mask=_scattered_globals(attention_mask, 16)) > \
+        1.3 * kept_by_bert
+
+
 def test_attention_checkpointing_is_the_devices_choice_by_default(monkeypatch):
     from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
 

@@ -450,11 +450,11 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         return (self.blocked_attention(hidden_states, is_index_masked, is_index_global_attn, is_global_attn),)
 
     def projections(self, hidden_states):
-        """q, k and v of every token in one matmul: three (b, n, heads, head_dim)."""
+        """q, k and v of every token: three (b, n, heads, head_dim). Three products, not one over the concatenated
+        weights, whose (3d, d) copy the backward pass would keep in every layer."""
         b, n, d = hidden_states.shape
-        q, k, v = F.linear(hidden_states, torch.cat([self.query.weight, self.key.weight, self.value.weight]),
-                           torch.cat([self.query.bias, self.key.bias, self.value.bias])).split(d, dim=-1)
-        return (x.view(b, n, self.num_heads, self.head_dim) for x in (q, k, v))
+        return (projection(hidden_states).view(b, n, self.num_heads, self.head_dim)
+                for projection in (self.query, self.key, self.value))
 
     def flex_window_attention(self, hidden_states, is_pad, is_global, any_global):
         """Longformer's attention with the window and the global columns in one FlexAttention call over
@@ -551,11 +551,13 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         (`global_attention`). `global_pos`, `slot_ok`: (b, G) from `global_slots`."""
         b, n, d = hidden_states.shape
         global_out = checkpointed(recompute, self.global_attention, hidden_states, is_pad, global_pos)  # (b, G, d)
-        # the G global rows of each document written over its window rows in `out`, (b, n, d); an empty slot writes
-        # back the row it points at (the slots' positions are distinct), so no shape depends on the count
+        # the G global rows of each document written over its window rows in `out`, (b, n, d), where a slot is filled
+        # (the slots' positions are distinct), so no shape depends on the count; `where` keeps only its (b, n) choice
+        # for the backward pass, where gathering from `out` would keep all of `out`
         index = global_pos[..., None].expand(b, global_pos.shape[1], d)
-        kept = torch.where(slot_ok[..., None], global_out.to(out.dtype), out.gather(1, index))
-        return out.scatter(1, index, kept)
+        rows = torch.zeros_like(out).scatter(1, index, global_out.to(out.dtype))
+        written = slot_ok.new_zeros(b, n).scatter(1, global_pos, slot_ok)  # (b, n): the rows of filled slots
+        return torch.where(written[..., None], rows, out)
 
     def global_attention(self, hidden_states, is_pad, global_pos):
         """(b, G, d): query_global of each global token (at `global_pos`, (b, G)) over key_global / value_global of
