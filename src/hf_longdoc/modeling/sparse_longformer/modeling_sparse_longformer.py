@@ -475,6 +475,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         block_mask = self.patterns.get("flex", is_pad, is_global, lambda: flex_block_mask(
             is_pad, prefix_pos, prefix_ok, self.one_sided_attn_window_size))
         out = checkpointed(recompute, self.flex_window, q, k, v, prefix_pos, block_mask, is_pad)
+        del q, k, v  # freed before the global rows (at inference; a backward pass keeps what it needs)
         if not any_global:
             return out
         return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok, recompute)
@@ -515,6 +516,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
             global_pos, slot_ok = self.patterns.get("slots", is_pad, is_global, lambda: global_slots(is_global, most))
         allowed = self.patterns.get("window", is_pad, is_global, lambda: blocked_mask(is_pad, is_global, c, slot_ok))
         out = checkpointed(recompute, self.blocked_window, q, k, v, global_pos, allowed, is_pad, static)
+        del q, k, v  # freed before the global rows (at inference; a backward pass keeps what it needs)
         if global_pos is None:
             return out
         return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok, recompute)
@@ -555,7 +557,7 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         # (the slots' positions are distinct), so no shape depends on the count; `where` keeps only its (b, n) choice
         # for the backward pass, where gathering from `out` would keep all of `out`
         index = global_pos[..., None].expand(b, global_pos.shape[1], d)
-        rows = torch.zeros_like(out).scatter(1, index, global_out.to(out.dtype))
+        rows = torch.zeros_like(out).scatter_(1, index, global_out.to(out.dtype))
         written = slot_ok.new_zeros(b, n).scatter(1, global_pos, slot_ok)  # (b, n): the rows of filled slots
         return torch.where(written[..., None], rows, out)
 
