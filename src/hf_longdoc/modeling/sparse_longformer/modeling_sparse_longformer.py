@@ -289,8 +289,8 @@ def blocked_mask(is_pad, is_global, c, slot_ok=None):
 # Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
 # values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
 # where memory binds (on an H200 at 8,192 tokens a training step then needs 10.9 GB instead of 17.3 GB, 5% above dense
-# BERT's, and 142 ms instead of 121 ms: issue 53); on a CPU, where time binds, off. `config.attention_checkpointing`
-# True / False overrides it.
+# BERT's, and 142 ms instead of 121 ms: issue 53); on a CPU, where time binds, off (there it halves a step's memory
+# for half again its time). `config.attention_checkpointing` True / False overrides it.
 RECOMPUTES_ATTENTION = {"cpu": False, "cuda": True}
 
 
