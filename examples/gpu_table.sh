@@ -10,7 +10,11 @@
 # Attention dropout is 0 for every Transformer, as `hf-longdoc train` sets it for the sparse Longformer (FlexAttention
 # has no dropout) and as ModernBERT's config has it.
 #
-#   bash examples/gpu_table.sh [OUTPUT_PREFIX]      (about 5 minutes on an H100 / H200)
+#   bash examples/gpu_table.sh [OUTPUT_PREFIX]
+#
+# On an H200 the lists of docs/results.md ("second session": 8 models forward, 5 trained, 5 at 32,768 only) took 175 s;
+# the defaults (every model in every stage, three long lengths, ModernBERT compiling at each) take longer, about 6
+# minutes by those stages' times.
 #
 # Environment: HF_LONGDOC (the command; default hf-longdoc, or `python -m hf_longdoc` with src/ on PYTHONPATH),
 # MODELS (stage 1), TRAIN_MODELS (stage 2), LONG_MODELS (stage 3; each defaults to MODELS), LENGTH (stages 1-2),
