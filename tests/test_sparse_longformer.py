@@ -231,6 +231,21 @@ def test_with_attention_checkpointing_a_step_keeps_what_berts_keeps():
         1.3 * kept_by_bert
 
 
+def test_the_window_mask_is_built_once_per_forward_and_let_go_after_it(monkeypatch):
+    from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
+
+    built, build = [], modeling.blocked_mask
+    monkeypatch.setattr(modeling, "blocked_mask", lambda *args: built.append(1) or build(*args))
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(
+        **TINY, num_labels=2, global_selector="cls", attention_backend="blocked")).eval()
+    input_ids, attention_mask = _documents([40, 20])
+    with torch.no_grad():
+        model(input_ids, attention_mask=attention_mask)
+        model(input_ids, attention_mask=attention_mask)
+    assert len(built) == 2  # one per forward, for both layers
+    assert model.longformer.patterns.values == {} and model.longformer.patterns.key is None
+
+
 def test_attention_checkpointing_is_the_devices_choice_by_default(monkeypatch):
     from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
 
