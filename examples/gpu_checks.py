@@ -66,7 +66,8 @@ def outputs_and_gradients(model, backend, ids, mask, global_mask, autocast=None)
     embeds = model.longformer.embeddings.word_embeddings(ids).detach().requires_grad_()
     with torch.autocast("cuda", dtype=autocast, enabled=autocast is not None):
         logits = model(inputs_embeds=embeds, attention_mask=mask, global_attention_mask=global_mask).logits
-    assert model.attention_backend_for(training=True) == backend, model.attention_backend_for(training=True)
+    ran = model.attention_backend_for(training=True)
+    assert ran == backend, ran
     (logits.float() * torch.arange(1, logits.shape[1] + 1, device=logits.device)).sum().backward()
     grads = {name: p.grad.float().clone() for name, p in model.named_parameters() if p.grad is not None}
     return logits.float().detach(), embeds.grad.float().clone(), grads

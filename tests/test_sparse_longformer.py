@@ -1,6 +1,7 @@
 """The sparse-map Longformer against Transformers' Longformer, its two attention backends against each other, and the
 TF-IDF / PMI statistics and selections against direct, slow computations (thesis Eq. 4.3, 4.4)."""
 
+import contextlib
 import math
 from collections import Counter
 
@@ -156,21 +157,32 @@ def test_blocked_backend_gives_the_same_numbers_whatever_its_group_size(group_el
         torch.testing.assert_close(got[2][name], expected[2][name], rtol=1e-4, atol=1e-4, msg=name)
 
 
-def _saved_bytes_and_gradients(model, checkpointing, input_ids, attention_mask, global_mask):
-    """The bytes autograd keeps for the backward pass of a training step (each storage once), and the gradients."""
-    model.config.attention_checkpointing = checkpointing
-    model.zero_grad()
-    saved = {}
+@contextlib.contextmanager
+def _kept_for_backward(model):
+    """A dict that fills, while the block runs, with the bytes autograd keeps for the backward pass (each storage
+    once, the parameters left out): `sum(kept.values())`."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept = {}
 
     def keep(tensor):
-        saved[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            kept[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    torch.manual_seed(1)  # the attention dropout's draws
     with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+        yield kept
+
+
+def _saved_bytes_and_gradients(model, checkpointing, input_ids, attention_mask, global_mask):
+    """The bytes a training step keeps for its backward pass (`_kept_for_backward`), and the gradients."""
+    model.config.attention_checkpointing = checkpointing
+    model.zero_grad()
+    torch.manual_seed(1)  # the attention dropout's draws
+    with _kept_for_backward(model) as kept:
         logits = model(input_ids, attention_mask=attention_mask, global_attention_mask=global_mask).logits
     (logits * torch.arange(1, logits.shape[1] + 1)).sum().backward()
-    return sum(saved.values()), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+    return sum(kept.values()), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
@@ -191,19 +203,10 @@ def test_attention_checkpointing_keeps_less_for_the_same_gradients(dropout):
 
 
 def _activation_bytes(model, **inputs):
-    """Bytes autograd keeps for the backward pass of a training step, parameters left out (each storage once)."""
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved = {}
-
-    def keep(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in parameters:
-            saved[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(keep, lambda tensor: tensor):
+    """Bytes a training-mode forward keeps for the backward pass (`_kept_for_backward`)."""
+    with _kept_for_backward(model) as kept:
         model.train()(**inputs)
-    return sum(saved.values())
+    return sum(kept.values())
 
 
 def test_with_attention_checkpointing_a_step_keeps_what_berts_keeps():
@@ -323,7 +326,7 @@ def test_flex_block_mask_is_sparse_and_built_once_per_forward(monkeypatch):
 
 @pytest.mark.parametrize("backend, device, training, dropout, needs_grad, expected", [
     ("auto", "cpu", False, 0.0, False, "blocked"),
-    ("auto", "cuda", False, 0.0, False, "blocked"),  # until flex is measured faster on a GPU (AUTO_BACKEND)
+    ("auto", "cuda", False, 0.0, False, "blocked"),  # flex compiles for each new shape (AUTO_BACKEND)
     ("flex", "cuda", False, 0.1, False, "flex"),
     ("flex", "cuda", True, 0.0, True, "flex"),
     ("flex", "cuda", True, 0.1, True, "blocked"),  # FlexAttention has no dropout
