@@ -87,9 +87,6 @@ def profile_model(name, length, device, dtype, passes=3):
           f"busy {100 * total / wall:.0f}%")
     for event in sorted(events, key=lambda e: own_time(e, device), reverse=True)[:TOP]:
         print(f"  {own_time(event, device) / 1000 / passes:8.2f} ms {event.count / passes:6.0f}x  {event.key[:90]}")
-    del model, inputs
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def main():
@@ -108,6 +105,8 @@ def main():
             profile_model(name, length, device, dtype)
         except Exception as error:  # one model's failure must not hide the others' profiles
             print(f"\n== {name}: failed ({type(error).__name__}: {str(error)[:200]})")
+        if device.type == "cuda":  # the model is gone with its call: its memory goes back before the next
+            torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

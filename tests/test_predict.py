@@ -185,10 +185,34 @@ def test_another_model_or_setting_cannot_continue_an_interrupted_run(model_dir, 
     other = save_classifier(tmp_path / "other", seed=1)
     with pytest.raises(ValueError, match=r"other settings \(model \(files that differ: model.safetensors"):
         hf_longdoc.predict(other, corpus[0], output, text_column="body", batch_size=2)
-    with pytest.raises(ValueError, match="batch_size 2 there, 4 here"):
-        hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=4)
+    with pytest.raises(ValueError, match="top_k None there, 2 here"):
+        hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2, top_k=2)
     hf_longdoc.predict(other, corpus[0], output, text_column="body", batch_size=2, overwrite=True)  # starts over
     assert len(read_jsonl(output)) == len(corpus[1])
+
+
+def test_a_run_continues_at_another_batch_size(model_dir, corpus, tmp_path, monkeypatch, small_windows, caplog):
+    """After running out of memory a user reruns with a smaller --batch-size: the finished windows are kept, the
+    others are read at the new size, and the rows are those of an uninterrupted run (scores to rounding)."""
+    path = corpus[0]
+    hf_longdoc.predict(model_dir, path, tmp_path / "reference.jsonl", text_column="body", batch_size=2)
+    reference = read_jsonl(tmp_path / "reference.jsonl")
+    output = tmp_path / "out.jsonl"
+    with monkeypatch.context() as patch:
+        interrupt_after(patch, 5)  # two whole windows of 4 rows, and one batch of the third
+        with pytest.raises(Interrupted):
+            hf_longdoc.predict(model_dir, path, output, text_column="body", batch_size=2)
+    resumed = count_batches(monkeypatch)
+    with caplog.at_level("WARNING", logger="hf_longdoc.predicting"):
+        hf_longdoc.predict(model_dir, path, output, text_column="body", batch_size=1)
+    assert "Continuing at --batch-size 1 a run that started at 2" in caplog.text
+    assert len(resumed) == len(corpus[1]) - 8  # the 8 rows of the finished windows are not read again, the rest 1 by 1
+    rows = read_jsonl(output)
+    assert [row["id"] for row in rows] == [row["id"] for row in reference]
+    assert [row["label"] for row in rows] == [row["label"] for row in reference]
+    for row, expected in zip(rows, reference):
+        if expected["scores"] is not None:
+            assert row["scores"] == pytest.approx(expected["scores"], abs=1e-5)
 
 
 def test_bad_input_is_refused_before_any_work(model_dir, corpus, tmp_path):

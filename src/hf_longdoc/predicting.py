@@ -14,7 +14,9 @@ How the work is done, and why:
   `OUT.partial/`, next to a fingerprint of the model's files, the input and the settings that change rows; a window's
   `.done` file records that all its batches are there. A rerun with the same fingerprint skips what is done; another
   fingerprint is refused, naming what differs. Batches are the same in every run, so the final file is the same
-  bytes as an uninterrupted run's.
+  bytes as an uninterrupted run's. The batch size may change between runs (a smaller one after running out of
+  memory): the windows keep the rows they had when the run started, finished ones are kept, and the rest are read
+  at the new size (logged: padding with other documents can move a score in its last digits).
 - **Several processes** (torchrun, accelerate launch): the windows are split with Accelerate's
   `split_between_processes`; each process writes its own shards; after a barrier the main process merges them in
   input order. Windows are cut the same way for any number of processes, so the output equals one process's.
@@ -252,9 +254,10 @@ def model_digest(model_dir):
 
 def open_partial(partial, fingerprint, overwrite, shared):
     """Prepare the `.partial` work folder: continue one with the same fingerprint, refuse another (naming what
-    differs) unless `overwrite`, which starts over."""
+    differs) unless `overwrite`, which starts over. Returns the rows per window: the run's own when it continues
+    (they do not change with the batch size), else `fingerprint["window_rows"]`."""
     path = os.path.join(partial, FINGERPRINT)
-    start_over = False
+    start_over, recorded = False, None
     if os.path.isdir(partial):
         try:
             with open(path) as f:
@@ -270,6 +273,11 @@ def open_partial(partial, fingerprint, overwrite, shared):
                              "the same command to continue it, or pass --overwrite (overwrite=True) to start over.")
         # the same command continues, --overwrite or not (it replaces the finished file); another run starts over
         start_over = recorded is None or bool(differ)
+        if not start_over and recorded["batch_size"] != fingerprint["batch_size"]:
+            logger.warning("Continuing at --batch-size %d a run that started at %d: its finished windows are kept and "
+                           "the rest are read %d at a time (a document padded beside others can get scores that "
+                           "differ in their last digits).", fingerprint["batch_size"], recorded["batch_size"],
+                           fingerprint["batch_size"])
     distributed.wait_for_everyone()  # every process has compared before the main one changes anything
     if shared is None or shared.is_main_process:
         if start_over:
@@ -282,10 +290,13 @@ def open_partial(partial, fingerprint, overwrite, shared):
         else:
             logger.info("Continuing the interrupted run in %s.", partial)
     distributed.wait_for_everyone()
+    return fingerprint["window_rows"] if start_over or recorded is None else recorded["window_rows"]
 
 
 def _differences(recorded, given):
     """What differs between two fingerprints, in words."""
+    if not isinstance(recorded.get("window_rows"), int) or not isinstance(recorded.get("batch_size"), int):
+        return ["layout (the folder was written by an earlier version of hf_longdoc)"]
     differ = []
     if recorded.get("model") != given["model"]:
         files = sorted(name for name in set(recorded.get("model") or {}) | set(given["model"])
@@ -436,18 +447,22 @@ def _window_name(start):
     return f"{start:012d}"
 
 
-def _shard_path(partial, start, number):
-    return os.path.join(partial, f"{_window_name(start)}-{number:05d}.jsonl")
+def _shard_path(partial, start, batch_size, number):
+    """Batch `number` of a window read `batch_size` at a time (a window resumed at another size does not read the
+    shards of the first)."""
+    return os.path.join(partial, f"{_window_name(start)}-{batch_size}-{number:05d}.jsonl")
 
 
 def _done_path(partial, start):
     return os.path.join(partial, f"{_window_name(start)}.done")
 
 
-def run_windows(reader, documents, text_column, windows, partial, shared):
-    """Predict the rows of `windows` (their first rows) into shards, skipping finished windows and batches."""
+def run_windows(reader, documents, text_column, windows, window_rows, partial, shared):
+    """Predict the rows of `windows` (their first rows, `window_rows` apart) into shards, skipping finished windows
+    and batches."""
     texts = documents.select_columns([text_column])
-    end_of = {start: min(start + reader.settings.window_rows, len(documents)) for start in windows}
+    size = reader.settings.batch_size
+    end_of = {start: min(start + window_rows, len(documents)) for start in windows}
     todo = [start for start in windows if not os.path.exists(_done_path(partial, start))]
     done_rows = sum(end_of[start] - start for start in windows if start not in todo)
     from tqdm.auto import tqdm
@@ -466,7 +481,7 @@ def run_windows(reader, documents, text_column, windows, partial, shared):
             upcoming = pool.submit(prepare, todo[position + 1]) if position + 1 < len(todo) else None
             stats = {"rows": end_of[start] - start, "errors": 0, "cut": 0}
             for number, batch in enumerate(batches):
-                path = _shard_path(partial, start, number)
+                path = _shard_path(partial, start, size, number)
                 if os.path.exists(path):  # written before an interruption
                     with open(path, encoding="utf-8") as f:
                         rows = [json.loads(line) for line in f]
@@ -476,17 +491,18 @@ def run_windows(reader, documents, text_column, windows, partial, shared):
                 stats["errors"] += sum(1 for _, prediction in rows if "error" in prediction)
                 stats["cut"] += sum(1 for _, prediction in rows if prediction.get("cut"))
                 progress.update(len(batch))
-            _write_atomically(_done_path(partial, start), json.dumps({**stats, "batches": len(batches)}))
+            _write_atomically(_done_path(partial, start),
+                              json.dumps({**stats, "batches": len(batches), "batch_size": size}))
     progress.close()
 
 
 def _window_predictions(partial, start):
     """`{row: prediction}` of one finished window."""
     with open(_done_path(partial, start)) as f:
-        batches = json.load(f)["batches"]
+        done = json.load(f)
     predictions = {}
-    for number in range(batches):
-        with open(_shard_path(partial, start, number), encoding="utf-8") as f:
+    for number in range(done["batches"]):
+        with open(_shard_path(partial, start, done["batch_size"], number), encoding="utf-8") as f:
             predictions.update((row, prediction) for row, prediction in map(json.loads, f))
     return predictions
 
@@ -577,13 +593,16 @@ def write_output(result, path, labels):
 
 
 def _summary(partial, windows):
+    """The windows' counts added up, and the batch sizes they were read at."""
     totals = {"rows": 0, "errors": 0, "cut": 0}
+    batch_sizes = set()
     for start in windows:
         with open(_done_path(partial, start)) as f:
             stats = json.load(f)
         for key in totals:
             totals[key] += stats[key]
-    return totals
+        batch_sizes.add(stats["batch_size"])
+    return totals, sorted(batch_sizes)
 
 
 # -- the function -----------------------------------------------------------------------------------------------------
@@ -648,25 +667,30 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
     threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
     reader = Reader(model, tokenizer, settings, threshold)
 
-    fingerprint = {"model": model_digest(model_dir), "input": input_digest,
-                   "settings": {**asdict(settings), "keep_columns": list(settings.keep_columns),
+    # the batch size and the window's rows are not settings that change rows: a run may continue at another batch
+    # size (its windows keep their rows: `open_partial`)
+    row_settings = {name: value for name, value in asdict(settings).items()
+                    if name not in ("batch_size", "window_batches")}
+    fingerprint = {"model": model_digest(model_dir), "input": input_digest, "batch_size": settings.batch_size,
+                   "window_rows": settings.window_rows,
+                   "settings": {**row_settings, "keep_columns": list(settings.keep_columns),
                                 "id_column": id_column, "device": chosen.type, "threshold": threshold}}
-    scratch = None
+    scratch, window_rows = None, settings.window_rows
     if partial is None:
         partial = scratch = tempfile.mkdtemp(prefix="hf-longdoc-predict-")
     else:
-        open_partial(partial, fingerprint, overwrite, shared)
+        window_rows = open_partial(partial, fingerprint, overwrite, shared)
     try:
-        windows = list(range(0, len(documents), settings.window_rows))
+        windows = list(range(0, len(documents), window_rows))
         mine = windows
         if shared is not None:
             with shared.split_between_processes(windows) as share:
                 mine = list(share)
-        run_windows(reader, documents, text_column, mine, partial, shared)
+        run_windows(reader, documents, text_column, mine, window_rows, partial, shared)
         distributed.wait_for_everyone()
         result = None
         if shared is None or shared.is_main_process:
-            result = _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows)
+            result = _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows, window_rows)
         distributed.wait_for_everyone()
         if output is not None and (shared is None or shared.is_main_process):
             shutil.rmtree(partial)
@@ -676,16 +700,18 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows):
+def _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows, window_rows):
     """Merge the shards into the returned Dataset and the output file; log the counts."""
     features = output_features(documents, id_column, keep, reader)
-    # the rows are a function of the fingerprint, so it names them in `datasets`' cache
-    key = hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()[:32]
+    totals, batch_sizes = _summary(partial, windows)
+    # the rows are a function of the fingerprint, the windows and the batch sizes they were read at, so these name
+    # them in `datasets`' cache
+    named = {**fingerprint, "window_rows": window_rows, "batch_size": batch_sizes}
+    key = hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:32]
     result = datasets.Dataset.from_generator(
         merged_rows, features=features, fingerprint=key,
         gen_kwargs={"documents": documents, "id_column": id_column, "keep": tuple(keep), "features": features,
-                    "partial": partial, "window_rows": reader.settings.window_rows})
-    totals = _summary(partial, windows)
+                    "partial": partial, "window_rows": window_rows})
     labelled = totals["rows"] - totals["errors"]
     logger.info("Classified %d of %d documents; %d have no text (their row has `label` null and the reason in "
                 "`error`).", labelled, totals["rows"], totals["errors"])

@@ -26,7 +26,8 @@ def add_parser(subparsers):
     parser.add_argument("--keep-columns", type=names, default=None,
                         help="comma-separated input columns to copy into the output")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
-                        help="documents (with --long chunks: chunks) per forward pass")
+                        help="documents (with --long chunks: chunks) per forward pass; an interrupted run may "
+                             "continue at another (e.g. a smaller one after running out of memory)")
     parser.add_argument("--device", default=None,
                         help="cpu, cuda, cuda:1, mps, ...; None: this process's GPU if there is one, else the CPU")
     parser.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
