@@ -215,6 +215,27 @@ def test_a_run_continues_at_another_batch_size(model_dir, corpus, tmp_path, monk
             assert row["scores"] == pytest.approx(expected["scores"], abs=1e-5)
 
 
+def test_out_of_memory_says_how_to_continue(model_dir, corpus, tmp_path, monkeypatch, capsys, small_windows):
+    output = tmp_path / "out.jsonl"
+    original, calls = predicting.Reader.predict, []
+
+    def running_out(self, batch):
+        if len(batch) > 1 and calls:  # the second batch of two documents does not fit
+            raise torch.OutOfMemoryError("CUDA out of memory.")
+        calls.append(1)
+        return original(self, batch)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(predicting.Reader, "predict", running_out)
+        with pytest.raises(torch.OutOfMemoryError):
+            main(["predict", model_dir, "--dataset", corpus[0], "--output", str(output), "--text-column", "body",
+                  "--batch-size", "2"])
+    assert "rerun the command with --batch-size 1 to continue" in capsys.readouterr().err
+    assert main(["predict", model_dir, "--dataset", corpus[0], "--output", str(output), "--text-column", "body",
+                 "--batch-size", "1"]) == 0
+    assert len(read_jsonl(output)) == len(corpus[1])
+
+
 def test_bad_input_is_refused_before_any_work(model_dir, corpus, tmp_path):
     path, rows = corpus
     output = tmp_path / "out.jsonl"

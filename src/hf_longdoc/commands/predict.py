@@ -53,6 +53,8 @@ def add_parser(subparsers):
 
 
 def run(args):
+    import torch
+
     from ..predicting import predict
 
     try:
@@ -64,6 +66,11 @@ def run(args):
     except KeyboardInterrupt:
         print(f"The finished batches are kept in {args.output}.partial; rerun the same command to continue.",
               file=sys.stderr)
+        raise
+    except torch.OutOfMemoryError:
+        smaller = max(1, args.batch_size // 2)
+        print(f"Out of memory at --batch-size {args.batch_size}. The finished batches are kept in "
+              f"{args.output}.partial; rerun the command with --batch-size {smaller} to continue.", file=sys.stderr)
         raise
     if result is None:  # another process than the main one of a launcher: the main one reports
         return
