@@ -286,6 +286,18 @@ def blocked_mask(is_pad, is_global, c, slot_ok=None):
     return torch.cat([slot_ok[:, None, None, :].expand(b, blocks, c, slot_ok.shape[1]), allowed], dim=3)
 
 
+def additive_mask(allowed, dtype):
+    """`allowed` (bool, keys last) as the additive mask SDPA would make of it on every call: 0 where allowed, -inf
+    elsewhere, in `dtype`. Made once per forward for every layer; its rows lie a multiple of 16 elements apart in
+    memory (padded, then sliced), the alignment the GPU's memory-efficient kernel would otherwise copy the mask to
+    (not in a traced graph, where the number of keys is symbolic)."""
+    if torch.compiler.is_compiling():
+        return torch.zeros_like(allowed, dtype=dtype).masked_fill(~allowed, float("-inf"))
+    keys = allowed.shape[-1]
+    bias = allowed.new_zeros(*allowed.shape[:-1], -(-keys // 16) * 16, dtype=dtype)[..., :keys]
+    return bias.masked_fill_(~allowed, float("-inf"))
+
+
 # Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
 # values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
 # where memory binds (on an H200 at 8,192 tokens a training step then needs 10.9 GB instead of 17.3 GB, 5% above dense
@@ -519,7 +531,9 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         if static or any_global:
             most = self.config.num_global_tokens + 1 if static else None
             global_pos, slot_ok = self.patterns.get("slots", is_pad, is_global, lambda: global_slots(is_global, most))
-        allowed = self.patterns.get("window", is_pad, is_global, lambda: blocked_mask(is_pad, is_global, c, slot_ok))
+        dtype = q.dtype  # the compute dtype (under autocast, not the weights')
+        allowed = self.patterns.get(("window", dtype), is_pad, is_global, lambda: additive_mask(
+            blocked_mask(is_pad, is_global, c, slot_ok), dtype))
         out = checkpointed(recompute, self.blocked_window, q, k, v, global_pos, allowed, is_pad, static)
         del q, k, v  # freed before the global rows (at inference; a backward pass keeps what it needs)
         if global_pos is None:
@@ -528,7 +542,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
 
     def blocked_window(self, q, k, v, global_pos, allowed, is_pad, static):
         """The window and global columns of every query, (b, n, d), zero rows for pads: query block i over the global
-        keys (at `global_pos`, (b, G), or none) and key blocks i-1, i, i+1, masked by `allowed` (`blocked_mask`)."""
+        keys (at `global_pos`, (b, G), or none) and key blocks i-1, i, i+1, masked by `allowed` (`blocked_mask` as an
+        `additive_mask`)."""
         b, n, heads, head_dim = q.shape
         d, c = heads * head_dim, self.one_sided_attn_window_size
         blocks, slots = n // c, 0 if global_pos is None else global_pos.shape[1]
