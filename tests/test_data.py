@@ -1,6 +1,7 @@
 """The built-in long-document task, real-data loading, tokenizer fitting and metrics."""
 
 import json
+import random
 import re
 
 import numpy as np
@@ -133,6 +134,23 @@ def test_wordpiece_tokenizer_ids_follow_the_tokens_not_the_trainers_hash_order()
     vocabulary = fit_wordpiece_tokenizer(texts, vocab_size=500).get_vocab()
     by_id = sorted(vocabulary, key=vocabulary.get)
     assert by_id[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and by_id[5:] == sorted(by_id[5:])
+
+
+def test_the_same_texts_fit_the_same_wordpiece_tokenizer_every_time():
+    """The trainer numbers its `##` tokens in hash-map order and breaks ties between merges by those numbers
+    (tokenizers #1794): on this corpus of many equally rare words, six fits gave six vocabularies before the `##`
+    tokens were made beforehand in sorted order."""
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyzéø") for _ in range(rng.randint(2, 9))) for _ in range(3000)]
+    texts = [" ".join(rng.choice(words) for _ in range(80)) for _ in range(60)]
+    vocabularies = {tuple(sorted(fit_wordpiece_tokenizer(texts, vocab_size=500).get_vocab().items()))
+                    for _ in range(6)}
+    assert len(vocabularies) == 1
+    (vocabulary,) = vocabularies
+    assert len(vocabulary) == 500 and all(token != "##" for token, _ in vocabulary)
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=500)
+    assert sorted(tokenizer.all_special_tokens) == sorted(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+    assert "[UNK]" not in tokenizer.tokenize(texts[0])  # every word of the corpus is spelled by the vocabulary
 
 
 def test_metrics_modules_load_offline_and_compute():

@@ -12,20 +12,29 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
     """A BERT-style WordPiece tokenizer fitted on `texts`; PAD is id 0, and it returns no token_type_ids.
 
     `model_max_length` is what the model will read; encoding longer text with `truncation=True` cuts there.
-    The trainer numbers its `##` tokens in hash-map order, different in every process (tokenizers issue #1794), so
-    the same corpus gave different ids and hence different trained models; the vocabulary is renumbered with the
-    special tokens first and the rest sorted, which makes the ids reproducible whenever the learned tokens are (on
-    BBC news at 8,000 tokens, every fit; a tie between merge counts can still change a rare token).
+
+    The same texts give the same tokenizer in every process. The trainer creates a `##` token for each character the
+    first time it meets it inside a word, in hash-map order (different in every process), and breaks ties between
+    equally frequent merges by those ids (tokenizers issue #1794, fix proposed in PR #2066): on 100 BBC articles six
+    fits gave six vocabularies, so the same run trained different models. So every `##` character token is made
+    beforehand, in sorted order (`continuation_tokens`, given to the trainer with the special tokens, whose ids come
+    first); the vocabulary is then renumbered with the special tokens first and the rest sorted.
     """
-    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    normalizer, pre_tokenizer = normalizers.BertNormalizer(lowercase=lowercase), pre_tokenizers.BertPreTokenizer()
+    texts = texts if isinstance(texts, list) else list(texts)
+    continuation = continuation_tokens(texts, normalizer, pre_tokenizer)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS + continuation,
+                                        show_progress=False)
+    fitting = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    fitting.normalizer, fitting.pre_tokenizer = normalizer, pre_tokenizer
+    fitting.train_from_iterator(texts, trainer=trainer)
+    # a fresh tokenizer holds the vocabulary, so that the `##` tokens are ordinary tokens there, not special ones
+    learned = sorted(token for token in fitting.get_vocab() if token not in SPECIAL_TOKENS)
+    tokenizer = Tokenizer(models.WordPiece({token: i for i, token in enumerate(SPECIAL_TOKENS + learned)},
+                                           unk_token="[UNK]"))
+    tokenizer.normalizer, tokenizer.pre_tokenizer = normalizer, pre_tokenizer
     tokenizer.decoder = decoders.WordPiece()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False)
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    learned = sorted(token for token in tokenizer.get_vocab() if token not in SPECIAL_TOKENS)
-    tokenizer.model = models.WordPiece({token: i for i, token in enumerate(SPECIAL_TOKENS + learned)},
-                                       unk_token="[UNK]")
+    tokenizer.add_special_tokens(SPECIAL_TOKENS)
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
@@ -40,6 +49,17 @@ def fit_wordpiece_tokenizer(texts, vocab_size=8000, model_max_length=4096, lower
         model_max_length=model_max_length,
         model_input_names=["input_ids", "attention_mask"],
     )
+
+
+def continuation_tokens(texts, normalizer, pre_tokenizer):
+    """`##c` for every character c found inside a word of `texts` (after the first character), sorted: the `##`
+    tokens the WordPiece trainer would create as it meets them."""
+    inside = set()
+    for text in texts:
+        if text:
+            words = pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
+            inside.update("".join(word[1:] for word, _ in words))
+    return [f"##{character}" for character in sorted(inside)]
 
 
 # What a tokenizer's `save_pretrained` writes: a folder with none of these holds no tokenizer (Transformers then asks
