@@ -16,7 +16,7 @@ import time
 
 import pytest
 import torch
-from transformers import AutoModelForSequenceClassification, BertConfig, BertModel
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
 from hf_longdoc.cli import main
 from hf_longdoc.outputs import MANIFEST, RunFolder, check_files_free, read_manifest, record_outputs
@@ -118,9 +118,12 @@ def test_a_killed_rerun_leaves_the_earlier_model_intact_and_resume_checks_the_ch
         torn.mkdir(exist_ok=True)
         for name, content in files.items():
             (torn / name).write_bytes(content)
+    interrupted_vocabulary = AutoTokenizer.from_pretrained(partial).get_vocab()
     resumed = cli(*long_run, "--output-dir", target, "--resume", timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"from {partial}" in resumed.stderr and not staging.exists()
+    assert f"tokenizer of the interrupted run ({partial})" in resumed.stderr  # its weights read those ids
+    assert AutoTokenizer.from_pretrained(target).get_vocab() == interrupted_vocabulary
     assert json.loads((target / "metrics.json").read_text())["sizes"]["train"] == 40
     # a new run without --resume discards an interrupted one and replaces the earlier model when it succeeds
     assert main(["train", *TINY, "--output-dir", str(target), "--seed", "7"]) == 0

@@ -23,6 +23,7 @@ from transformers import (
 )
 
 from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
+from .data.tokenizer import has_tokenizer_files
 from .distributed import on_main_then_share
 from .feasibility import check_fits
 from .head_fitting import FitPlan, keep_the_better
@@ -273,6 +274,10 @@ def build_run_model(run, task, checkpoint=None):
     if run.backbone is not None:  # the backbone's tokenizer (or the one given): no WordPiece is fitted
         model, tokenizer = wrap_backbone(family, run.backbone, task.label_names, task.multi_label,
                                          run.config_overrides, run.max_length, tokenizer)
+    elif tokenizer is None and checkpoint is not None and has_tokenizer_files(checkpoint):
+        # the interrupted run's own: its weights were trained on those ids
+        logger.info("Resuming with the tokenizer of the interrupted run (%s).", checkpoint)
+        tokenizer = load_tokenizer(checkpoint, "`resume` (--resume)")
     elif tokenizer is None:
         config = family.build_config(**run.config_overrides)
         # fitted once, on the main process: two processes fitting the same texts (WordPiece trains on several

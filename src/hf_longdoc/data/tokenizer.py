@@ -71,6 +71,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "voca
 PROBE_TEXT = "The report was published in 2024 and describes a new method for reading long documents."
 
 
+def has_tokenizer_files(folder):
+    """Whether `folder` holds what a tokenizer's `save_pretrained` writes."""
+    return any(os.path.isfile(os.path.join(folder, name)) for name in TOKENIZER_FILES)
+
+
 def load_tokenizer(source, argument, fix="save the tokenizer there with `tokenizer.save_pretrained`"):
     """`AutoTokenizer.from_pretrained(source)`, refusing (a ValueError naming `argument`, and the `fix`) a tokenizer
     without a vocabulary: Transformers builds one from a folder that holds a model config but no tokenizer files, and
@@ -81,7 +86,7 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
     if (source.startswith((".", "/", "~")) or source.count("/") > 1) and not os.path.exists(local):
         raise ValueError(f"{argument} {source!r} does not exist; pass a folder saved with `save_pretrained` or a Hub "
                          "id.")
-    if os.path.isdir(local) and not any(os.path.isfile(os.path.join(source, name)) for name in TOKENIZER_FILES):
+    if os.path.isdir(local) and not has_tokenizer_files(source):
         raise ValueError(f"{argument} {source!r} holds no usable tokenizer: the folder holds no tokenizer files "
                          f"(none of {', '.join(TOKENIZER_FILES)}); {fix}.")
     try:
