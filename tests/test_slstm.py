@@ -156,6 +156,7 @@ def _fresh_compile(request):
 
         torch._dynamo.reset()
         modeling_slstm.compiled_step_update.cache_clear()
+        modeling_slstm.compiled_run_update.cache_clear()
 
 
 def ran_compiled(model, *args, **kwargs):
@@ -206,14 +207,21 @@ def test_the_roofline_records_a_compiled_model_eagerly_and_leaves_it_compiled():
 
 @pytest.mark.compile
 @pytest.mark.slow
-def test_the_compiled_step_keeps_running_compiled_past_dynamo_s_recompile_limit():
-    """The compiled step unrolls its runs, so each run count is a graph: past dynamo's recompile limit (8 by default,
-    1 here to keep the test short) it would fall back to eager silently; the step allows its own limit."""
-    model = randomised(tiny(chunk_size=2, compile_gates=True)).float().eval()
+def test_every_document_length_shares_the_compiled_graphs():
+    """On the CPU the compiled step is one run's update, compiled for dynamic shapes, so once the first documents have
+    compiled its graphs (first, middle, last and shorter last runs), documents of any other number of runs compile
+    nothing more (a compiled whole step unrolled its runs: a graph per run count, each compiling longer, 315 s for a
+    45,000-token document in a user's trial). Each length runs compiled even under a recompile limit of 1 (the step
+    allows its own, past which dynamo would fall back to eager silently)."""
+    model = randomised(tiny(chunk_size=5, compile_gates=True, max_position_embeddings=64)).float().eval()
     with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=1):
-        for length in (2, 4, 6):  # 1, 2 and 3 runs of two tokens; the first step starts from h = c = x
+        for length in (12, 20):  # runs of 5, 5, 2 and of 5, 5, 5, 5
+            assert ran_compiled(model, torch.randint(1, 31, (1, length)))[1]
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        for length in (24, 32, 45, 64):
             _, was_compiled = ran_compiled(model, torch.randint(1, 31, (1, length)))
             assert was_compiled, f"{length} tokens ran eagerly"
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs, "a new length compiled again"
 
 
 def test_the_fused_gate_layer_norm_is_exact_far_from_zero():
@@ -237,19 +245,22 @@ def test_compile_gates_must_be_a_bool_or_none():
         tiny(compile_gates="yes")
 
 
-@pytest.mark.parametrize("compile_gates, device, positions, present, expected", [
-    (None, "cpu", 4096, True, True),  # the default: compiled where a compiler is present and the input is long
-    (None, "cpu", 512, True, False),  # too short to amortise the compilation
-    (None, "cpu", 4096, False, False),  # no compiler
-    (None, "cuda", 8192, True, True),
-    (True, "cpu", 8, False, True),  # the user's choice, either way
-    (False, "cuda", 8192, True, False),
+@pytest.mark.parametrize("compile_gates, device, positions, present, needs_grad, expected", [
+    (None, "cpu", 4096, True, False, True),  # the default: compiled where a compiler is present and the input is long
+    (None, "cpu", 512, True, False, False),  # too short to amortise the compilation
+    (None, "cpu", 4096, False, False, False),  # no compiler
+    (None, "cpu", 4096, True, True, False),  # a CPU's compiled training step was slower than the eager one
+    (None, "cuda", 8192, True, False, True),
+    (None, "cuda", 8192, True, True, True),
+    (True, "cpu", 8, False, True, True),  # the user's choice, either way
+    (False, "cuda", 8192, True, False, False),
 ])
-def test_the_step_compiles_by_default_where_it_pays(monkeypatch, compile_gates, device, positions, present, expected):
+def test_the_step_compiles_by_default_where_it_pays(monkeypatch, compile_gates, device, positions, present, needs_grad,
+                                                    expected):
     from hf_longdoc.modeling.slstm import modeling_slstm
 
     monkeypatch.setattr(modeling_slstm, "compiler_present", lambda device_type: present)
-    assert modeling_slstm.compiles_the_step(compile_gates, device, positions) == expected
+    assert modeling_slstm.compiles_the_step(compile_gates, device, positions, needs_grad) == expected
 
 
 def test_a_long_input_runs_the_compiled_step_by_default(monkeypatch):
@@ -259,21 +270,25 @@ def test_a_long_input_runs_the_compiled_step_by_default(monkeypatch):
 
     calls = []
 
-    def stand_in():
-        def update(step, *args):
-            calls.append(args[0].shape[1])
-            return step.update(*args)
+    def stand_in():  # for the compiled run update: the tokens of each run
+        def update(*args, **kwargs):
+            calls.append(args[2].shape[1])
+            return modeling_slstm.run_update(*args, **kwargs)
         return update
 
     monkeypatch.setattr(modeling_slstm, "compiler_present", lambda device_type: True)
-    monkeypatch.setattr(modeling_slstm, "compiled_step_update", stand_in)
+    monkeypatch.setattr(modeling_slstm, "compiled_run_update", stand_in)
     model = SLSTMModel(tiny(max_position_embeddings=modeling_slstm.COMPILE_MIN_TOKENS)).eval()
     assert model.config.compile_gates is None
+    long_input = torch.randint(1, 31, (1, modeling_slstm.COMPILE_MIN_TOKENS))
     with torch.inference_mode():
         model(torch.randint(1, 31, (1, 16)))
         assert calls == []
-        model(torch.randint(1, 31, (1, modeling_slstm.COMPILE_MIN_TOKENS)))
-    assert calls == [modeling_slstm.COMPILE_MIN_TOKENS] * model.config.num_recurrent_steps
+        model(long_input)
+    assert sum(calls) == modeling_slstm.COMPILE_MIN_TOKENS * model.config.num_recurrent_steps
+    calls.clear()
+    model.train()(long_input).pooler_output.sum().backward()  # on the CPU a training step runs eagerly
+    assert calls == []
 
 
 def test_one_step_is_the_synchronous_update_from_the_initial_states():

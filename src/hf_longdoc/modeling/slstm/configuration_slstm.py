@@ -65,13 +65,14 @@ class SLSTMConfig(PretrainedConfig):
         compile_gates (`bool`, *optional*):
             Run each recurrent step through `torch.compile`: the element-wise gate work (Eq. 3's LayerNorms, sigmoids,
             softmax and cell update, and Eq. 4's per-token forget gates) is fused into a few loops, with the copies
-            that build the windows and join the runs; the matrix products stay as they are. Same states (tests check
-            it against the float64 reference). `None` (the default): compiled where it pays, i.e. where a compiler
-            for the device is present (Triton on a GPU, a C++ compiler on the CPU) and the input has at least
-            `COMPILE_MIN_TOKENS` (2,048) positions, long enough to amortise the compilation; `True` / `False`: always /
-            never. The step is compiled once per input-length band (on the CPU once per number of runs of
-            `chunk_size` tokens; on a GPU the step is one run), so the first input of each band pays the compilation
-            (seconds; about 15 s for 4,096 tokens on 2 CPU cores), which the log reports once per process.
+            around the matrix products, which stay as they are. Same states (tests check it against the float64
+            reference). `None` (the default): compiled where it pays, i.e. where a compiler for the device is present
+            (Triton on a GPU, a C++ compiler on the CPU), the input has at least `COMPILE_MIN_TOKENS` (2,048)
+            positions, long enough to amortise the compilation, and, on the CPU, the pass needs no gradients (a
+            compiled training step was slower there); `True` / `False`: always / never. On a GPU the whole step is
+            compiled; on the CPU one run of `chunk_size` tokens, so that every document length shares its graphs. The
+            first pass pays the compilation (a few seconds on 2 CPU cores; once more for the first other length and
+            for training), which the log reports once per process.
         initializer_range (`float`, defaults to 0.02):
             Standard deviation of the normal initialisation of embeddings and linear weights.
         pad_token_id (`int`, defaults to 0):

@@ -31,10 +31,12 @@ and ONE matmul of ξ with W gives all 7 gates of all tokens (21·H² multiply-ad
 (H²): the 22·H² per token and step of the paper's cost. U x (constant over the steps) is computed once per forward,
 V g + b and the sentence-node terms in g and h̄ once per document and step. Tokens are updated in runs of `chunk_size`
 (with their neighbours) so a run's gate tensors stay in cache; everything element-wise in a run is one pure function
-(`run_gates`). `compile_gates` runs each whole step through `torch.compile`, which fuses that function into a few loops
-and with the copies around the products; by default (`None`) wherever a compiler is present and the input is long
-(`compiles_the_step`). On a GPU a step is one run over all tokens: the runs exist for a CPU's cache, and on a GPU each
-would cost kernel launches. Gate arithmetic, softmaxes and sums over tokens run in fp32 under autocast.
+(`run_gates`). `compile_gates` runs the step through `torch.compile`, which fuses that function into a few loops and
+with the copies around the products; by default (`None`) wherever a compiler is present and the input is long
+(`compiles_the_step`). On a GPU a step is one run over all tokens (the runs exist for a CPU's cache, and on a GPU each
+would cost kernel launches), compiled whole; on the CPU each run is compiled (`run_update`), so one graph serves every
+document length (a whole step of r runs would unroll them: one graph per run count, its compilation growing with r).
+Gate arithmetic, softmaxes and sums over tokens run in fp32 under autocast.
 
 Shapes: b batch · n tokens · H hidden size.
 
@@ -231,7 +233,19 @@ def run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_afte
     return h_new, c_new, forget_weight.sum(dim=1), (forget_weight * c_old).sum(dim=1)
 
 
-MAX_COMPILED_STEP_GRAPHS = 64  # `compile_gates`: graphs a process keeps of the step (run counts, train/eval, ...)
+def run_update(token_W, forget_U, xi_run, h_run, x_term, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k,
+               token_norm, sentence_norm, eps, fused=False):
+    """One run's update: its two matrix products (W ξ for all 7 gates of Eq. 3, U_f h_i of Eq. 4), under autocast,
+    then `run_gates` in fp32. token_W (7H, B·H) and forget_U (H, H) are the weights; xi_run (b, m, B·H), h_run (b, m,
+    H); the rest as `run_gates` takes them."""
+    token_pre = F.linear(xi_run, token_W)  # W ξ: all 7 gates, ONE matmul
+    forget_pre = F.linear(h_run, forget_U)  # U_f h_i of Eq. 4
+    with torch.autocast(device_type=h_run.device.type, enabled=False):
+        return run_gates(token_pre, x_term, forget_pre, V_g, W_f_g, c_before, c_run, c_after, c_g, real, k,
+                         token_norm, sentence_norm, eps, fused)
+
+
+MAX_COMPILED_STEP_GRAPHS = 64  # `compile_gates`: graphs a process keeps of the step (lengths, train/eval, dtypes)
 COMPILE_MIN_TOKENS = 2048  # `compile_gates=None`: shorter inputs run eagerly (the compilation would not pay)
 
 
@@ -249,33 +263,54 @@ def compiler_present(device_type):
     return False
 
 
-def compiles_the_step(compile_gates, device_type, positions):
+# `compile_gates=None`: whether compiling pays for a pass that needs gradients. On 2 CPU cores a compiled training step
+# was slower than the eager one (256 wide, 8,192 tokens: 1,558 ms against 1,384), while its forward alone was faster
+# (434 ms against 606); on a GPU the compiled step was measured in training (docs/results.md).
+COMPILE_PAYS_IN_TRAINING = {"cuda": True, "cpu": False}
+
+
+def compiles_the_step(compile_gates, device_type, positions, needs_grad=False):
     """Whether a forward runs its steps through `torch.compile`: `compile_gates` True / False, or with None where it
-    pays, i.e. where a compiler is present and the input has at least `COMPILE_MIN_TOKENS` positions."""
+    pays, i.e. where a compiler is present, the input has at least `COMPILE_MIN_TOKENS` positions and, for a pass that
+    needs gradients, where the device's compiled training step was faster (`COMPILE_PAYS_IN_TRAINING`)."""
     if compile_gates is not None:
         return compile_gates
+    if needs_grad and not COMPILE_PAYS_IN_TRAINING.get(device_type, False):
+        return False
     return positions >= COMPILE_MIN_TOKENS and compiler_present(device_type)
+
+
+def timing_the_first_call(compiled, what):
+    """`compiled`, its first call (the compilation, and one call) timed and logged: the one-off cost of the default."""
+    first_call = []
+
+    def call(*args, **kwargs):
+        if first_call:
+            return compiled(*args, **kwargs)
+        start = time.perf_counter()
+        out = compiled(*args, **kwargs)
+        first_call.append(time.perf_counter() - start)
+        logger.warning(f"S-LSTM: compiled {what} in {first_call[0]:.1f} s (once per process, and once more for other "
+                       "lengths and for training; `compile_gates=False` runs it eagerly, faster for a few documents).")
+        return out
+
+    return call
 
 
 @functools.cache
 def compiled_step_update():
-    """`SLSTMStep.update(..., fused=True)` through `torch.compile`, built once per process: a whole recurrent step, so
-    the compiler also fuses the copies that build ξ and join the runs, and the runs cost one call, not one each.
-    Shapes that change recompile as dynamic. Its first call (the compilation, and one step) is timed and logged."""
-    compiled = torch.compile(functools.partial(SLSTMStep.update, fused=True))
-    first_call = []
+    """`SLSTMStep.update(..., fused=True)` through `torch.compile`, built once per process, for an input of one run (a
+    GPU's): the whole step, so the compiler also fuses the sentence node's work and the copies that build ξ. A length
+    that changes recompiles as dynamic."""
+    return timing_the_first_call(torch.compile(functools.partial(SLSTMStep.update, fused=True)), "its recurrent step")
 
-    def update(*args):
-        if first_call:
-            return compiled(*args)
-        start = time.perf_counter()
-        out = compiled(*args)
-        first_call.append(time.perf_counter() - start)
-        logger.warning(f"S-LSTM: compiled its recurrent step in {first_call[0]:.1f} s (once per process; each new "
-                       "input-length band compiles again; `compile_gates=False` runs it eagerly).")
-        return out
 
-    return update
+@functools.cache
+def compiled_run_update():
+    """`run_update` (called with `fused=True`) through `torch.compile`, built once per process, for inputs of several
+    runs (the CPU's): one graph for the runs of `chunk_size` tokens and one, dynamic, for shorter last runs, whatever
+    the document's length."""
+    return timing_the_first_call(torch.compile(run_update, dynamic=True), "its recurrent step's run")
 
 
 class GateLayerNorm(nn.Module):
@@ -369,20 +404,25 @@ class SLSTMStep(GradientCheckpointingLayer):
         computed once per forward; mask (b, n) bool; `sizes` from `chunk_sizes`. Returns the four step-t states: the
         step through `torch.compile` with `config.compile_gates` (unless the whole model is being compiled or
         exported), eagerly otherwise."""
-        if not torch.compiler.is_compiling() and compiles_the_step(self.compile_gates, h.device.type, h.shape[1]):
+        needs_grad = torch.is_grad_enabled() and (h.requires_grad or self.token_W.weight.requires_grad)
+        if not torch.compiler.is_compiling() and compiles_the_step(self.compile_gates, h.device.type, h.shape[1],
+                                                                   needs_grad):
             # the first step starts from h = c = x and g = c_g: distinct tensors keep it on the other steps' graph
             c = c.clone() if c is h else c
             c_g = c_g.clone() if c_g is g else c_g
-            # one graph per number of runs (the loop over runs is unrolled), so allow one per run count up to the
-            # longest input, rather than dynamo's default of 8 per function, past which it would run eagerly
+            # graphs for train/eval, dtypes and lengths: more than dynamo's default of 8 per function, past which it
+            # would run eagerly
             with torch._dynamo.config.patch(recompile_limit=MAX_COMPILED_STEP_GRAPHS):
-                return compiled_step_update()(self, h, c, g, c_g, x_term, mask, sizes)
+                if len(sizes) == 1:
+                    return compiled_step_update()(self, h, c, g, c_g, x_term, mask, sizes)
+                return self.update(h, c, g, c_g, x_term, mask, sizes, fused=True, run=compiled_run_update())
         return self.update(h, c, g, c_g, x_term, mask, sizes)
 
-    def update(self, h, c, g, c_g, x_term, mask, sizes, fused=False):
+    def update(self, h, c, g, c_g, x_term, mask, sizes, fused=False, run=run_update):
         """The step (`forward`'s arguments). The tokens are updated a run of `config.chunk_size` at a time, each with
         its k neighbours on either side, so the gate tensors of a run stay in cache; the result does not depend on the
-        runs (tests check it). `fused`: the element-wise forms the compiler fuses best (`run_gates`)."""
+        runs (tests check it). `fused`: the element-wise forms the compiler fuses best (`run_gates`); `run`: what
+        updates a run (`run_update`, or its compiled form)."""
         b, n, H = h.shape
         k = self.window_size
         real = mask[:, :, None].to(h.dtype)
@@ -397,18 +437,15 @@ class SLSTMStep(GradientCheckpointingLayer):
         h_runs, c_runs, real_runs = h.split(sizes, dim=1), c.split(sizes, dim=1), real.split(sizes, dim=1)
         x_runs = x_term.split(sizes, dim=1)
         xi_runs = self.xi(F.pad(h, (0, 0, k, k))).split(sizes, dim=1)  # (b, m, B·H) each
-        gates = functools.partial(run_gates, fused=fused)
         token_norm, sentence_norm = self.token_norm.params(), self.sentence_norm.params(0, 1)
         h_parts, c_parts = [], []
         token_weight_sum, weighted_cells = 0.0, 0.0
         for j in range(len(sizes)):
-            token_pre = F.linear(xi_runs[j], self.token_W.weight)  # W ξ: all 7 gates, ONE matmul
-            forget_pre = self.sentence_U_token(h_runs[j])  # U_f h_i of Eq. 4
             c_before, c_after = neighbours(c_runs, j, k)
-            with torch.autocast(device_type=h.device.type, enabled=False):
-                h_run, c_run, weight_sum, weighted = gates(token_pre, x_runs[j], forget_pre, V_g, W_g[:, :H], c_before,
-                                                           c_runs[j], c_after, c_g32, real_runs[j], k, token_norm,
-                                                           sentence_norm, self.token_norm.eps)
+            h_run, c_run, weight_sum, weighted = run(self.token_W.weight, self.sentence_U_token.weight, xi_runs[j],
+                                                     h_runs[j], x_runs[j], V_g, W_g[:, :H], c_before, c_runs[j],
+                                                     c_after, c_g32, real_runs[j], k, token_norm, sentence_norm,
+                                                     self.token_norm.eps, fused=fused)
             h_parts.append(h_run)
             c_parts.append(c_run)
             token_weight_sum = token_weight_sum + weight_sum
