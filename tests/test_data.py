@@ -274,3 +274,31 @@ def test_a_document_of_several_columns_and_its_structural_inversion(tmp_path):
     assert invert_parts(text) == f"claim two {i}\n\nclaim one {i}\n\nAn abstract.\nIn two paragraphs {i}.\n\nTitle {i}"
     with pytest.raises(Exception, match="'summary'"):
         load_text_classification_dataset(str(path), text_column="title,summary")
+
+
+def test_a_class_too_rare_to_stratify_is_logged(tmp_path, caplog):
+    """One document of a class: the split cannot be stratified by label, and the random split says so."""
+    rows = [{"text": f"document number {i} " * 5, "label": "common"} for i in range(40)]
+    rows.append({"text": "the only rare document " * 5, "label": "rare"})
+    with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):
+        data, names, _ = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
+    assert names == ["common", "rare"] and sum(len(split) for split in data.values()) == 41
+    assert "not stratified by label" in caplog.text
+
+
+@pytest.mark.parametrize("as_lines", [True, False])
+def test_labels_written_as_numbers_and_as_text_are_logged(tmp_path, caplog, as_lines):
+    """`datasets` reads a JSON label column of 1 and "1" as one class, and the log says so (JSON lines and a JSON
+    array)."""
+    rows = [{"text": f"document number {i} " * 5, "label": [1, "1", 0, "2"][i % 4]} for i in range(40)]
+    path = tmp_path / "d.jsonl" if as_lines else tmp_path / "d.json"
+    path.write_text("\n".join(json.dumps(row) for row in rows) if as_lines else json.dumps(rows, indent=1))
+    with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):
+        _, names, _ = load_text_classification_dataset(str(path))
+    assert names == ["0", "1", "2"]
+    assert "mix JSON types (numbers and text)" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):  # all text, or all numbers: nothing to say
+        load_text_classification_dataset(_write_jsonl(tmp_path / "t.jsonl", [{**row, "label": str(row["label"])}
+                                                                               for row in rows]))
+    assert "mix JSON types" not in caplog.text

@@ -175,6 +175,8 @@ def _load_raw(source, label_column=None):
             if LOCAL_FORMATS[extension] == "json":
                 _check_json_lines(path, source)
             raise DatasetError(f"Could not read {source!r} as {LOCAL_FORMATS[extension]}: {error}") from error
+        if LOCAL_FORMATS[extension] == "json":
+            _report_mixed_json_labels(raw, path, label_column or "label")
         return _csv_labels(raw, label_column) if "converters" in kwargs else raw
     require_hub("--dataset", source)
     try:
@@ -184,6 +186,15 @@ def _load_raw(source, label_column=None):
             f"Could not load dataset {source!r} from the Hub ({type(error).__name__}: {error}). Pass a Hub id that "
             "exists and is reachable, or a local .csv/.jsonl/.parquet file."
         ) from error
+
+
+def _report_mixed_json_labels(raw, path, label_column):
+    """Log a JSON label column that mixes numbers and text (1 and "1"): `datasets` reads it as a `Json` column, in
+    which text that spells a number becomes that number, so 1 and "1" are one class."""
+    split = raw["train"]
+    if label_column in split.column_names and isinstance(split.features[label_column], datasets.Json):
+        logger.warning(f"The labels in {path} mix JSON types (numbers and text): text that spells a number is read as "
+                       "that number, so 1 and \"1\" are one class; write every label the same way if they are not.")
 
 
 def _is_missing(value):
@@ -428,7 +439,9 @@ def _split(dataset, name, fraction, seed, stratify):
     try:
         stratify_by = "label" if stratify else None
         parts = dataset.train_test_split(test_size=fraction, seed=seed, stratify_by_column=stratify_by)
-    except ValueError:  # a class too rare to stratify
+    except ValueError as error:  # a class too rare to stratify
+        logger.warning(f"The {name} split is drawn at random, not stratified by label ({error}): a class may be "
+                       "missing from it or over-represented; give every class at least a few documents.")
         parts = dataset.train_test_split(test_size=fraction, seed=seed)
     return parts["train"], parts["test"]
 
