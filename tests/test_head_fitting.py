@@ -13,6 +13,7 @@ from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
+from hf_longdoc.hub import make_model_card
 from hf_longdoc.training import build_from_backbone, new_parameter_names, training_arguments
 from tiny_bert import save_tiny_bert
 
@@ -115,13 +116,20 @@ def test_fit_head_learns_a_separable_task_and_keeps_the_best_epoch(pretrained):
     assert all(torch.equal(p, backbone_before[n]) for n, p in model.named_parameters() if n not in head)
 
 
-def test_freeze_backbone_trains_only_the_head_and_saves_a_whole_model(pretrained, tmp_path):
+def test_freeze_backbone_trains_only_the_head_and_saves_a_whole_model(pretrained, tmp_path, caplog):
     output = tmp_path / "frozen"
-    assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
-                 "--task-size", "24", "--task-words", "60,150", "--freeze-backbone", "--head-epochs", "5",
-                 "--output-dir", str(output)]) == 0
+    with caplog.at_level("WARNING"):
+        assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
+                     "--task-size", "24", "--task-words", "60,150", "--freeze-backbone", "--head-epochs", "5",
+                     "--epochs", "3", "--output-dir", str(output)]) == 0
+    assert "`epochs` (--epochs) 3 has no effect here" in caplog.text  # only the head trained, for --head-epochs
     metrics = json.loads((output / "metrics.json").read_text())
     assert metrics["freeze_backbone"] is True and metrics["head_stage"]["epochs_run"] <= 5
+    # the card describes what trained: the head stage, not Trainer's unused epochs and learning rate
+    card = str(make_model_card(str(output)))
+    assert "Only a new head trained" in card and "transformers.Trainer" not in card
+    assert f"epochs run | {metrics['head_stage']['epochs_run']} " in card and "| epochs |" not in card
+    assert "preparation_time" not in card
     saved, source = load_file(output / "model.safetensors"), load_file(pretrained / "model.safetensors")
     for name, weight in source.items():  # the backbone is exactly the checkpoint's (its pooler is not used)
         assert name.startswith("pooler.") or torch.equal(saved[f"segment_lm.backbone.{name}"], weight), name

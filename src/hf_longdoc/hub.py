@@ -117,7 +117,7 @@ def _architecture(config, family):
 
 def _scores(metrics):
     """The metric values of a test result (runtimes, throughput and the document count left out)."""
-    timing = ("runtime", "per_second")
+    timing = ("runtime", "per_second", "preparation_time")
     return {name: value for name, value in sorted((metrics or {}).items())
             if isinstance(value, (int, float)) and name not in ("documents", "loss", "epoch")
             and not any(word in name for word in timing)}
@@ -138,13 +138,28 @@ PROCEDURE_ARGUMENTS = (("learning_rate", "learning rate"), ("lr_scheduler_type",
                        ("weight_decay", "weight decay"), ("seed", "seed"))
 
 
+def _head_stage_rows(stage):
+    """The rows of the head stage (`metrics.json`'s `head_stage`): a new head trained on frozen, cached features."""
+    rows = [f"| head on the frozen backbone's features: epochs run | {stage['epochs_run']} (kept: epoch "
+            f"{stage['best_epoch']}, the best validation score) |"]
+    if stage.get("learning_rate"):
+        rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
+    return rows
+
+
 def _procedure(output_dir, recorded):
-    """The hyperparameters of the run: `training_args.json` (written by `hf-longdoc train`) and the documents read."""
+    """The hyperparameters of the run: `training_args.json` (written by `hf-longdoc train`), the head stage and the
+    documents read. With a frozen backbone whose head trained on cached features, Trainer never ran: its arguments
+    are left out, and the head stage is the procedure."""
     rows = []
     if recorded.get("max_length"):
         rows.append(f"| max length (input ids read) | {recorded['max_length']} |")
+    stage = recorded.get("head_stage") or {}
+    only_the_head = bool(recorded.get("freeze_backbone") and stage.get("epochs_run"))
+    if stage.get("epochs_run"):
+        rows += _head_stage_rows(stage)
     arguments_path = os.path.join(output_dir, "training_args.json")
-    if os.path.isfile(arguments_path):
+    if os.path.isfile(arguments_path) and not only_the_head:
         with open(arguments_path) as f:
             arguments = json.load(f)
         rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
@@ -156,8 +171,10 @@ def _procedure(output_dir, recorded):
     rows += [f"| {split} documents | {count} |" for split, count in sizes.items()]
     if not rows:
         return "Not recorded."
-    return ("Trained with `transformers.Trainer` (AdamW) by `hf-longdoc train`:\n\n| setting | value |\n|---|---|\n"
-            + "\n".join(rows))
+    how = ("Only a new head trained (AdamW), on the cached features of the frozen pretrained backbone, by "
+           "`hf-longdoc train --freeze-backbone`" if only_the_head
+           else "Trained with `transformers.Trainer` (AdamW) by `hf-longdoc train`")
+    return f"{how}:\n\n| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
 def _reading(output_dir, config, family):

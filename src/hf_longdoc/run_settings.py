@@ -182,6 +182,7 @@ class RunSettings(TrainingOptions):
         self.config_overrides = dict(self.config_overrides or {})
         check_label_overrides(self.config_overrides)
         self.family.check_settings(self.config_overrides)
+        epochs_given = self.epochs is not None
         if self.epochs is None:  # the family's fine-tuning epochs from pretrained weights
             self.epochs = recipe_epochs(self.family, self.pretrained)
         self.check()
@@ -189,6 +190,10 @@ class RunSettings(TrainingOptions):
         SEED.check(self.seed, "seed", "seed")
         check_task_kind(self.task_kind, self.dataset)
         self.stage = HeadStage.resolve(self.family, self.pretrained, self.freeze_backbone, self.head_epochs)
+        if epochs_given and not self.stage.trains_end_to_end:
+            logger.warning(f"`epochs` (--epochs) {self.epochs:g} has no effect here: with `freeze_backbone` only the "
+                           f"new head trains, on the backbone's cached features, for `head_epochs` (--head-epochs; "
+                           f"at most {self.stage.epochs}, stopping early once the validation score stops improving).")
         if not self.pretrained:
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
         if self.backbone is not None:  # the one check of the backbone in a run: the model is built unchecked

@@ -49,7 +49,8 @@ class SegmentLMFamily(Family):
     summary = (
         "A pretrained language model reads the document as m segments; the segment vectors are combined by "
         "concatenation, a biLSTM, or attention over segments (which also picks the segment the LM learns "
-        "from), with gradient through the first and the attended segment only."
+        "from); the paper lets the gradient through the first and the attended segment only, and `gradient_mode` "
+        "(in the table below) says which segments this model took it through."
     )
     learning_rate = 1e-4
     special_tokens = {"cls_token_id": "start", "sep_token_id": "end"}  # every segment is wrapped as [CLS] .. [SEP]
