@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import tempfile
 
 import pytest
 import torch
@@ -338,12 +339,14 @@ def test_evaluate_scores_a_whole_file_and_leaves_the_model_folder_alone(trained,
 
 
 def test_push_never_writes_into_the_model_folder_or_over_a_folder(trained, tmp_path, capsys):
-    before = sorted(os.listdir(trained))
+    before, temporary = sorted(os.listdir(trained)), set(os.listdir(tempfile.gettempdir()))
     assert main(["push", str(trained), "--repo-id", "someone/ctx", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert sorted(os.listdir(trained)) == before  # no _hub_upload/ copy of the weights
-    staged = out.split("would upload ")[1].split(" to someone/ctx")[0]
-    assert os.path.isfile(os.path.join(staged, "model.safetensors"))
+    assert "  model.safetensors" in out and "  README.md" in out
+    for name in set(os.listdir(tempfile.gettempdir())) - temporary:  # nor one left in the temporary folder
+        assert not any("model.safetensors" in files for _, _, files in os.walk(os.path.join(tempfile.gettempdir(),
+                                                                                             name)))
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "keep.txt").write_text("keep")

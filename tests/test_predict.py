@@ -100,6 +100,8 @@ def test_csv_and_parquet_hold_the_same_rows(model_dir, corpus, tmp_path):
     assert Dataset.from_parquet(str(tmp_path / "out.parquet")).to_list() == as_json.to_list()
     top = read_jsonl(tmp_path / "out.jsonl")[0]["scores"]
     assert len(top) == 2 and min(top.values()) >= max(as_json[0]["scores"][k] or 0 for k in "abc" if k not in top)
+    for row in read_jsonl(tmp_path / "out.jsonl"):  # the K best, best first, as the pipeline's top_k lists them
+        assert list((row["scores"] or {}).values()) == sorted((row["scores"] or {}).values(), reverse=True)
 
 
 def test_a_folder_of_text_files_gives_one_row_per_file(model_dir, tmp_path, caplog):
@@ -183,7 +185,7 @@ def test_another_model_or_setting_cannot_continue_an_interrupted_run(model_dir, 
         with pytest.raises(Interrupted):
             hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2)
     other = save_classifier(tmp_path / "other", seed=1)
-    with pytest.raises(ValueError, match=r"other settings \(model \(files that differ: model.safetensors"):
+    with pytest.raises(ValueError, match=r"differs from this one \(model \(files that differ: model.safetensors"):
         hf_longdoc.predict(other, corpus[0], output, text_column="body", batch_size=2)
     with pytest.raises(ValueError, match="top_k None there, 2 here"):
         hf_longdoc.predict(model_dir, corpus[0], output, text_column="body", batch_size=2, top_k=2)

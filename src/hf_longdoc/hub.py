@@ -305,8 +305,8 @@ def require_hub_for_push():
 
 def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=True, token=None, replace_card=False):
     """Upload the model in `output_dir` to `repo_id` (a private repository unless `private=False`); with `dry_run`,
-    write exactly what would be uploaded into `dry_run_dir` (None: a new temporary folder, kept and named) instead.
-    Returns (the staged folder or None, the uploaded file names).
+    write exactly what would be uploaded into `dry_run_dir` instead (None: a temporary folder, removed once listed,
+    so that no copy of the weights is left behind). Returns (`dry_run_dir` or None, the uploaded file names).
 
     Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics and the family's source files;
     what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
@@ -330,12 +330,13 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
                          "(nothing there is overwritten).")
     if not dry_run and token is None:
         require_hub_for_push()
-    if dry_run:
-        staging = dry_run_dir or os.path.join(tempfile.mkdtemp(prefix="hf-longdoc-upload-"), "upload")
-        return staging, _stage_upload(output_dir, staging, repo_id, replace_card)
+    if dry_run and dry_run_dir is not None:
+        return dry_run_dir, _stage_upload(output_dir, dry_run_dir, repo_id, replace_card)
     with tempfile.TemporaryDirectory() as scratch:
         staging = os.path.join(scratch, "upload")
         files = _stage_upload(output_dir, staging, repo_id, replace_card)
+        if dry_run:
+            return None, files
         api = HfApi(token=token)
         try:
             api.create_repo(repo_id, private=private, exist_ok=True)

@@ -269,8 +269,9 @@ def open_partial(partial, fingerprint, overwrite, shared):
             raise ValueError(f"{partial!r} exists but records no run of predict; move it away, or pass --overwrite "
                              "to start over.")
         if differ and not overwrite:
-            raise ValueError(f"{partial!r} holds an interrupted run with other settings ({'; '.join(differ)}); rerun "
-                             "the same command to continue it, or pass --overwrite (overwrite=True) to start over.")
+            raise ValueError(f"{partial!r} holds an interrupted run that differs from this one ({'; '.join(differ)}); "
+                             "rerun the same command to continue it, or pass --overwrite (overwrite=True) to start "
+                             "over.")
         # the same command continues, --overwrite or not (it replaces the finished file); another run starts over
         start_over = recorded is None or bool(differ)
         if not start_over and recorded["batch_size"] != fingerprint["batch_size"]:
@@ -587,8 +588,9 @@ def write_output(result, path, labels):
                 if writer is not None:
                     writer.writerow(_csv_cells(row, labels))
                     continue
-                if row["scores"] is not None:  # top_k: only the K best are shown
-                    row["scores"] = {label: score for label, score in row["scores"].items() if score is not None}
+                if row["scores"] is not None and None in row["scores"].values():  # top_k: the K best, best first
+                    shown = [(label, score) for label, score in row["scores"].items() if score is not None]
+                    row["scores"] = dict(sorted(shown, key=lambda item: -item[1]))
                 f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
 
 

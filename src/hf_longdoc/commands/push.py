@@ -8,9 +8,11 @@ def add_parser(subparsers):
                                    help="upload a saved model (with its model card) to the Hub")
     parser.add_argument("output_dir", help="the folder of a saved model")
     parser.add_argument("--repo-id", required=True, help="USER/NAME")
-    parser.add_argument("--dry-run", action="store_true", help="write the folder that would be uploaded, and list it")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="list what would be uploaded, and upload nothing (--dry-run-dir writes it to a folder)")
     parser.add_argument("--dry-run-dir", default=None,
-                        help="with --dry-run: a new or empty folder where it writes (None: a new temporary folder)")
+                        help="with --dry-run: a new or empty folder where it writes what would be uploaded (None: only "
+                             "list it)")
     visibility = parser.add_mutually_exclusive_group()
     visibility.add_argument("--private", dest="private", action="store_true",
                             help="create the repository as private (the default)")
@@ -28,8 +30,12 @@ def run(args):
 
     folder, files = push_to_hub(args.output_dir, args.repo_id, dry_run=args.dry_run, dry_run_dir=args.dry_run_dir,
                                 private=args.private, replace_card=args.replace_card)
-    if args.dry_run:
+    if args.dry_run and folder is not None:
         print(f"Dry run: would upload {folder} to {args.repo_id} ({'private' if args.private else 'public'}):")
+    elif args.dry_run:
+        print(f"Dry run: would upload these files of {args.output_dir} to {args.repo_id} "
+              f"({'private' if args.private else 'public'}; --dry-run-dir DIR writes them there, the card included, "
+              "to read before uploading):")
     else:
         print(f"Uploaded {args.output_dir} to https://huggingface.co/{args.repo_id} "
               f"({'private' if args.private else 'public'}):")
