@@ -157,6 +157,7 @@ def _fresh_compile(request):
         torch._dynamo.reset()
         modeling_slstm.compiled_step_update.cache_clear()
         modeling_slstm.compiled_run_update.cache_clear()
+        modeling_slstm.CompilationReport.reported = False
 
 
 def ran_compiled(model, *args, **kwargs):
@@ -207,14 +208,18 @@ def test_the_roofline_records_a_compiled_model_eagerly_and_leaves_it_compiled():
 
 @pytest.mark.compile
 @pytest.mark.slow
-def test_every_document_length_shares_the_compiled_graphs():
+def test_every_document_length_shares_the_compiled_graphs(caplog):
     """On the CPU the compiled step is one run's update, compiled for dynamic shapes, so once the first documents have
     compiled its graphs (first, middle, last and shorter last runs), documents of any other number of runs compile
     nothing more (a compiled whole step unrolled its runs: a graph per run count, each compiling longer, 315 s for a
     45,000-token document in a user's trial). Each length runs compiled even under a recompile limit of 1 (the step
-    allows its own, past which dynamo would fall back to eager silently)."""
+    allows its own, past which dynamo would fall back to eager silently). The compilation is logged once, as a
+    warning, with the time of the forward that compiled; not by a pass that `force_eager` kept from compiling."""
     model = randomised(tiny(chunk_size=5, compile_gates=True, max_position_embeddings=64)).float().eval()
-    with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=1):
+    with torch.inference_mode(), torch.compiler.set_stance("force_eager"), caplog.at_level("INFO"):
+        model(torch.randint(1, 31, (1, 12)))
+    assert "compiled" not in caplog.text
+    with torch.inference_mode(), torch._dynamo.config.patch(recompile_limit=1), caplog.at_level("INFO"):
         for length in (12, 20):  # runs of 5, 5, 2 and of 5, 5, 5, 5
             assert ran_compiled(model, torch.randint(1, 31, (1, length)))[1]
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
@@ -222,6 +227,8 @@ def test_every_document_length_shares_the_compiled_graphs():
             _, was_compiled = ran_compiled(model, torch.randint(1, 31, (1, length)))
             assert was_compiled, f"{length} tokens ran eagerly"
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs, "a new length compiled again"
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 1 and "S-LSTM: compiled its recurrent step (" in warnings[0], warnings
 
 
 def test_the_fused_gate_layer_norm_is_exact_far_from_zero():

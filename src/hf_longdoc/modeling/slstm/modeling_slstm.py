@@ -280,21 +280,27 @@ def compiles_the_step(compile_gates, device_type, positions, needs_grad=False):
     return positions >= COMPILE_MIN_TOKENS and compiler_present(device_type)
 
 
-def timing_the_first_call(compiled, what):
-    """`compiled`, its first call (the compilation, and one call) timed and logged: the one-off cost of the default."""
-    first_call = []
+class CompilationReport:
+    """Logs what compiling the step cost, from dynamo's count of graphs around a forward: the first forward that
+    compiled, as a warning (the one-off cost of the default), and later ones (another length, training) as info."""
 
-    def call(*args, **kwargs):
-        if first_call:
-            return compiled(*args, **kwargs)
-        start = time.perf_counter()
-        out = compiled(*args, **kwargs)
-        first_call.append(time.perf_counter() - start)
-        logger.warning(f"S-LSTM: compiled {what} in {first_call[0]:.1f} s (once per process, and once more for other "
-                       "lengths and for training; `compile_gates=False` runs it eagerly, faster for a few documents).")
-        return out
+    reported = False
 
-    return call
+    def __init__(self):
+        self.graphs, self.start = torch._dynamo.utils.counters["stats"]["unique_graphs"], time.perf_counter()
+
+    def done(self):
+        new = torch._dynamo.utils.counters["stats"]["unique_graphs"] - self.graphs
+        if new <= 0:
+            return
+        seconds = time.perf_counter() - self.start
+        if CompilationReport.reported:
+            logger.info(f"S-LSTM: compiled {new} more graph(s) of its recurrent step in a forward of {seconds:.1f} s.")
+            return
+        CompilationReport.reported = True
+        logger.warning(f"S-LSTM: compiled its recurrent step ({new} graph(s)) in a forward of {seconds:.1f} s, once "
+                       "per process (a first training pass compiles again); `compile_gates=False` runs it eagerly, "
+                       "faster for a few documents.")
 
 
 @functools.cache
@@ -302,7 +308,7 @@ def compiled_step_update():
     """`SLSTMStep.update(..., fused=True)` through `torch.compile`, built once per process, for an input of one run (a
     GPU's): the whole step, so the compiler also fuses the sentence node's work and the copies that build ξ. A length
     that changes recompiles as dynamic."""
-    return timing_the_first_call(torch.compile(functools.partial(SLSTMStep.update, fused=True)), "its recurrent step")
+    return torch.compile(functools.partial(SLSTMStep.update, fused=True))
 
 
 @functools.cache
@@ -310,7 +316,7 @@ def compiled_run_update():
     """`run_update` (called with `fused=True`) through `torch.compile`, built once per process, for inputs of several
     runs (the CPU's): one graph for the runs of `chunk_size` tokens and one, dynamic, for shorter last runs, whatever
     the document's length."""
-    return timing_the_first_call(torch.compile(run_update, dynamic=True), "its recurrent step's run")
+    return torch.compile(run_update, dynamic=True)
 
 
 class GateLayerNorm(nn.Module):
@@ -576,10 +582,13 @@ class SLSTMModel(SLSTMPreTrainedModel):
         # U x of Eq. 3, constant over the steps (its bias joins V g, per document: a bias here is a (b, n, 7H) copy)
         x_term = F.linear(x, self.step.token_U.weight)
         hidden_states = [h] if output_hidden_states else None
+        compilation = None if torch.compiler.is_compiling() else CompilationReport()  # a traced graph: no clock
         for _ in range(self.config.num_recurrent_steps):
             h, c, g, c_g = self.step(h, c, g, c_g, x_term, mask, sizes)
             if output_hidden_states:
                 hidden_states.append(h)
+        if compilation is not None:
+            compilation.done()
         return BaseModelOutputWithPooling(
             last_hidden_state=h,
             pooler_output=g,
