@@ -225,7 +225,7 @@ class GlobalTokenSelector(nn.Module):
             idf = np.log2(num_documents / np.maximum(doc_freq, 1))
             self.idf.copy_(torch.from_numpy(idf).to(self.idf))
             self.idf_num_documents.fill_(num_documents)
-            report["tokens_seen"] = int((doc_freq > 0).sum())
+            report["vocabulary_entries_seen"] = int((doc_freq > 0).sum())  # distinct ids, not occurrences
         if "pmi" in statistics:
             keys, values = _pmi(table_keys, table_counts, token_freq, num_pairs, vocab, config.pmi_min_count,
                                 config.pmi_max_pairs)
