@@ -283,7 +283,7 @@ def test_a_class_too_rare_to_stratify_is_logged(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):
         data, names, _ = load_text_classification_dataset(_write_jsonl(tmp_path / "d.jsonl", rows))
     assert names == ["common", "rare"] and sum(len(split) for split in data.values()) == 41
-    assert "not stratified by label" in caplog.text
+    assert "not stratified by label (documents of a class: 'rare' (1))" in caplog.text
 
 
 @pytest.mark.parametrize("as_lines", [True, False])
@@ -296,7 +296,7 @@ def test_labels_written_as_numbers_and_as_text_are_logged(tmp_path, caplog, as_l
     with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):
         _, names, _ = load_text_classification_dataset(str(path))
     assert names == ["0", "1", "2"]
-    assert "mix JSON types (numbers and text)" in caplog.text
+    assert "mix JSON types (numbers, text, true/false)" in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger="hf_longdoc.data.loading"):  # all text, or all numbers: nothing to say
         load_text_classification_dataset(_write_jsonl(tmp_path / "t.jsonl", [{**row, "label": str(row["label"])}

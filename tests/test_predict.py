@@ -102,6 +102,9 @@ def test_csv_and_parquet_hold_the_same_rows(model_dir, corpus, tmp_path):
     assert len(top) == 2 and min(top.values()) >= max(as_json[0]["scores"][k] or 0 for k in "abc" if k not in top)
     for row in read_jsonl(tmp_path / "out.jsonl"):  # the K best, best first, as the pipeline's top_k lists them
         assert list((row["scores"] or {}).values()) == sorted((row["scores"] or {}).values(), reverse=True)
+    hf_longdoc.predict(model_dir, path, tmp_path / "all.jsonl", text_column="body", top_k=3)  # K = every class
+    for row in read_jsonl(tmp_path / "all.jsonl"):
+        assert list((row["scores"] or {}).values()) == sorted((row["scores"] or {}).values(), reverse=True)
 
 
 def test_a_folder_of_text_files_gives_one_row_per_file(model_dir, tmp_path, caplog):
@@ -254,7 +257,12 @@ def test_bad_input_is_refused_before_any_work(model_dir, corpus, tmp_path):
     with pytest.raises(ValueError, match="'label' is the name of an output column, and 'input_label'"):
         hf_longdoc.predict(model_dir, Dataset.from_dict({"text": ["x"], "label": ["a"], "input_label": ["b"]}),
                            output, keep_columns=["label"])
-    assert os.listdir(tmp_path) == ["dup.jsonl"]  # nothing was started
+    mixed = tmp_path / "mixed.jsonl"  # one document written as a number: `datasets` reads the column as JSON values
+    mixed.write_text("\n".join(json.dumps({"text": text}) for text in ["a report", "another one", 12345]))
+    with pytest.raises(ValueError, match=r"'text' mixes text with other JSON values \(row 2, counting from 0, holds "
+                                         r"int '12345'\)"):
+        hf_longdoc.predict(model_dir, str(mixed), output)
+    assert sorted(os.listdir(tmp_path)) == ["dup.jsonl", "mixed.jsonl"]  # nothing was started
 
 
 def duplicated(folder, rows):
@@ -410,3 +418,55 @@ def test_a_kept_label_column_is_written_beside_the_prediction(model_dir, corpus,
                                 keep_columns="label")
     assert result["input_label"] == [f"gold-{i}" for i in range(len(rows))]
     assert "label" in result.column_names
+
+
+def test_a_second_run_of_the_same_output_is_refused_while_the_first_runs(model_dir, corpus, tmp_path):
+    """Two runs writing one --output would share its .partial folder (the second crashed after all its work, on the
+    first's files): while a run holds `.OUT.lock`, another is refused before any work, and a finished run leaves no
+    lock behind."""
+    from filelock import FileLock
+
+    output = tmp_path / "out.jsonl"
+    with FileLock(tmp_path / ".out.jsonl.lock", timeout=0):  # what a running predict holds
+        with pytest.raises(ValueError, match="Another hf-longdoc predict is writing .*out.jsonl"):
+            hf_longdoc.predict(model_dir, corpus[0], output, text_column="body")
+    assert not output.exists() and not (tmp_path / "out.jsonl.partial").exists()
+    hf_longdoc.predict(model_dir, corpus[0], output, text_column="body")
+    assert sorted(os.listdir(tmp_path)) == ["out.jsonl"]
+
+
+def test_runtime_settings_change_how_a_saved_model_runs_not_its_rows(corpus, tmp_path, monkeypatch, capsys):
+    """`config_overrides` (--config) sets a family's runtime settings on the saved model (the S-LSTM's compiled step
+    and runs here): the same rows; any other key, a model without such settings or a bad value is refused first."""
+    from hf_longdoc.modeling.slstm import SLSTMConfig, SLSTMForSequenceClassification
+
+    tokenizer = fit_wordpiece_tokenizer(TEXTS, vocab_size=300, model_max_length=READS)
+    torch.manual_seed(0)
+    config = SLSTMConfig(vocab_size=len(tokenizer), hidden_size=16, num_recurrent_steps=2,
+                         max_position_embeddings=READS, pad_token_id=tokenizer.pad_token_id, num_labels=3,
+                         id2label={0: "a", 1: "b", 2: "c"}, label2id={"a": 0, "b": 1, "c": 2})
+    folder = tmp_path / "slstm"
+    SLSTMForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    loaded = []
+    load_model = predicting.load_model
+    monkeypatch.setattr(predicting, "load_model", lambda *args: loaded.append(load_model(*args)) or loaded[-1])
+    path = corpus[0]
+    plain = hf_longdoc.predict(str(folder), path, text_column="body")
+    tuned = hf_longdoc.predict(str(folder), path, text_column="body",
+                               config_overrides={"compile_gates": False, "chunk_size": 3})
+    assert loaded[1][0].config.chunk_size == 3 and loaded[1][0].config.compile_gates is False
+    assert tuned["label"] == plain["label"]
+    for a, b in zip(tuned["scores"], plain["scores"]):
+        assert (a is None) == (b is None) and (a is None or a == pytest.approx(b, abs=1e-6))
+    with pytest.raises(ValueError, match=r"for this slstm model is compile_gates, chunk_size; got hidden_size"):
+        hf_longdoc.predict(str(folder), path, text_column="body", config_overrides={"hidden_size": 8})
+    with pytest.raises(TypeError, match=r"`config_overrides` \(--config\): `compile_gates` must be True, False"):
+        hf_longdoc.predict(str(folder), path, text_column="body", config_overrides={"compile_gates": "yes"})
+    bert = save_classifier(tmp_path / "bert")
+    with pytest.raises(ValueError, match="for this bert model is nothing"):
+        hf_longdoc.predict(bert, path, text_column="body", config_overrides={"compile_gates": False})
+    output = tmp_path / "out.jsonl"
+    assert main(["predict", str(folder), "--dataset", path, "--text-column", "body", "--output", str(output),
+                 "--config", "compile_gates=false"]) == 0
+    assert loaded[-1][0].config.compile_gates is False and len(read_jsonl(output)) == len(plain)

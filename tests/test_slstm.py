@@ -229,6 +229,10 @@ def test_every_document_length_shares_the_compiled_graphs(caplog):
     assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == graphs, "a new length compiled again"
     warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
     assert len(warnings) == 1 and "S-LSTM: compiled its recurrent step (" in warnings[0], warnings
+    with torch.inference_mode(), caplog.at_level("INFO"):  # a batch of several: dynamo specialises a batch of one
+        model(torch.randint(1, 31, (2, 20)))
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert len(warnings) == 2 and "more graph(s) of its recurrent step" in warnings[1], warnings
 
 
 def test_the_fused_gate_layer_norm_is_exact_far_from_zero():

@@ -41,10 +41,12 @@ from types import SimpleNamespace
 import datasets
 import torch
 from datasets import Features, List, Value
+from filelock import FileLock, Timeout
 
 from . import distributed
 from .data.folders import listing_digest, load_text_folder, text_files
 from .data.loading import DatasetError, _load_raw
+from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import file_digest, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, special_frame
@@ -143,6 +145,33 @@ def output_paths(output, overwrite):
     return output, output + ".partial"
 
 
+@contextlib.contextmanager
+def output_lock(output):
+    """Hold `.OUT.lock` beside `output` while a run writes it (on the main process, when several predict), so that a
+    second run of the same `output` is refused at once instead of writing into the first one's .partial folder."""
+    if output is None:
+        yield
+        return
+    folder, name = os.path.split(output)
+    lock = FileLock(os.path.join(folder, f".{name}.lock"), timeout=0)
+
+    def take():
+        try:
+            lock.acquire()
+        except Timeout:
+            raise ValueError(f"Another hf-longdoc predict is writing {output!r} (it holds {lock.lock_file!r}); wait "
+                             "for it to finish, or choose another --output.") from None
+
+    distributed.on_main_then_share(take)
+    try:
+        yield
+    finally:
+        if lock.is_locked:  # the file first: a run that starts in between locks a new one, and runs alone after
+            with contextlib.suppress(OSError):
+                os.remove(lock.lock_file)
+            lock.release()
+
+
 def load_documents(source):
     """The input rows and a digest of the input: a `datasets.Dataset` as given; a folder of `.txt` files (digest:
     its files' names, sizes and times); a csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id
@@ -173,7 +202,14 @@ def resolve_columns(documents, settings):
     if settings.text_column not in columns:
         raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} is not a column of the input; its "
                          f"columns are {shown}.")
-    text_type = getattr(documents.features[settings.text_column], "dtype", None)
+    feature = documents.features[settings.text_column]
+    if isinstance(feature, datasets.Json):  # JSON values of several types: name the first that is not text
+        row, value = next(((i, value) for i, value in enumerate(documents[settings.text_column])
+                           if value is not None and not isinstance(value, str)), (None, None))
+        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} mixes text with other JSON values "
+                         f"(row {row}, counting from 0, holds {type(value).__name__} {str(value)[:40]!r}), which "
+                         "`datasets` reads as JSON, not text; write every document as a JSON string.")
+    text_type = getattr(feature, "dtype", None)
     if text_type not in ("string", "large_string", "null"):
         raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} holds {text_type or 'lists'}, not "
                          f"text; pass the column with the documents (columns: {shown}).")
@@ -232,11 +268,38 @@ def choose_device(device, dtype, shared):
     return chosen
 
 
-def load_model(model_dir, device, dtype):
-    """The sequence classifier in `model_dir` in eval mode on `device`, and its tokenizer."""
+def runtime_overrides(saved, overrides):
+    """`overrides` (`config_overrides`, --config) checked against the saved config (`saved`, a dict): only its
+    family's `runtime_settings`, with values its config class accepts; a ValueError or TypeError names the flag."""
+    if not overrides:
+        return {}
+    if not isinstance(overrides, dict):
+        raise TypeError(f"`config_overrides` (--config) must be a dict of config settings, got "
+                        f"{type(overrides).__name__}.")
+    try:
+        family = family_of_config(SimpleNamespace(model_type=saved.get("model_type")))
+    except ValueError:  # a Transformers checkpoint: nothing of ours to set
+        family = None
+    allowed = family.runtime_settings if family is not None else ()
+    if unknown := sorted(set(overrides) - set(allowed)):
+        raise ValueError(f"`config_overrides` (--config) sets how a saved model runs, which for this "
+                         f"{saved.get('model_type')} model is {', '.join(allowed) or 'nothing'}; got "
+                         f"{', '.join(unknown)}. A setting that changes the model needs training (`hf-longdoc train "
+                         "--config`).")
+    try:
+        family.config_class(**{**{k: v for k, v in saved.items() if k != "model_type"}, **overrides})
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"`config_overrides` (--config): {error}") from None
+    logger.info("Running the saved model with %s (--config).", ", ".join(f"{k}={v!r}" for k, v in overrides.items()))
+    return overrides
+
+
+def load_model(model_dir, device, dtype, overrides=None):
+    """The sequence classifier in `model_dir` in eval mode on `device` (its config with `overrides`), and its
+    tokenizer."""
     tokenizer = load_saved_tokenizer(model_dir, MODEL_ARGUMENT)  # an unknown model type or no tokenizer: our message
     try:
-        model = load_saved_model(model_dir, MODEL_ARGUMENT, dtype=DTYPES.get(dtype, "auto"))
+        model = load_saved_model(model_dir, MODEL_ARGUMENT, dtype=DTYPES.get(dtype, "auto"), **(overrides or {}))
     except (OSError, KeyError) as error:
         raise ValueError(f"`model_dir` {model_dir!r} cannot be loaded as a sequence classifier with its tokenizer "
                          f"({type(error).__name__}: {error}).") from None
@@ -571,8 +634,9 @@ def _csv_cells(row, labels):
     return cells
 
 
-def write_output(result, path, labels):
-    """Write the rows of `result` to `path` in the format its extension names."""
+def write_output(result, path, labels, best_first=False):
+    """Write the rows of `result` to `path` in the format its extension names; JSONL scores `best_first` (with
+    `top_k`: the classes in the order of their scores, the pipeline's), else in label order."""
     extension = os.path.splitext(path)[1].lower()
     if extension == ".parquet":
         result.to_parquet(path)
@@ -588,9 +652,9 @@ def write_output(result, path, labels):
                 if writer is not None:
                     writer.writerow(_csv_cells(row, labels))
                     continue
-                if row["scores"] is not None and None in row["scores"].values():  # top_k: the K best, best first
+                if row["scores"] is not None:  # top_k: the K best (the others are null), best first
                     shown = [(label, score) for label, score in row["scores"].items() if score is not None]
-                    row["scores"] = dict(sorted(shown, key=lambda item: -item[1]))
+                    row["scores"] = dict(sorted(shown, key=lambda item: -item[1]) if best_first else shown)
                 f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
 
 
@@ -610,7 +674,7 @@ def _summary(partial, windows):
 # -- the function -----------------------------------------------------------------------------------------------------
 def predict(model_dir, dataset, output=None, *, text_column="text", id_column=None, keep_columns=None, batch_size=8,
             device=None, dtype=None, long="truncate", stride=0, aggregation="mean", top_k=None, explain=None,
-            overwrite=False):
+            overwrite=False, config_overrides=None):
     """Classify every row of `dataset` with the model saved in `model_dir`; returns the rows as a `datasets.Dataset`
     (on the main process; the other processes of a launcher get None) and, with `output`, writes them there.
 
@@ -633,6 +697,9 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         explain: with K, the K passages that weighed most in each decision, in an `evidence` column (families whose
             weights say so; see `hf_longdoc.explaining`).
         overwrite: replace an existing `output`, and start over instead of continuing an interrupted run.
+        config_overrides: config settings that change how the saved model runs, not what it computes (its family's
+            `runtime_settings`, e.g. `{"compile_gates": False}` for the S-LSTM); they do not change the rows, so a
+            run may continue with others.
     """
     settings = PredictSettings(text_column=text_column, id_column=id_column, keep_columns=keep_columns or (),
                                batch_size=batch_size, dtype=dtype, long=long, stride=stride, aggregation=aggregation,
@@ -644,62 +711,64 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
                          ".partial folder.")
     output, partial = output_paths(output, overwrite) if output is not None else (None, None)
-    if not isinstance(model_dir, (str, os.PathLike)):
-        raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
-    saved_config(model_dir, MODEL_ARGUMENT)  # a folder with a model type we know, before the data is read
-    chosen = choose_device(device, settings.dtype, shared)
-    with shared.main_process_first() if shared is not None else contextlib.nullcontext():
-        documents, input_digest = load_documents(dataset)
-    if len(documents) == 0:
-        raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
-    text_column, id_column, keep = resolve_columns(documents, settings)
-    if renamed := {name: f"input_{name}" for name in keep if name in OUTPUT_COLUMNS}:
-        logger.info("Kept input columns named like output columns are written as %s.",
-                    ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
-        documents = documents.rename_columns(renamed)
-        keep = [renamed.get(name, name) for name in keep]
-    model, tokenizer = load_model(model_dir, chosen, settings.dtype)
-    if settings.explain is not None:
-        from .explaining import check_explainable
+    with output_lock(output):  # one run at a time writes `output` (and its .partial folder)
+        if not isinstance(model_dir, (str, os.PathLike)):
+            raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
+        saved = saved_config(model_dir, MODEL_ARGUMENT)  # a folder with a model type we know, before the data is read
+        overrides = runtime_overrides(saved, config_overrides)
+        chosen = choose_device(device, settings.dtype, shared)
+        with shared.main_process_first() if shared is not None else contextlib.nullcontext():
+            documents, input_digest = load_documents(dataset)
+        if len(documents) == 0:
+            raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
+        text_column, id_column, keep = resolve_columns(documents, settings)
+        if renamed := {name: f"input_{name}" for name in keep if name in OUTPUT_COLUMNS}:
+            logger.info("Kept input columns named like output columns are written as %s.",
+                        ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
+            documents = documents.rename_columns(renamed)
+            keep = [renamed.get(name, name) for name in keep]
+        model, tokenizer = load_model(model_dir, chosen, settings.dtype, overrides)
+        if settings.explain is not None:
+            from .explaining import check_explainable
 
-        check_explainable(model)
-    from .training import decision_threshold
+            check_explainable(model)
+        from .training import decision_threshold
 
-    multi_label = model.config.problem_type == "multi_label_classification"
-    threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
-    reader = Reader(model, tokenizer, settings, threshold)
+        multi_label = model.config.problem_type == "multi_label_classification"
+        threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
+        reader = Reader(model, tokenizer, settings, threshold)
 
-    # the batch size and the window's rows are not settings that change rows: a run may continue at another batch
-    # size (its windows keep their rows: `open_partial`)
-    row_settings = {name: value for name, value in asdict(settings).items()
-                    if name not in ("batch_size", "window_batches")}
-    fingerprint = {"model": model_digest(model_dir), "input": input_digest, "batch_size": settings.batch_size,
-                   "window_rows": settings.window_rows,
-                   "settings": {**row_settings, "keep_columns": list(settings.keep_columns),
-                                "id_column": id_column, "device": chosen.type, "threshold": threshold}}
-    scratch, window_rows = None, settings.window_rows
-    if partial is None:
-        partial = scratch = tempfile.mkdtemp(prefix="hf-longdoc-predict-")
-    else:
-        window_rows = open_partial(partial, fingerprint, overwrite, shared)
-    try:
-        windows = list(range(0, len(documents), window_rows))
-        mine = windows
-        if shared is not None:
-            with shared.split_between_processes(windows) as share:
-                mine = list(share)
-        run_windows(reader, documents, text_column, mine, window_rows, partial, shared)
-        distributed.wait_for_everyone()
-        result = None
-        if shared is None or shared.is_main_process:
-            result = _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows, window_rows)
-        distributed.wait_for_everyone()
-        if output is not None and (shared is None or shared.is_main_process):
-            shutil.rmtree(partial)
-        return result
-    finally:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        # the batch size and the window's rows are not settings that change rows: a run may continue at another batch
+        # size (its windows keep their rows: `open_partial`)
+        row_settings = {name: value for name, value in asdict(settings).items()
+                        if name not in ("batch_size", "window_batches")}
+        fingerprint = {"model": model_digest(model_dir), "input": input_digest, "batch_size": settings.batch_size,
+                       "window_rows": settings.window_rows,
+                       "settings": {**row_settings, "keep_columns": list(settings.keep_columns),
+                                    "id_column": id_column, "device": chosen.type, "threshold": threshold}}
+        scratch, window_rows = None, settings.window_rows
+        if partial is None:
+            partial = scratch = tempfile.mkdtemp(prefix="hf-longdoc-predict-")
+        else:
+            window_rows = open_partial(partial, fingerprint, overwrite, shared)
+        try:
+            windows = list(range(0, len(documents), window_rows))
+            mine = windows
+            if shared is not None:
+                with shared.split_between_processes(windows) as share:
+                    mine = list(share)
+            run_windows(reader, documents, text_column, mine, window_rows, partial, shared)
+            distributed.wait_for_everyone()
+            result = None
+            if shared is None or shared.is_main_process:
+                result = _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows, window_rows)
+            distributed.wait_for_everyone()
+            if output is not None and (shared is None or shared.is_main_process):
+                shutil.rmtree(partial)
+            return result
+        finally:
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _finish(documents, id_column, keep, reader, partial, output, fingerprint, windows, window_rows):
@@ -722,7 +791,7 @@ def _finish(documents, id_column, keep, reader, partial, output, fingerprint, wi
                        "chunks to read all of each.", totals["cut"], reader.length)
     if output is not None:
         scratch = os.path.join(partial, "result" + os.path.splitext(output)[1])
-        write_output(result, scratch, reader.labels)
+        write_output(result, scratch, reader.labels, best_first=reader.settings.top_k is not None)
         os.replace(scratch, output)
         logger.info("Wrote %d rows to %s.", len(result), output)
     return result

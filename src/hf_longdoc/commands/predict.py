@@ -4,7 +4,7 @@ import sys
 
 from ..explaining import explainable_families
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from .options import Formatter, names
+from .options import Formatter, names, parse_config_overrides
 
 
 def add_parser(subparsers):
@@ -47,9 +47,19 @@ def add_parser(subparsers):
                              "cannot weigh against each other)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (an interrupted run of the same command still continues; "
-                             "one of "
-                             "other settings is discarded)")
+                             "one of other settings is discarded)")
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="how the saved model runs, not what it computes: its family's runtime settings "
+                             f"({runtime_settings()}), e.g. compile_gates=false")
     parser.set_defaults(run=run)
+
+
+def runtime_settings():
+    """The runtime settings of each family that has some, for the help text."""
+    from ..modeling import FAMILIES
+
+    return "; ".join(f"{name}: {', '.join(family.runtime_settings)}" for name, family in FAMILIES.items()
+                     if family.runtime_settings)
 
 
 def run(args):
@@ -62,7 +72,7 @@ def run(args):
                          id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
                          device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
                          aggregation=args.aggregation, top_k=args.top_k, explain=args.explain,
-                         overwrite=args.overwrite)
+                         overwrite=args.overwrite, config_overrides=parse_config_overrides(args.config))
     except KeyboardInterrupt:
         print(f"The finished batches are kept in {args.output}.partial; rerun the same command to continue.",
               file=sys.stderr)

@@ -5,6 +5,7 @@ multi-hot list for multi-label data (a column whose values are lists of label na
 `train`, seeded and stratified when the labels allow it.
 """
 
+import collections
 import hashlib
 import json
 import logging
@@ -189,12 +190,13 @@ def _load_raw(source, label_column=None):
 
 
 def _report_mixed_json_labels(raw, path, label_column):
-    """Log a JSON label column that mixes numbers and text (1 and "1"): `datasets` reads it as a `Json` column, in
-    which text that spells a number becomes that number, so 1 and "1" are one class."""
+    """Log a JSON label column that mixes types (1 and "1", true and 1): `datasets` reads it as a `Json` column, in
+    which text that spells a number becomes that number, so 1 and "1" are one class, and true and 1 are two."""
     split = raw["train"]
     if label_column in split.column_names and isinstance(split.features[label_column], datasets.Json):
-        logger.warning(f"The labels in {path} mix JSON types (numbers and text): text that spells a number is read as "
-                       "that number, so 1 and \"1\" are one class; write every label the same way if they are not.")
+        logger.warning(f"The labels in {path} mix JSON types (numbers, text, true/false): they are read as JSON "
+                       "values, so text that spells a number becomes that number (1 and \"1\" are one class) while "
+                       "true and 1 stay two; write every label the same way.")
 
 
 def _is_missing(value):
@@ -440,8 +442,12 @@ def _split(dataset, name, fraction, seed, stratify):
         stratify_by = "label" if stratify else None
         parts = dataset.train_test_split(test_size=fraction, seed=seed, stratify_by_column=stratify_by)
     except ValueError as error:  # a class too rare to stratify
-        logger.warning(f"The {name} split is drawn at random, not stratified by label ({error}): a class may be "
-                       "missing from it or over-represented; give every class at least a few documents.")
+        counts = collections.Counter(dataset["label"])
+        names = dataset.features["label"].names
+        rare = ", ".join(f"{names[label]!r} ({count})" for label, count in sorted(counts.items()) if count < 2)
+        logger.warning(f"The {name} split is drawn at random, not stratified by label ("
+                       f"{'documents of a class: ' + rare if rare else error}): a class may be missing from it or "
+                       "over-represented; give every class at least a few documents.")
         parts = dataset.train_test_split(test_size=fraction, seed=seed)
     return parts["train"], parts["test"]
 

@@ -56,6 +56,8 @@ class Family:
         new_with_backbone (`tuple`): parameter-name prefixes inside the base model that a checkpoint does not supply
             (they learn at `--head-learning-rate`, as the head does).
         card_settings (`tuple`): config keys the model card lists; card_limits (`str`): a sentence for its "limits".
+        runtime_settings (`tuple`): config keys that change how a saved model runs (speed, memory), never its outputs
+            beyond rounding: what `predict --config` may set on it.
     """
 
     name: str
@@ -79,6 +81,7 @@ class Family:
     new_with_backbone: tuple = ()
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
     card_limits: str = ""
+    runtime_settings: tuple = ()
 
     def __repr__(self):
         return f"<Family {getattr(self, 'name', '?')}>"

@@ -33,7 +33,8 @@ class SLSTMFamily(Family):
     )
     train_size = {"hidden_size": 128, "num_layers": 4, "num_heads": 1, "max_length": 4096}  # L = 4 steps
     learning_rate = 1e-3
-    card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings")
+    card_settings = ("hidden_size", "num_recurrent_steps", "window_size", "vocab_size", "max_position_embeddings")
+    runtime_settings = ("compile_gates", "chunk_size")
 
     def reading_length(self, config):
         return config.max_position_embeddings

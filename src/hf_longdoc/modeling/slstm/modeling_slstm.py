@@ -281,8 +281,9 @@ def compiles_the_step(compile_gates, device_type, positions, needs_grad=False):
 
 
 class CompilationReport:
-    """Logs what compiling the step cost, from dynamo's count of graphs around a forward: the first forward that
-    compiled, as a warning (the one-off cost of the default), and later ones (another length, training) as info."""
+    """Logs, from dynamo's count of graphs around a forward, each forward that compiled the step and how long it took,
+    compilation included: the first with what to do about it (the one-off cost of the default), later ones (a batch
+    of one after batches of several or the other way round, training, another dtype) briefly."""
 
     reported = False
 
@@ -295,12 +296,15 @@ class CompilationReport:
             return
         seconds = time.perf_counter() - self.start
         if CompilationReport.reported:
-            logger.info(f"S-LSTM: compiled {new} more graph(s) of its recurrent step in a forward of {seconds:.1f} s.")
+            logger.warning(f"S-LSTM: compiled {new} more graph(s) of its recurrent step, for a new kind of input (a "
+                           f"batch of one or of several documents, training, another dtype); that forward took "
+                           f"{seconds:.1f} s, compilation included.")
             return
         CompilationReport.reported = True
-        logger.warning(f"S-LSTM: compiled its recurrent step ({new} graph(s)) in a forward of {seconds:.1f} s, once "
-                       "per process (a first training pass compiles again); `compile_gates=False` runs it eagerly, "
-                       "faster for a few documents.")
+        logger.warning(f"S-LSTM: compiled its recurrent step ({new} graph(s)); that forward took {seconds:.1f} s, "
+                       "compilation included. Inputs of other lengths reuse it; a batch of one and a batch of several "
+                       "documents each compile once. For a few documents, eager is faster: `compile_gates=False` "
+                       "(`--config compile_gates=false`, or `from_pretrained(..., compile_gates=False)`).")
 
 
 @functools.cache

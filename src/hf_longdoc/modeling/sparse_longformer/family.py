@@ -89,6 +89,7 @@ class SparseLongformerFamily(SparseMapFamily):
     card_settings = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "attention_window",
                      "global_selector", "num_global_tokens", "max_position_embeddings",
                      "attention_probs_dropout_prob", "classifier_pooling")
+    runtime_settings = ("attention_backend", "attention_checkpointing")
 
     def reading_length(self, config):
         """RoBERTa-style positions start after the pad id."""
