@@ -369,3 +369,14 @@ def test_impossible_configs_fail_before_any_data_is_made(tmp_path, model, settin
     assert main(["train", "--model", model, "--config", setting, "--output-dir", str(output)]) == 2
     err = capsys.readouterr().err
     assert f"`{name}`" in err and "Traceback" not in err and not output.exists()
+
+
+def test_a_model_from_scratch_that_reads_less_than_max_length_says_how_to_read_more(tmp_path, caplog):
+    """--max-length past a from-scratch model's positions: the documents are cut (logged), and the log names the
+    setting that gives the model more positions."""
+    with caplog.at_level("WARNING"):
+        assert main(["train", "--model", "slstm", "--task-size", "20", "--task-words", "40,80", "--epochs", "1",
+                     "--max-length", "5000", "--vocab-size", "300", "--config", "hidden_size=8",
+                     "--output-dir", str(tmp_path / "run")]) == 0
+    assert "reads at most 4096 tokens, fewer than max_length=5000" in caplog.text
+    assert "`--config max_position_embeddings=...` (more positions)" in caplog.text

@@ -288,7 +288,13 @@ def build_run_model(run, task, checkpoint=None):
         model = build_model(family, tokenizer, task.label_names, task.multi_label, run.config_overrides, run.init_from)
     if checkpoint is not None:
         check_resume_matches(checkpoint, model.config)
-    return model, tokenizer, reading_length(model.config, run.max_length)
+    length = reading_length(model.config, run.max_length)
+    if (run.max_length is not None and length is not None and length < run.max_length and not run.pretrained
+            and hasattr(model.config, "max_position_embeddings")
+            and "max_position_embeddings" not in run.config_overrides):
+        logger.warning("The model is trained from scratch: `--config max_position_embeddings=...` (more positions) "
+                       "lets it read more of each document.")
+    return model, tokenizer, length
 
 
 def fit(run, task, model, tokenizer, encoded, folder):
