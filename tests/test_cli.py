@@ -7,6 +7,7 @@ import tempfile
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
 from hf_longdoc.cli import main
@@ -41,7 +42,8 @@ def test_train_writes_model_tokenizer_metrics_and_card(trained):
     from huggingface_hub import ModelCard
 
     data = ModelCard(card).data.to_dict()
-    assert data["license"] and data["pipeline_tag"] == "text-classification" and "accuracy" in data["metrics"]
+    assert data["license"] == "unknown"  # nobody chose one: the training data's terms decide (push --license)
+    assert data["pipeline_tag"] == "text-classification" and "accuracy" in data["metrics"]
     (result,) = data["model-index"][0]["results"]
     assert {metric["type"] for metric in result["metrics"]} >= {"accuracy", "macro_f1"}
     assert result["dataset"]["split"] == "test"
@@ -82,6 +84,10 @@ def test_push_dry_run_writes_the_upload_folder(trained, tmp_path, capsys):
     assert "Dry run" in out and "model.safetensors" in out and "README.md" in out
     assert "someone/ctx-test" in (staging / "README.md").read_text()
     assert AutoModelForSequenceClassification.from_pretrained(staging).config.num_labels == 4
+    assert ModelCard.load(staging / "README.md").data.license == "unknown"
+    licensed = tmp_path / "licensed"
+    assert main([*argv[:-1], str(licensed), "--license", "cc-by-4.0"]) == 0
+    assert ModelCard.load(licensed / "README.md").data.license == "cc-by-4.0"
 
 
 def test_bench_writes_table_csv_and_plot(tmp_path, capsys):

@@ -197,8 +197,11 @@ def _is_hub_id(name):
     return bool(name) and name.count("/") == 1 and not os.path.splitext(name)[1] and not os.path.exists(name)
 
 
+UNKNOWN_LICENSE = "unknown"  # the Hub's id for a license nobody chose: the training data's terms decide it
+
+
 def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, training_data=None,
-                    license="apache-2.0"):
+                    license=UNKNOWN_LICENSE):
     """A `huggingface_hub.ModelCard` for the model saved in `output_dir` (metrics default to its metrics.json): YAML
     with the license, datasets and base model (when they are Hub ids), metrics and a `model-index` of the test
     results; the hyperparameters, the test-set size, how much of a document the model reads, how to load it (with
@@ -303,7 +306,8 @@ def require_hub_for_push():
                          f"{error}); check the network, or pass --dry-run to see what would be uploaded.") from None
 
 
-def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=True, token=None, replace_card=False):
+def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=True, token=None, replace_card=False,
+                license=None):
     """Upload the model in `output_dir` to `repo_id` (a private repository unless `private=False`); with `dry_run`,
     write exactly what would be uploaded into `dry_run_dir` instead (None: a temporary folder, removed once listed,
     so that no copy of the weights is left behind). Returns (`dry_run_dir` or None, the uploaded file names).
@@ -311,7 +315,9 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics and the family's source files;
     what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
     changed it since (its manifest); a card the user edited, or one hf-longdoc did not write, is uploaded as it is
-    unless `replace_card`. The upload is staged in a temporary folder, so nothing is added to `output_dir`."""
+    unless `replace_card`. A card written here states `license` (a Hub license id; None: "unknown", logged: the
+    training data's terms decide what the model may be licensed under). The upload is staged in a temporary folder,
+    so nothing is added to `output_dir`."""
     saved_config(output_dir, "`output_dir`")  # a model type we know: never the folder's own code
     if "/" not in repo_id:
         raise ValueError(f"`repo_id` must look like USER/NAME, got {repo_id!r}.")
@@ -331,10 +337,10 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     if not dry_run and token is None:
         require_hub_for_push()
     if dry_run and dry_run_dir is not None:
-        return dry_run_dir, _stage_upload(output_dir, dry_run_dir, repo_id, replace_card)
+        return dry_run_dir, _stage_upload(output_dir, dry_run_dir, repo_id, replace_card, license)
     with tempfile.TemporaryDirectory() as scratch:
         staging = os.path.join(scratch, "upload")
-        files = _stage_upload(output_dir, staging, repo_id, replace_card)
+        files = _stage_upload(output_dir, staging, repo_id, replace_card, license)
         if dry_run:
             return None, files
         api = HfApi(token=token)
@@ -347,7 +353,7 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     return None, files
 
 
-def _stage_upload(output_dir, staging, repo_id, replace_card=False):
+def _stage_upload(output_dir, staging, repo_id, replace_card=False, license=None):
     """Copy the files of `upload_plan` from `output_dir` into `staging`, write or keep the card, and return the
     names of the files there."""
     files, left_out = upload_plan(output_dir)
@@ -364,7 +370,11 @@ def _stage_upload(output_dir, staging, repo_id, replace_card=False):
     card = os.path.join(output_dir, "README.md")
     if not os.path.exists(card) or replace_card or is_unchanged(output_dir, "README.md"):
         # from the model folder, whose training_args.json (not uploaded) holds the hyperparameters; names the repo
-        make_model_card(output_dir, repo_id=repo_id).save(os.path.join(staging, "README.md"))
+        if license is None:
+            logger.warning("The model card states license: %s; pass --license (a Hub license id) to state the one "
+                           "the training data's terms allow.", UNKNOWN_LICENSE)
+        make_model_card(output_dir, repo_id=repo_id, license=license or UNKNOWN_LICENSE).save(
+            os.path.join(staging, "README.md"))
     else:
         logger.info("Keeping the model card in %s as it is (hf-longdoc did not write it, or it was edited); "
                     "--replace-card writes a new one.", card)

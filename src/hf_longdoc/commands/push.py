@@ -19,6 +19,9 @@ def add_parser(subparsers):
     visibility.add_argument("--public", dest="private", action="store_false",
                             help="create the repository as public (Hub repositories are otherwise public)")
     parser.set_defaults(private=True)
+    parser.add_argument("--license", default=None, metavar="ID",
+                        help="the license the card states, a Hub license id (apache-2.0, mit, cc-by-4.0, other, ...): "
+                             "the training data's terms decide which you may choose; None: unknown")
     parser.add_argument("--replace-card", action="store_true",
                         help="write a new model card even where the folder's README.md was edited or is not "
                              "hf-longdoc's")
@@ -29,7 +32,7 @@ def run(args):
     from ..hub import push_to_hub
 
     folder, files = push_to_hub(args.output_dir, args.repo_id, dry_run=args.dry_run, dry_run_dir=args.dry_run_dir,
-                                private=args.private, replace_card=args.replace_card)
+                                private=args.private, replace_card=args.replace_card, license=args.license)
     if args.dry_run and folder is not None:
         print(f"Dry run: would upload {folder} to {args.repo_id} ({'private' if args.private else 'public'}):")
     elif args.dry_run:
