@@ -164,7 +164,7 @@ class RunFolder:
         self.previous = os.path.join(self.parent, f".{self.name}.previous")
         self.overwrite, self.resume, self.settings = overwrite, resume, settings
         self.checkpoint, self.owner = None, True
-        self._lock = FileLock(os.path.join(self.parent or os.sep, f".{self.name}.lock"), timeout=0)
+        self._lock = lock_beside(self.target)
 
     # -- before the run -------------------------------------------------------------------------------------------
     def __enter__(self):
@@ -192,12 +192,9 @@ class RunFolder:
             raise ValueError(f"{self.argument} {self.target!r} holds the current directory; the run replaces that "
                              "folder when it has succeeded, so choose a folder inside it (e.g. out/model).")
         require_writable_folder(self.parent, self.argument)
-        try:
-            self._lock.acquire()
-        except Timeout:
-            raise ValueError(f"Another hf-longdoc run is writing {self.target!r} (it holds "
-                             f"{self._lock.lock_file!r}); wait for it to finish or choose another "
-                             f"{self.argument}.") from None
+        acquire_or_refuse(self._lock, f"Another hf-longdoc run is writing {self.target!r} (it holds "
+                                      f"{self._lock.lock_file!r}); wait for it to finish or choose another "
+                                      f"{self.argument}.")
         try:
             self._recover_interrupted_commit()
             self._check_target()
@@ -379,13 +376,32 @@ class RunFolder:
         return False
 
     def _release(self):
-        """Remove the lock file, then release it (a run that starts in between locks a new file: it still runs alone
-        once this one is done)."""
-        try:
-            os.remove(self._lock.lock_file)
-        except OSError:
-            pass
-        self._lock.release()
+        release_lock(self._lock)
+
+
+def lock_beside(target):
+    """A lock on `.NAME.lock` beside `target` (NAME: its name) that one run at a time holds while it writes `target`;
+    it does not wait (`acquire_or_refuse`)."""
+    parent, name = os.path.split(target)
+    return FileLock(os.path.join(parent or os.sep, f".{name}.lock"), timeout=0)
+
+
+def acquire_or_refuse(lock, refusal):
+    """Take `lock`, or raise a ValueError saying `refusal` when another run holds it."""
+    try:
+        lock.acquire()
+    except Timeout:
+        raise ValueError(refusal) from None
+
+
+def release_lock(lock):
+    """Remove the lock file, then release it (a run that starts in between locks a new file: it still runs alone
+    once this one is done)."""
+    try:
+        os.remove(lock.lock_file)
+    except OSError:
+        pass
+    lock.release()
 
 
 def last_checkpoint(folder):
@@ -406,6 +422,6 @@ def _is_complete(checkpoint):
         return False
 
 
-__all__ = ["MANIFEST", "RunDiverged", "RunFolder", "check_files_free", "file_digest", "is_training_run",
-           "is_unchanged", "last_checkpoint", "read_manifest", "record_outputs", "require_writable_folder",
-           "write_manifest"]
+__all__ = ["MANIFEST", "RunDiverged", "RunFolder", "acquire_or_refuse", "check_files_free", "file_digest",
+           "is_training_run", "is_unchanged", "last_checkpoint", "lock_beside", "read_manifest", "record_outputs",
+           "release_lock", "require_writable_folder", "write_manifest"]

@@ -41,14 +41,13 @@ from types import SimpleNamespace
 import datasets
 import torch
 from datasets import Features, List, Value
-from filelock import FileLock, Timeout
 
 from . import distributed
 from .data.folders import listing_digest, load_text_folder, text_files
 from .data.loading import DatasetError, _load_raw
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from .outputs import file_digest, require_writable_folder
+from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, special_frame
 from .reading_length import reading_length
 from .saved_models import load_saved_model, load_saved_tokenizer, saved_config
@@ -152,24 +151,15 @@ def output_lock(output):
     if output is None:
         yield
         return
-    folder, name = os.path.split(output)
-    lock = FileLock(os.path.join(folder, f".{name}.lock"), timeout=0)
-
-    def take():
-        try:
-            lock.acquire()
-        except Timeout:
-            raise ValueError(f"Another hf-longdoc predict is writing {output!r} (it holds {lock.lock_file!r}); wait "
-                             "for it to finish, or choose another --output.") from None
-
-    distributed.on_main_then_share(take)
+    lock = lock_beside(output)
+    distributed.on_main_then_share(lambda: acquire_or_refuse(
+        lock, f"Another hf-longdoc predict is writing {output!r} (it holds {lock.lock_file!r}); wait for it to finish, "
+              "or choose another --output."))
     try:
         yield
     finally:
-        if lock.is_locked:  # the file first: a run that starts in between locks a new one, and runs alone after
-            with contextlib.suppress(OSError):
-                os.remove(lock.lock_file)
-            lock.release()
+        if lock.is_locked:  # the main process's
+            release_lock(lock)
 
 
 def load_documents(source):

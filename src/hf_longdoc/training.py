@@ -22,8 +22,7 @@ from transformers import (
     set_seed,
 )
 
-from .data import BUILTIN_TASK, load_for_evaluation, load_task, load_tokenizer, tokenize
-from .data.tokenizer import has_tokenizer_files
+from .data import BUILTIN_TASK, has_tokenizer_files, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .distributed import on_main_then_share
 from .feasibility import check_fits
 from .head_fitting import FitPlan, keep_the_better

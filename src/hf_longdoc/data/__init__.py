@@ -4,7 +4,7 @@ from .inversion import document_parts, invert_parts, invert_sentences, join_part
 from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, TASK_KINDS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
-from .tokenizer import fit_wordpiece_tokenizer, load_tokenizer
+from .tokenizer import fit_wordpiece_tokenizer, has_tokenizer_files, load_tokenizer
 
 __all__ = [
     "BUILTIN_TASK",
@@ -12,6 +12,7 @@ __all__ = [
     "EVIDENCE_WINDOWS",
     "TASK_KINDS",
     "fit_wordpiece_tokenizer",
+    "has_tokenizer_files",
     "invert_sentences",
     "invert_parts",
     "document_parts",

@@ -317,9 +317,9 @@ def compiled_step_update():
 
 @functools.cache
 def compiled_run_update():
-    """`run_update` (called with `fused=True`) through `torch.compile`, built once per process, for inputs of several
-    runs (the CPU's): one graph for the runs of `chunk_size` tokens and one, dynamic, for shorter last runs, whatever
-    the document's length."""
+    """`run_update` (called with `fused=True`) through `torch.compile` for dynamic shapes, built once per process, for
+    inputs of several runs (the CPU's): a few graphs (the first, middle and last runs, whose neighbours differ; a
+    batch of one document and one of several), whatever the document's length."""
     return torch.compile(run_update, dynamic=True)
 
 
