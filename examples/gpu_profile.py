@@ -6,7 +6,9 @@ its matrix products (≈10 ms, BERT's and the global keys and values), twelve Fl
 prints, per forward pass:
 - `wall`: the median forward, as bench times it; `kernels`: the sum of the GPU kernels' own times, and how many were
   launched; `busy` = kernels / wall (well under 100%: the GPU waits for the CPU, which launches or synchronises);
-- the kernels that took the most time (name, ms per forward, calls per forward).
+- the kernels that took the most time (name, ms per forward, calls per forward);
+- `parts`: each part of the layers (summed over them) timed between two CUDA events, so a part's time includes the
+  GPU waiting for the CPU within it: the products by projection, the attention's own pieces, the feed-forward.
 
     python examples/gpu_profile.py [MODELS] [LENGTH]     (defaults: bert,sparse_longformer:flex,
                                                           sparse_longformer:blocked and 8192; about 40 s on an H200)
@@ -16,6 +18,7 @@ global tokens. `DEVICE=cpu SIZE=64,2,2 BATCH=1` runs it small on a CPU (a dry ru
 """
 
 import os
+import re
 import statistics
 import sys
 import time
@@ -63,6 +66,91 @@ def own_time(event, device):
     return getattr(event, "self_device_time_total", None) or getattr(event, "self_cuda_time_total", 0)
 
 
+# The parts `parts` times: modules by the last part of their name, and the sparse attention's methods.
+PART_MODULES = ("embeddings", "self", "query", "key", "value", "query_global", "key_global", "value_global",
+                "attention.output", "intermediate", "output")
+PART_METHODS = ("flex_window", "blocked_window", "global_rows", "global_attention")
+
+
+class Stopwatch:
+    """Start and end marks of each part: CUDA events on a GPU (read once the forward has finished), the clock on a
+    CPU."""
+
+    def __init__(self, device):
+        self.device, self.marks = device, {}
+
+    def mark(self):
+        if self.device.type != "cuda":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def add(self, part, start, end):
+        self.marks.setdefault(part, []).append((start, end))
+
+    def totals_ms(self):
+        if self.device.type != "cuda":
+            return {part: sum(e - s for s, e in pairs) * 1000 for part, pairs in self.marks.items()}
+        return {part: sum(s.elapsed_time(e) for s, e in pairs) for part, pairs in self.marks.items()}
+
+
+def part_of(name):
+    """The part a module of this name is (PART_MODULES), or None."""
+    if re.search(r"layer\.\d+\.output$", name):
+        return "output"
+    if name.endswith(".attention.output"):
+        return "attention.output"
+    if name.endswith(".attention.self"):
+        return "self"
+    last = name.rsplit(".", 1)[-1]
+    return last if last in PART_MODULES and last not in ("self", "output") else None
+
+
+def watch_parts(model, watch):
+    """Hooks and wrappers that mark the start and end of every part of every layer (PART_MODULES, PART_METHODS)."""
+    for name, module in model.named_modules():
+        part = part_of(name)
+        if part is not None:
+            module.register_forward_pre_hook(lambda m, args: setattr(m, "_mark", watch.mark()))
+            module.register_forward_hook(lambda m, args, out, part=part: watch.add(part, m._mark, watch.mark()))
+        for method in PART_METHODS:
+            if hasattr(module, method):
+                setattr(module, method, timed(getattr(module, method), method, watch))
+
+
+def timed(function, part, watch):
+    """`function`, its calls marked as `part`."""
+    def wrapped(*args, **kwargs):
+        start = watch.mark()
+        result = function(*args, **kwargs)
+        watch.add(part, start, watch.mark())
+        return result
+    return wrapped
+
+
+def time_parts(model, forward, device, passes=3):
+    """Each part's time per forward (PART_MODULES, PART_METHODS), summed over the layers."""
+    watch = Stopwatch(device)
+    watch_parts(model, watch)
+    forward()  # the hooks' first pass
+    synchronize(device)
+    watch.marks = {}
+    for _ in range(passes):
+        start = watch.mark()
+        forward()
+        watch.add("forward", start, watch.mark())
+    synchronize(device)
+    totals = watch.totals_ms()
+    print("  parts (ms per forward, summed over layers; between CUDA events):")
+    for part in PART_MODULES + PART_METHODS:
+        if part in totals:
+            print(f"  {totals[part] / passes:8.2f} ms {len(watch.marks[part]) // passes:4d}x  {part}")
+    top = sum(totals.get(p, 0) for p in ("embeddings", "self", "attention.output", "intermediate", "output"))
+    print(f"  {(totals['forward'] - top) / passes:8.2f} ms        the rest of the forward "
+          f"({totals['forward'] / passes:.2f} ms with the hooks) outside the parts")
+
+
 def profile_model(name, length, device, dtype, passes=3):
     model, inputs = build(name, length, device, dtype)
     with torch.inference_mode():
@@ -87,6 +175,8 @@ def profile_model(name, length, device, dtype, passes=3):
           f"busy {100 * total / wall:.0f}%")
     for event in sorted(events, key=lambda e: own_time(e, device), reverse=True)[:TOP]:
         print(f"  {own_time(event, device) / 1000 / passes:8.2f} ms {event.count / passes:6.0f}x  {event.key[:90]}")
+    with torch.inference_mode():
+        time_parts(model, forward, device)
 
 
 def main():
