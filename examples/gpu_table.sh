@@ -37,8 +37,10 @@ stage() {  # stage NAME MODELS FLAGS...: one bench run under the time limit
     local name=$1 chosen=$2
     shift 2
     echo "== $name"
+    local start=$SECONDS
     timeout "$limit" $cli bench --models "$chosen" $common "$@" --output "${prefix}_$name" \
         || { echo "stage $name failed or ran past ${limit} s (exit $?)"; status=1; }
+    echo "== $name took $((SECONDS - start)) s"
 }
 
 stage forward "$models" --lengths "$length" --roofline-length "$length"
