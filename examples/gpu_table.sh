@@ -12,9 +12,9 @@
 #
 #   bash examples/gpu_table.sh [OUTPUT_PREFIX]
 #
-# On an H200 the lists of docs/results.md ("second session": 8 models forward, 5 trained, 5 at 32,768 only) took 175 s;
-# the defaults (every model in every stage, three long lengths, ModernBERT compiling at each) take longer, about 6
-# minutes by those stages' times.
+# On an H200 the defaults (every model in every stage, three long lengths) take about 4.9 minutes by the stage times
+# of docs/results.md ("third session": 67 s forward, 63 s training, 73 s at 2,048 and 16,384, about 90 s at 32,768),
+# about 115 s of it ModernBERT compiling for each shape.
 #
 # Environment: HF_LONGDOC (the command; default hf-longdoc, or `python -m hf_longdoc` with src/ on PYTHONPATH),
 # MODELS (stage 1), TRAIN_MODELS (stage 2), LONG_MODELS (stage 3; each defaults to MODELS), LENGTH (stages 1-2),

@@ -11,7 +11,7 @@ every weight unchanged. What changes:
 - `global_attention_mask`, when not given, is chosen inside `forward` from `input_ids` by `config.global_selector`
   (selection.py): [CLS] always, pads never, and at most `num_global_tokens` more.
 - The attention of each layer runs on one of three backends with the same parameters (`config.attention_backend`;
-  `auto`: `AUTO_BACKEND` of the device, `blocked` for now):
+  `auto`: `AUTO_BACKEND`: `blocked`, except a training pass on a GPU, which runs `flex`):
   `longformer`: Transformers' `LongformerSelfAttention`, unchanged (the exact reference);
   `blocked`: the same sparse attention of Beltagy et al. computed as dense blocks. With c = window / 2 and the length
   padded to a multiple of the window, query block i (c queries) attends to key blocks i-1, i, i+1 masked to the exact
@@ -42,6 +42,7 @@ Self-contained (Hub rule): imports only torch, transformers and sibling files.
 """
 
 import functools
+import importlib.util
 import os
 import re
 import warnings
@@ -324,22 +325,31 @@ def checkpointed(recompute, function, *args):
 # of small calls of a CPU's size left an H100 launching kernels: issue 53).
 GROUP_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 28}
 
-# What `auto` runs on each kind of device. On an H200 (torch 2.11, 768 wide, 12 layers, batch 4, bf16) `flex` was 5-15%
-# faster than `blocked` (8,192 tokens: 38.1 against 40.2 ms a forward, 132 against 142 ms a training step; 32,768:
-# 134.5 against 156.6 ms) with less memory, but it compiles for every new input shape (7-11 s each), and its
-# equality with `blocked` on a GPU was checked only with its earlier `mask_mod` (docs/results.md, "Sparse attention
-# and the S-LSTM on a GPU"); so `auto` stays `blocked`, which needs no compiler, and `flex` is one setting away.
-AUTO_BACKEND = {"cpu": "blocked", "cuda": "blocked"}
+# What `auto` runs, by device, for a pass without gradients (reading) and for one with them (training). On an H200
+# (torch 2.11, 768 wide, 12 layers, 12 heads, batch 4, bf16, 8,192 tokens; docs/results.md, "third session"): a
+# forward through `blocked` took 31.1 ms, through `flex` 35.2 and dense BERT's 35.0; a training step through `flex`
+# 131.5 ms and 10,226 MiB at its peak, through `blocked` 139.8 ms and 10,287 MiB, BERT's 122.4 ms and 10,243 MiB. So
+# a GPU reads through `blocked`, which needs no compiler, and trains through `flex`, compiled once for each new input
+# shape (about 11 s the first time), where Triton is there to compile it (`compiles_flex`).
+AUTO_BACKEND = {"cpu": {"reading": "blocked", "training": "blocked"},
+                "cuda": {"reading": "blocked", "training": "flex"}}
+
+
+def compiles_flex(device):
+    """Whether FlexAttention can run compiled on `device`: a GPU with Triton (which CUDA builds of PyTorch bring)."""
+    return flex_attention is not None and device.type == "cuda" and importlib.util.find_spec("triton") is not None
 
 
 def attention_backend_for(config, device, training, needs_grad):
-    """The backend a layer runs (`config.attention_backend` resolved): `auto` is `AUTO_BACKEND` of the device
-    (`blocked` elsewhere); `flex` falls back to `blocked` where FlexAttention cannot compute the same thing: a training
-    pass with attention dropout (it has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
+    """The backend a layer runs (`config.attention_backend` resolved): `auto` is `AUTO_BACKEND` of the device and of
+    whether the pass needs gradients (`blocked` elsewhere, and where FlexAttention cannot be compiled); `flex` falls
+    back to `blocked` where FlexAttention cannot compute the same thing: a training pass with attention dropout (it
+    has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
     backend = config.attention_backend
     if backend == "auto":
-        backend = AUTO_BACKEND.get(device.type, "blocked")
-        backend = backend if backend != "flex" or flex_attention is not None else "blocked"
+        backend = AUTO_BACKEND.get(device.type, {}).get("training" if needs_grad else "reading", "blocked")
+        if backend == "flex" and not compiles_flex(device):
+            backend = "blocked"
     if backend != "flex":
         return backend
     if flex_attention is None:
@@ -507,6 +517,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         k, v = (torch.cat([x.gather(1, gather), x], dim=1).transpose(1, 2) for x in (k, v))  # (b, heads, G'+n, ·)
         q = q.transpose(1, 2)  # (b, heads, n, head_dim)
         if q.device.type == "cuda":
+            logger.info_once("Sparse attention through FlexAttention: compiling its kernel for this input shape (about "
+                             "10 s on an H200 the first time; again for a new length or batch size).")
             out = compiled_flex_attention()(q, k, v, block_mask=block_mask)  # (b, heads, n, head_dim)
         else:  # eager: every score materialised (torch's warning says so; ours once)
             logger.warning_once("`attention_backend='flex'` off a GPU runs FlexAttention eagerly, which computes every "
@@ -533,24 +545,14 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         if static or any_global:
             most = self.config.num_global_tokens + 1 if static else None
             global_pos, slot_ok = self.patterns.get("slots", is_pad, is_global, lambda: global_slots(is_global, most))
-        if recompute:  # no mask kept between the passes (one, in bf16, outweighs BERT's whole attention): each
-            # layer builds its own boolean one in the forward and again in the backward, which costs ≈2% of a step
-            out = checkpoint(self.masked_blocked_window, q, k, v, global_pos, slot_ok, is_pad, is_global,
-                             use_reentrant=False)
-        else:
-            dtype = q.dtype  # the compute dtype (under autocast, not the weights')
-            allowed = self.patterns.get(("window", dtype), is_pad, is_global, lambda: additive_mask(
-                blocked_mask(is_pad, is_global, c, slot_ok), dtype))
-            out = self.blocked_window(q, k, v, global_pos, allowed, is_pad, static)
+        dtype = q.dtype  # the compute dtype (under autocast, not the weights')
+        allowed = self.patterns.get(("window", dtype), is_pad, is_global, lambda: additive_mask(
+            blocked_mask(is_pad, is_global, c, slot_ok), dtype))
+        out = checkpointed(recompute, self.blocked_window, q, k, v, global_pos, allowed, is_pad, static)
         del q, k, v  # freed before the global rows (at inference; a backward pass keeps what it needs)
         if global_pos is None:
             return out
         return self.global_rows(hidden_states, out, is_pad, global_pos, slot_ok, recompute)
-
-    def masked_blocked_window(self, q, k, v, global_pos, slot_ok, is_pad, is_global):
-        """`blocked_window` under the boolean `blocked_mask` it builds itself (what a recomputing pass runs)."""
-        allowed = blocked_mask(is_pad, is_global, self.one_sided_attn_window_size, slot_ok)
-        return self.blocked_window(q, k, v, global_pos, allowed, is_pad, static=False)
 
     def blocked_window(self, q, k, v, global_pos, allowed, is_pad, static):
         """The window and global columns of every query, (b, n, d), zero rows for pads: query block i over the global
