@@ -102,8 +102,8 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             the equality tests); `"auto"`: the device's choice (`AUTO_BACKEND` in the modeling file): `blocked`,
             except a pass with gradients on a GPU with Triton, which runs `flex` (on an H200 a training step at 8,192
             tokens was 6% faster through it and within dense BERT's memory; it compiles for each new input shape).
-            Asking
-            for `output_attentions` runs the `longformer` backend, which materialises the attention probabilities.
+            Asking for `output_attentions` runs the `longformer` backend, which materialises the attention
+            probabilities.
             FlexAttention has no dropout and no CPU backward, so a training pass with `attention_probs_dropout_prob` >
             0, or one that needs gradients on the CPU, runs `blocked` (logged once). Training with
             `attention_probs_dropout_prob` > 0 materialises the blocked probabilities (PyTorch's fused CPU kernel has no
