@@ -171,6 +171,8 @@ FAMILY_CASES = [
             (dict(attention_backend="flash"), "attention_backend"),
             (dict(num_global_tokens=-1), "num_global_tokens"),
             (dict(pmi_window=1), "pmi_window"),
+            (dict(classifier_pooling="bogus"), "classifier_pooling"),
+            (dict(attention_checkpointing="yes"), "attention_checkpointing"),
             (dict(attention_window=5), "attention_window"),
             (dict(hidden_size=30), "num_attention_heads"),
         ],

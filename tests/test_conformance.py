@@ -288,6 +288,21 @@ def test_invalid_config_values_raise(family):
             family.config(**kwargs)
 
 
+def test_invalid_values_given_to_from_pretrained_raise(family, tmp_path):
+    """`from_pretrained(folder, key=value)` sets each value after the config's `__init__` (Transformers' rule): the
+    same refusals as building the config, for the config and for the model, instead of a model that runs with the
+    bad value and saves a folder that no longer loads."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    _classifier(family).save_pretrained(tmp_path)
+    for kwargs, _ in family.invalid:  # refused, naming the setting (the saved sizes may refuse it first)
+        with pytest.raises(ValueError, match="|".join(kwargs)):
+            AutoConfig.from_pretrained(tmp_path, **kwargs)
+    kwargs, _ = family.invalid[-1]
+    with pytest.raises(ValueError, match="|".join(kwargs)):
+        AutoModelForSequenceClassification.from_pretrained(tmp_path, **kwargs)
+
+
 @pytest.mark.slow
 def test_two_process_ddp_trainer_run(family, ddp, tmp_path):
     """torchrun --nproc_per_node 2 with gloo on CPU: a few Trainer steps, both ranks finish with equal weights."""

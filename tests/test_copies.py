@@ -16,6 +16,12 @@ MARKER = re.compile(r"^\s*# Copied from (hf_longdoc(?:\.\w+)+)\s*$")
 CONTEXTUALIZER = "hf_longdoc.modeling.contextualizer.modeling_contextualizer."
 # the copies that must exist (more may): original -> files holding a marked copy, relative to the package
 EXPECTED_COPIES = {
+    "hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig.from_dict": {
+        "modeling/elementwise/configuration_elementwise.py",
+        "modeling/segment_lm/configuration_segment.py",
+        "modeling/slstm/configuration_slstm.py",
+        "modeling/sparse_longformer/configuration_sparse_longformer.py",
+    },
     CONTEXTUALIZER + "check_labels": {
         "modeling/elementwise/modeling_elementwise.py",
         "modeling/segment_lm/modeling_segment.py",

@@ -353,6 +353,17 @@ def test_attention_backend_choice(backend, device, training, dropout, needs_grad
     assert attention_backend_for(config, torch.device(device), training, needs_grad) == expected
 
 
+def test_a_backend_set_on_the_config_afterwards_is_checked():
+    """`model.config.attention_backend = "Flex"` (any value not a backend) is refused at the next forward instead of
+    running `blocked` silently."""
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(**TINY, global_selector="cls",
+                                                                             num_labels=2)).eval()
+    input_ids, attention_mask = _documents([40, 20])
+    model.config.attention_backend = "Flex"
+    with pytest.raises(ValueError, match="attention_backend"):
+        model(input_ids, attention_mask=attention_mask)
+
+
 def test_auto_backend_needs_a_compiler_for_flex(monkeypatch):
     """Without Triton (a CPU build of PyTorch, or a platform Triton does not support) `auto` never picks `flex`,
     which would run eagerly, computing every score."""

@@ -112,6 +112,16 @@ class ContextualizerConfig(PretrainedConfig):
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 
     @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """Also what `from_pretrained(path, key=value)` builds: Transformers sets each such `key` with `setattr` after
+        `__init__`, past its checks, so they run again on the values as set (a bad value is refused when loading, not
+        saved to fail at the next load)."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        config = loaded[0] if isinstance(loaded, tuple) else loaded
+        cls(**config.to_dict())
+        return loaded
+
+    @classmethod
     def from_paper(cls, size="0.5M", **kwargs):
         """The paper's Table 2 models: m = 128, K = 5, rank u set for `size` in {"0.5M", "1M", "1.5M", "2M"}."""
         if size not in PAPER_SIZES:

@@ -190,6 +190,17 @@ class SegmentLMConfig(PretrainedConfig):
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig.from_dict
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """Also what `from_pretrained(path, key=value)` builds: Transformers sets each such `key` with `setattr` after
+        `__init__`, past its checks, so they run again on the values as set (a bad value is refused when loading, not
+        saved to fail at the next load)."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        config = loaded[0] if isinstance(loaded, tuple) else loaded
+        cls(**config.to_dict())
+        return loaded
+
     # the backbone's sizes, under the standard names generic tooling reads (and resize_token_embeddings writes)
     @property
     def hidden_size(self):

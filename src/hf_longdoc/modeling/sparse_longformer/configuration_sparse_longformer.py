@@ -23,6 +23,17 @@ class GlobalSelectorSettings:
     """The selector settings both of the thesis' backbones (Longformer, Big Bird) take; documented in
     [`SparseLongformerConfig`]."""
 
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig.from_dict
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        """Also what `from_pretrained(path, key=value)` builds: Transformers sets each such `key` with `setattr` after
+        `__init__`, past its checks, so they run again on the values as set (a bad value is refused when loading, not
+        saved to fail at the next load)."""
+        loaded = super().from_dict(config_dict, **kwargs)
+        config = loaded[0] if isinstance(loaded, tuple) else loaded
+        cls(**config.to_dict())
+        return loaded
+
     def set_selector_settings(self, global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
                               pmi_num_pairs, unique_global_tokens, excluded_token_ids, pmi_selection, stop_words):
         if global_selector not in GLOBAL_SELECTORS:

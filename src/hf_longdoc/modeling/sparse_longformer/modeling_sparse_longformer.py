@@ -63,7 +63,7 @@ from transformers.models.longformer.modeling_longformer import (
 )
 from transformers.utils import can_return_tuple, logging
 
-from .configuration_sparse_longformer import SparseLongformerConfig
+from .configuration_sparse_longformer import ATTENTION_BACKENDS, SparseLongformerConfig
 from .selection import GlobalTokenSelector, SelectsGlobalTokens, init_selector_buffers, stable_sort
 
 try:  # PyTorch ≥ 2.5
@@ -346,6 +346,8 @@ def attention_backend_for(config, device, training, needs_grad):
     back to `blocked` where FlexAttention cannot compute the same thing: a training pass with attention dropout (it
     has none) or a pass that needs gradients on the CPU (it has no CPU backward)."""
     backend = config.attention_backend
+    if backend not in ATTENTION_BACKENDS:  # set on the config after it was built (`model.config.attention_backend = `)
+        raise ValueError(f"`attention_backend` must be one of {ATTENTION_BACKENDS}, got {backend!r}.")
     if backend == "auto":
         backend = AUTO_BACKEND.get(device.type, {}).get("training" if needs_grad else "reading", "blocked")
         if backend == "flex" and not compiles_flex(device):
