@@ -135,6 +135,22 @@ def test_an_existing_output_is_kept_without_overwrite(model_dir, corpus, tmp_pat
     assert len(read_jsonl(output)) == len(corpus[1])
 
 
+def test_overwrite_never_replaces_what_the_run_reads(model_dir, corpus, tmp_path):
+    """--overwrite replaces an earlier output, never the dataset (its file, or a file in its folder of texts):
+    refused before any work, the input unchanged."""
+    dataset = tmp_path / "texts.jsonl"
+    dataset.write_bytes(open(corpus[0], "rb").read())
+    before = dataset.read_bytes()
+    with pytest.raises(ValueError, match="is the `dataset`"):
+        hf_longdoc.predict(model_dir, dataset, dataset, text_column="body", overwrite=True)
+    assert dataset.read_bytes() == before
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a short text")
+    with pytest.raises(ValueError, match="lies in the `dataset`"):
+        hf_longdoc.predict(model_dir, folder, folder / "out.jsonl", overwrite=True)
+
+
 class Interrupted(Exception):
     pass
 

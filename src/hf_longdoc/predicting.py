@@ -144,6 +144,18 @@ def output_paths(output, overwrite):
     return output, output + ".partial"
 
 
+def refuse_output_over_inputs(output, dataset):
+    """A ValueError before any work when `output` is the dataset itself or lies in its folder of texts: --overwrite
+    replaces an earlier output, never what the run reads."""
+    if output is None or not isinstance(dataset, (str, os.PathLike)) or not os.path.exists(dataset):
+        return
+    source, target = os.path.realpath(os.fspath(dataset)), os.path.realpath(output)
+    if target == source or (os.path.isdir(source) and os.path.commonpath([source, target]) == source):
+        what = "is" if target == source else "lies in"
+        raise ValueError(f"`output` (--output) {output!r} {what} the `dataset` (--dataset) the run reads; write the "
+                         "predictions elsewhere (--overwrite replaces an earlier output, never an input).")
+
+
 @contextlib.contextmanager
 def output_lock(output):
     """Hold `.OUT.lock` beside `output` while a run writes it (on the main process, when several predict), so that a
@@ -701,6 +713,7 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
                          ".partial folder.")
     output, partial = output_paths(output, overwrite) if output is not None else (None, None)
+    refuse_output_over_inputs(output, dataset)
     with output_lock(output):  # one run at a time writes `output` (and its .partial folder)
         if not isinstance(model_dir, (str, os.PathLike)):
             raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
