@@ -151,6 +151,9 @@ def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp
     # fine-tuned after the warm-up, unless the warm start scored better on validation (then it is what was kept)
     kept = metrics["head_stage"]["kept"]
     assert torch.equal(saved[f"segment_lm.backbone.{name}"], source[name]) == kept
+    card = str(make_model_card(str(output)))  # the card says which of the two the saved weights are
+    assert ("| weights saved | the warm start" in card) == kept
+    assert ("| weights saved | the fine-tuned model" in card) != kept and "(kept: epoch" not in card
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert tokenizer.model_max_length <= 200
 

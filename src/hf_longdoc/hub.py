@@ -139,9 +139,16 @@ PROCEDURE_ARGUMENTS = (("learning_rate", "learning rate"), ("lr_scheduler_type",
 
 
 def _head_stage_rows(stage):
-    """The rows of the head stage (`metrics.json`'s `head_stage`): a new head trained on frozen, cached features."""
-    rows = [f"| head on the frozen backbone's features: epochs run | {stage['epochs_run']} (kept: epoch "
-            f"{stage['best_epoch']}, the best validation score) |"]
+    """The rows of the head stage (`metrics.json`'s `head_stage`): a new head trained on frozen, cached features, and,
+    when fine-tuning followed (`kept` recorded), which of the two the saved weights are."""
+    best = f"epoch {stage['best_epoch']}, the best validation score"
+    if "kept" not in stage:  # only the head trained: its best epoch is the model
+        rows = [f"| head on the frozen backbone's features: epochs run | {stage['epochs_run']} (kept: {best}) |"]
+    else:
+        rows = [f"| head on the frozen backbone's features (the warm start of fine-tuning): epochs run | "
+                f"{stage['epochs_run']} (its best: {best}) |",
+                "| weights saved | " + ("the warm start: fine-tuning ended below it on validation" if stage["kept"]
+                                        else "the fine-tuned model, ahead of the warm start on validation") + " |"]
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows
