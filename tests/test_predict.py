@@ -135,6 +135,17 @@ def test_an_existing_output_is_kept_without_overwrite(model_dir, corpus, tmp_pat
     assert len(read_jsonl(output)) == len(corpus[1])
 
 
+def test_a_text_of_invisible_characters_gets_no_label(model_dir, tmp_path):
+    """Zero-width spaces alone tokenize to [CLS][SEP]: no label from no words (as the long-document pipeline
+    refuses it), while a visible word beside them is classified."""
+    dataset = tmp_path / "texts.jsonl"
+    dataset.write_text(json.dumps({"text": "\u200b\u200b"}) + "\n" + json.dumps({"text": "goal\u200b"}) + "\n")
+    hf_longdoc.predict(model_dir, dataset, tmp_path / "out.jsonl")
+    invisible, visible = read_jsonl(tmp_path / "out.jsonl")
+    assert invisible["label"] is None and "no visible character" in invisible["error"]
+    assert visible["label"] is not None and visible["error"] is None
+
+
 def test_overwrite_never_replaces_what_the_run_reads(model_dir, corpus, tmp_path):
     """--overwrite replaces an earlier output, never the dataset (its file, or a file in its folder of texts):
     refused before any work, the input unchanged."""

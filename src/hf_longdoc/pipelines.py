@@ -63,6 +63,12 @@ def ids_per_position(model):
     return family.ids_per_position(model.config) if family is not None else 1
 
 
+def has_visible_text(text):
+    """Whether `text` holds a character one can see (not only blanks, zero-width or control characters): a text
+    without one would be labelled from the model's special tokens alone."""
+    return any(c.isprintable() and not c.isspace() for c in text)
+
+
 class LongDocumentClassificationPipeline(ChunkPipeline):
     """Classify a document of any length with a sequence classifier that reads fewer ids than the document has.
 
@@ -87,7 +93,7 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
     def __call__(self, inputs, *args, **kwargs):
         documents = [inputs] if isinstance(inputs, str) else inputs if isinstance(inputs, (list, tuple)) else []
         for index, document in enumerate(documents):
-            if isinstance(document, str) and not any(c.isprintable() and not c.isspace() for c in document):
+            if isinstance(document, str) and not has_visible_text(document):
                 raise ValueError(f"Document {index} has no text ({len(document)} blank or invisible characters); "
                                  "the model would label it from no words. Leave it out, or give it a text.")
         return super().__call__(inputs, *args, **kwargs)

@@ -48,7 +48,7 @@ from .data.loading import DatasetError, _load_raw
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
-from .pipelines import LongDocumentClassificationPipeline, special_frame
+from .pipelines import LongDocumentClassificationPipeline, has_visible_text, special_frame
 from .reading_length import reading_length
 from .saved_models import load_saved_model, load_saved_tokenizer, saved_config
 
@@ -505,6 +505,8 @@ def _no_text(text):
         return f"the text is a {type(text).__name__}, not a string"
     if not text.strip():
         return "empty text" if not text else "the text is only whitespace"
+    if not has_visible_text(text):
+        return f"the text has no visible character ({len(text)} invisible or control characters)"
     return None
 
 
