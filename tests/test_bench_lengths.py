@@ -36,3 +36,13 @@ def test_the_first_model_s_peak_memory_is_not_the_process_s_first_allocations():
     assert child.returncode == 0, child.stderr[-2000:]
     first, again = json.loads(child.stdout.strip().splitlines()[-1])
     assert first <= again + 4, (first, again)
+
+
+def test_float16_on_the_cpu_is_refused_before_any_timing(capsys):
+    """Half precision is emulated on a CPU: its times (and a roofline reading above 100%) would say nothing."""
+    from hf_longdoc.cli import main
+
+    assert main(["bench", "--models", "bert", "--lengths", "64", "--hidden-size", "32", "--num-layers", "1",
+                 "--num-heads", "2", "--dtype", "float16", "--device", "cpu", "--output", "unused"]) == 2
+    error = capsys.readouterr().err
+    assert "--dtype" in error and "bfloat16" in error

@@ -171,6 +171,9 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
         raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
     device = bench_device(device)
     check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides, **sizes)
+    if dtype == "float16" and device.type == "cpu":  # emulated there: times that say nothing of a GPU's fp16
+        raise ValueError("`dtype` (--dtype) float16 has no fast CPU kernels (its times and roofline would be "
+                         "meaningless); on the CPU use bfloat16 or float32, or pass --device cuda.")
     torch_dtype = getattr(torch, dtype)
     check_attention(attention, device, torch_dtype)
     torch.manual_seed(seed)
