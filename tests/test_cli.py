@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -342,6 +343,21 @@ def test_evaluate_scores_a_whole_file_and_leaves_the_model_folder_alone(trained,
     assert main(["evaluate", str(trained), "--dataset", str(data), "--text-column", "body",
                  "--label-column", "topic"]) == 2
     assert "weather" in capsys.readouterr().err
+
+
+def test_evaluate_without_a_dataset_says_the_built_in_task_was_read(trained, tmp_path, capsys):
+    """A model trained on the user's own labels, evaluated without --dataset: the error says the built-in task was
+    read and asks for --dataset (it suggested leaving out a --split that was never given)."""
+    model = tmp_path / "own_labels"
+    shutil.copytree(trained, model)
+    config = json.loads((model / "config.json").read_text())
+    names = [f"class {i}" for i in range(len(config["id2label"]))]
+    config["id2label"] = {str(i): name for i, name in enumerate(names)}
+    config["label2id"] = {name: i for i, name in enumerate(names)}
+    (model / "config.json").write_text(json.dumps(config))
+    assert main(["evaluate", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "No `dataset` (--dataset) was given" in err and "--split" not in err
 
 
 def test_push_never_writes_into_the_model_folder_or_over_a_folder(trained, tmp_path, capsys):

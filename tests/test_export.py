@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hf_longdoc.cli import main
+from hf_longdoc.modeling import FAMILIES
 from test_conformance import CORPUS, _tokenizer_and_model
 
 onnxruntime = pytest.importorskip("onnxruntime", reason="ONNX export needs pip install 'hf_longdoc[onnx]'")
@@ -121,3 +122,18 @@ def test_export_tries_the_next_trace_length_and_stops_where_no_length_helps(tmp_
         with pytest.raises(export.ExportBlocked, match=f"fails at {first - 2 * (calls - 1)} ids"):
             export.export_onnx(str(tmp_path / "model"), str(tmp_path / "new"))
         assert len(traced) == calls and not (tmp_path / "new" / "model.onnx").exists()
+
+
+def test_a_windowed_model_is_traced_past_its_first_window():
+    """Traced within one window, the sparse Longformer's graph keeps that single window as a constant and fails
+    (measured with MiniLM converted at window 512, reading 1,024: 255 and 383 ids failed, 583 and 767 exported): the
+    trace is longer than one window wherever the model reads more, and odd as before."""
+    from hf_longdoc.export import traced_length
+
+    assert traced_length(1024, 1) == 255
+    assert traced_length(1024, 1, padding=512) == 639
+    assert traced_length(4096, 1, padding=512) == 1023  # a quarter is past the window already
+    assert traced_length(512, 1, padding=512) == 127  # one window is all the model reads
+    assert traced_length(1024, 4, padding=512) % 8 == 4  # an odd number of positions of 4 ids
+    assert FAMILIES["sparse_longformer"].padding_length(FAMILIES["sparse_longformer"].config_class(
+        attention_window=64)) == 64

@@ -13,7 +13,7 @@ from hf_longdoc.modeling.registry import REQUIRED
 
 SRC = pathlib.Path(hf_longdoc.__file__).parent
 HOOKS = ("reading_length", "own_tokenizer", "fit_statistics", "profile", "from_backbone", "backbone_refusal",
-         "frozen_features", "head_logits", "evidence", "evidence_refusal")
+         "frozen_features", "head_logits", "evidence", "evidence_refusal", "padding_length")
 # which optional hooks each family has: the registry's entries before the base class, one for one
 HAS = {
     "contextualizer": {"has_evidence"},
@@ -56,6 +56,7 @@ def test_the_defaults_say_none_or_refuse():
     assert family.frozen_features(None, None, None) is None
     assert family.evidence(None, None, None, None) is None
     assert family.evidence_refusal(None) is None
+    assert family.padding_length(None) is None
     with pytest.raises(ValueError, match="bare does not start from a pretrained backbone"):
         family.from_backbone("some/checkpoint", None, 512)
     with pytest.raises(NotImplementedError, match="bare caches no frozen features"):

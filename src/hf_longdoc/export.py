@@ -19,6 +19,7 @@ import tempfile
 import torch
 
 from .data.tokenizer import TOKENIZER_FILES
+from .modeling.registry import family_of_config
 from .outputs import require_writable_folder
 from .saved_models import load_saved_tokenizer
 
@@ -58,13 +59,17 @@ def sample_inputs(tokenizer, documents, words, length=None):
     return encoded["input_ids"], encoded["attention_mask"]
 
 
-def traced_length(reads, unit):
+def traced_length(reads, unit, padding=None):
     """How many ids the graph is traced at: about a quarter of what the model reads (windows, blocks and segments past
     the first), at least 20 and at most 2,048 ids, an odd number of positions of `unit` ids. Odd, because a
     trace at a multiple of the model's padding (Longformer's window, Big Bird's block: even numbers) records no
     padding, and the graph then fails at any length that needs some (measured: a sparse Longformer with
-    `attention_window` 8 traced at 64 ids failed in onnxruntime at 26)."""
+    `attention_window` 8 traced at 64 ids failed in onnxruntime at 26). Longer than one `padding` multiple where the
+    model reads more: traced within one window, the export keeps one window as a constant and fails (measured: the
+    sparse Longformer converted from MiniLM, window 512, reading 1,024, failed at 255 and 383 ids, exported at 583)."""
     positions = max(1, min(max(20, reads // 4), 2048, reads) // unit)
+    if padding and reads > padding:
+        positions = max(positions, min(padding + padding // 4, reads) // unit)
     return max(1, positions - (positions % 2 == 0)) * unit
 
 
@@ -198,7 +203,8 @@ def export_onnx(model_dir, output_dir, overwrite=False):
     shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
         written = os.path.join(scratch, "model.onnx")
-        first = traced_length(reads, unit)
+        family = family_of_config(model.config)
+        first = traced_length(reads, unit, family.padding_length(model.config) if family is not None else None)
         # the trace length decides how torch.export models the padding to a window or block (measured with the
         # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,
         # `8*_sequence - 6 >= 0` at window 8); so the next lengths are tried, and a graph that onnxruntime cannot

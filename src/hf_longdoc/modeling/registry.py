@@ -149,6 +149,12 @@ class Family:
         None: it has."""
         return None
 
+    def padding_length(self, config: PretrainedConfig) -> int | None:
+        """The multiple of ids a model with `config` pads every input to inside its forward (Longformer's attention
+        window), or None: none. An ONNX trace must be longer than one such multiple, or the exported graph keeps the
+        trace's single window as a constant (`export_onnx`)."""
+        return None
+
     # -- which of those a family overrides ----------------------------------------------------------------------------
 
     def _overrides(self, method):

@@ -95,6 +95,11 @@ class SparseLongformerFamily(SparseMapFamily):
         """RoBERTa-style positions start after the pad id."""
         return config.max_position_embeddings - config.pad_token_id - 1
 
+    def padding_length(self, config):
+        """Longformer pads an input to a multiple of its attention window."""
+        window = config.attention_window
+        return max(window) if isinstance(window, (list, tuple)) else window
+
     def from_backbone(self, path, tokenizer, max_length, **settings):
         """A Longformer checkpoint as it is, or a BERT/RoBERTa checkpoint converted to `max_length` tokens; the
         special token ids come from its tokenizer (a BERT config holds none)."""
