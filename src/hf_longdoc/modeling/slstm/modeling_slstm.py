@@ -533,7 +533,9 @@ class SLSTMModel(SLSTMPreTrainedModel):
         if self.config.position_embedding_type != "absolute" or longest <= limit:
             return mask
         logger.warning_once(f"A document has {longest} tokens but the model reads {limit}; reading the first {limit} "
-                            "and ignoring the rest. Truncate with the tokenizer (truncation=True) to silence this.")
+                            "and ignoring the rest. The tokenizer's truncation=True cuts it too but keeps the closing "
+                            "special token, so its scores differ slightly: truncate with the tokenizer to read as "
+                            "training did (and to silence this).")
         return mask & (mask.long().cumsum(dim=1) <= limit)
 
     def check_input_ids(self, input_ids, token_type_ids, mask):

@@ -97,8 +97,9 @@ def keep_what_the_model_reads(limit, unit, *tensors, log=None):
         return tensors  # (malformed input fails in the model's checks; a traced graph reads what its tokenizer cut)
     length = given[0].shape[1]
     (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
-                                 f"{limit} and ignoring the rest. Truncate with the tokenizer (truncation=True) to "
-                                 "silence this.")
+                                 f"{limit} and ignoring the rest. The tokenizer's truncation=True cuts it too but "
+                                 "keeps the closing special token, so its scores differ slightly: truncate with the "
+                                 "tokenizer to read as training did (and to silence this).")
     return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
 
 
