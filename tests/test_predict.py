@@ -146,6 +146,24 @@ def test_a_text_of_invisible_characters_gets_no_label(model_dir, tmp_path):
     assert visible["label"] is not None and visible["error"] is None
 
 
+def test_several_text_columns_are_joined_as_training_joins_them(model_dir, tmp_path):
+    """`--text-column title,body` (as `train` takes it): each row's columns joined into one document, as the
+    training data loader joins them, and the same scores as that joined text given whole."""
+    from hf_longdoc.data.inversion import join_parts
+
+    rows = [{"title": "Match report", "body": TEXTS[0]}, {"title": "Budget", "body": TEXTS[1]},
+            {"title": "Only a title", "body": None}]
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    one = tmp_path / "one.jsonl"
+    one.write_text("".join(json.dumps({"text": join_parts([row["title"], row["body"]])}) + "\n" for row in rows))
+    hf_longdoc.predict(model_dir, two, tmp_path / "two_out.jsonl", text_column="title, body")
+    hf_longdoc.predict(model_dir, one, tmp_path / "one_out.jsonl")
+    assert read_jsonl(tmp_path / "two_out.jsonl") == read_jsonl(tmp_path / "one_out.jsonl")
+    with pytest.raises(ValueError, match="'summary' is not a column"):
+        hf_longdoc.predict(model_dir, two, tmp_path / "bad.jsonl", text_column="title,summary")
+
+
 def test_overwrite_never_replaces_what_the_run_reads(model_dir, corpus, tmp_path):
     """--overwrite replaces an earlier output, never the dataset (its file, or a file in its folder of texts):
     refused before any work, the input unchanged."""

@@ -44,6 +44,7 @@ from datasets import Features, List, Value
 
 from . import distributed
 from .data.folders import listing_digest, load_text_folder, text_files
+from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
@@ -196,25 +197,18 @@ def load_documents(source):
     return documents, f"hub:{source}:{documents._fingerprint}"
 
 
+JOINED_TEXT = "__document__"  # the documents joined from several --text-column columns
+
+
 def resolve_columns(documents, settings):
-    """(text column, id column or None for row numbers, kept columns), with a ValueError naming what is missing,
-    clashing or duplicated."""
+    """(documents, text column, id column or None for row numbers, kept columns), with a ValueError naming what is
+    missing, clashing or duplicated. `settings.text_column` may name several columns (`title,text`, as `train`
+    reads them): their texts are joined into one document per row the way training joined them (`join_parts`)."""
     columns = documents.column_names
     shown = ", ".join(columns)
-    if settings.text_column not in columns:
-        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} is not a column of the input; its "
-                         f"columns are {shown}.")
-    feature = documents.features[settings.text_column]
-    if isinstance(feature, datasets.Json):  # JSON values of several types: name the first that is not text
-        row, value = next(((i, value) for i, value in enumerate(documents[settings.text_column])
-                           if value is not None and not isinstance(value, str)), (None, None))
-        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} mixes text with other JSON values "
-                         f"(row {row}, counting from 0, holds {type(value).__name__} {str(value)[:40]!r}), which "
-                         "`datasets` reads as JSON, not text; write every document as a JSON string.")
-    text_type = getattr(feature, "dtype", None)
-    if text_type not in ("string", "large_string", "null"):
-        raise ValueError(f"`text_column` (--text-column) {settings.text_column!r} holds {text_type or 'lists'}, not "
-                         f"text; pass the column with the documents (columns: {shown}).")
+    names = [name.strip() for name in settings.text_column.split(",") if name.strip()] or [settings.text_column]
+    for name in names:
+        check_text_column(documents, name, shown)
     id_column = settings.id_column
     if id_column is not None and id_column not in columns:
         raise ValueError(f"`id_column` (--id-column) {id_column!r} is not a column of the input; its columns are "
@@ -243,7 +237,29 @@ def resolve_columns(documents, settings):
                     message += ", or --id-column with another one (without it, the input's `id` column is used)"
                 raise ValueError(message + ".")
             seen.add(value)
-    return settings.text_column, id_column, keep
+    if len(names) == 1:
+        return documents, names[0], id_column, keep
+    documents = documents.map(lambda row: {JOINED_TEXT: join_parts([row[name] for name in names])},
+                              desc="Joining the text columns")
+    return documents, JOINED_TEXT, id_column, keep
+
+
+def check_text_column(documents, name, shown):
+    """A ValueError unless `name` is a column of `documents` that holds text."""
+    if name not in documents.column_names:
+        raise ValueError(f"`text_column` (--text-column) {name!r} is not a column of the input; its columns are "
+                         f"{shown}.")
+    feature = documents.features[name]
+    if isinstance(feature, datasets.Json):  # JSON values of several types: name the first that is not text
+        row, value = next(((i, value) for i, value in enumerate(documents[name])
+                           if value is not None and not isinstance(value, str)), (None, None))
+        raise ValueError(f"`text_column` (--text-column) {name!r} mixes text with other JSON values (row {row}, "
+                         f"counting from 0, holds {type(value).__name__} {str(value)[:40]!r}), which `datasets` reads "
+                         "as JSON, not text; write every document as a JSON string.")
+    text_type = getattr(feature, "dtype", None)
+    if text_type not in ("string", "large_string", "null"):
+        raise ValueError(f"`text_column` (--text-column) {name!r} holds {text_type or 'lists'}, not text; pass the "
+                         f"column with the documents (columns: {shown}).")
 
 
 def choose_device(device, dtype, shared):
@@ -688,7 +704,8 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             document each, id: the path relative to the folder), or a `datasets.Dataset`.
         output: a `.jsonl`, `.csv` or `.parquet` file, written only when complete; `OUT.partial/` holds the work in
             progress, and the same call continues it after an interruption. None: nothing is written.
-        text_column: the column with the documents.
+        text_column: the column with the documents, or several comma-separated (`title,text`), joined as `train`
+            joins them.
         id_column: the column naming the rows (unique values); None: the input's `id` column, else row numbers.
         keep_columns: input columns copied to the output (a list, or comma-separated names).
         batch_size: documents (with `long="chunks"`: chunks) per forward pass.
@@ -726,7 +743,7 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             documents, input_digest = load_documents(dataset)
         if len(documents) == 0:
             raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
-        text_column, id_column, keep = resolve_columns(documents, settings)
+        documents, text_column, id_column, keep = resolve_columns(documents, settings)
         if renamed := {name: f"input_{name}" for name in keep if name in OUTPUT_COLUMNS}:
             logger.info("Kept input columns named like output columns are written as %s.",
                         ", ".join(f"{name} -> {new}" for name, new in renamed.items()))

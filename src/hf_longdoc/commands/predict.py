@@ -19,7 +19,9 @@ def add_parser(subparsers):
                         help="a .csv/.jsonl/.parquet file, a Hub id, or a folder of .txt files (one document each)")
     parser.add_argument("--output", required=True,
                         help="the file to write: .jsonl, .csv (one score_<label> column per class) or .parquet")
-    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--text-column", default="text",
+                        help="the column holding the document, or several comma-separated (title,text), joined as "
+                             "train joins them")
     parser.add_argument("--id-column", default=None,
                         help="the column naming each row (unique values); None: the input's `id` column, else the row "
                              "number (a folder: the file's path)")
