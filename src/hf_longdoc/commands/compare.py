@@ -27,9 +27,10 @@ def add_parser(subparsers):
     parser = subparsers.add_parser("compare", formatter_class=Formatter,
                                    help="train every method and the baselines with one budget; report")
     parser.add_argument("--dataset", default=None,
-                        help="Hub id, local .csv/.jsonl/.parquet file, or a folder of LABEL/*.txt files "
+                        help="Hub id, local .csv/.tsv/.json/.jsonl/.parquet file, or a folder of LABEL/*.txt files "
                              "(one folder per class); None: the built-in task at --task-size, evidence anywhere")
-    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--text-column", default="text",
+                        help="the column holding the document, or several comma-separated (title,text), joined")
     parser.add_argument("--label-column", default="label", help="the column holding the class")
     parser.add_argument("--models", default="elementwise,contextualizer,slstm,sparse_longformer:tfidf,"
                                             "sparse_longformer:pmi,segment_lm:att",

@@ -21,9 +21,10 @@ def add_data_arguments(parser, seed_help="seed of the data split, the model and 
                        threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); saved with the "
                                       "model (`multi_label_threshold` in its config.json)"):
     parser.add_argument("--dataset", default=None,
-                        help="Hub id, local .csv/.jsonl/.parquet file, or a folder of LABEL/*.txt files "
+                        help="Hub id, local .csv/.tsv/.json/.jsonl/.parquet file, or a folder of LABEL/*.txt files "
                              "(one folder per class); None: the built-in long-document task")
-    parser.add_argument("--text-column", default="text", help="the column holding the document")
+    parser.add_argument("--text-column", default="text",
+                        help="the column holding the document, or several comma-separated (title,text), joined")
     parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")
     parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
                         help="built-in task only: where the label evidence sits")

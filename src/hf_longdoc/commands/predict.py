@@ -16,7 +16,8 @@ def add_parser(subparsers):
                     "torchrun or accelerate launch the rows are shared between the processes.")
     parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
     parser.add_argument("--dataset", required=True,
-                        help="a .csv/.jsonl/.parquet file, a Hub id, or a folder of .txt files (one document each)")
+                        help="a .csv/.tsv/.json/.jsonl/.parquet file, a Hub id, or a folder of .txt files (one "
+                             "document each)")
     parser.add_argument("--output", required=True,
                         help="the file to write: .jsonl, .csv (one score_<label> column per class) or .parquet")
     parser.add_argument("--text-column", default="text",

@@ -160,10 +160,11 @@ def _load_raw(source, label_column=None):
         return DatasetDict({"train": load_labelled_folder(path, "--dataset")})
     if os.path.exists(path) or extension in LOCAL_FORMATS:
         if not os.path.isfile(path):
-            raise DatasetError(f"Dataset file {source!r} does not exist or is not a file.")
+            raise DatasetError(f"`dataset` (--dataset) file {source!r} does not exist or is not a file.")
         if extension not in LOCAL_FORMATS:
             raise DatasetError(
-                f"Cannot read {source!r}: the extension must be one of {', '.join(sorted(LOCAL_FORMATS))}."
+                f"Cannot read `dataset` (--dataset) {source!r}: the extension must be one of "
+                f"{', '.join(sorted(LOCAL_FORMATS))}, or pass a folder of .txt files."
             )
         if LOCAL_FORMATS[extension] != "parquet":
             _check_utf8(path, source)
