@@ -17,6 +17,7 @@ backend it ran (`attention_backend_for`) has it in its row's `backend`.
 
 import copy
 import inspect
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -225,7 +226,10 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                     line = matmul_roofline(model, dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
                                                        **inputs), repeats, warmup)
                 except NotImplementedError as error:  # an operator the recorder cannot look into (flex_attention)
-                    progress(f"{entry.name}: no roofline line: {str(error).split('.')[0]}")
+                    operator = re.search(r"HigherOrderOperator (\w+)", str(error))
+                    why = (f"its matrix products run inside `{operator.group(1)}`, which the recorder cannot look "
+                           "into" if operator else str(error).splitlines()[0][:200])
+                    progress(f"{entry.name}: no roofline line: {why}")
                 except torch.OutOfMemoryError:
                     release_gpu_memory(device)
                     progress(f"{entry.name}: no roofline line: out of GPU memory")
