@@ -474,3 +474,28 @@ def test_a_time_budget_stops_fine_tuning_early_and_keeps_a_whole_model(tmp_path,
     assert 0.0 <= metrics["test"]["accuracy"] <= 1.0
     assert main(["train", *TINY, "--time-budget", "0", "--output-dir", str(tmp_path / "zero")]) == 2
     assert not (tmp_path / "zero").exists()
+
+
+def test_push_uploads_the_tokenizer_source_that_its_auto_map_names(tmp_path, capsys):
+    """The elementwise tokenizer lives outside the family's folder (hf_longdoc/tokenization/), but its
+    tokenizer_config.json's `auto_map` names `tokenization_elementwise.py`: push uploads it, so the staged folder's
+    tokenizer loads with `trust_remote_code=True` where hf_longdoc is not installed (it was left out)."""
+    from hf_longdoc import FAMILIES
+    from hf_longdoc.cli import main
+
+    family = FAMILIES["elementwise"]
+    config = family.config_class(backbone_config={"model_type": "bert", "vocab_size": 99, "hidden_size": 32,
+                                                  "num_hidden_layers": 1, "num_attention_heads": 4,
+                                                  "intermediate_size": 37},
+                                 elements_per_material=4, max_materials=64, num_labels=2)
+    folder, staging = tmp_path / "model", tmp_path / "staged"
+    family.classification_class(config).save_pretrained(folder)
+    family.own_tokenizer(config).save_pretrained(folder)
+    assert main(["push", str(folder), "--repo-id", "someone/ew", "--dry-run", "--dry-run-dir", str(staging)]) == 0
+    assert (staging / "tokenization_elementwise.py").is_file()
+    loads = ("import sys; sys.modules['hf_longdoc'] = None\n"
+             "from transformers import AutoTokenizer\n"
+             f"tokenizer = AutoTokenizer.from_pretrained({str(staging)!r}, trust_remote_code=True)\n"
+             "print(type(tokenizer).__name__, len(tokenizer('a text')['input_ids']))")
+    result = subprocess.run([sys.executable, "-c", loads], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.startswith("ElementwiseTokenizer"), result.stderr[-2000:]

@@ -280,11 +280,29 @@ def family_source_files(family):
     return {name for name in os.listdir(folder) if name.endswith(".py") and name != "__init__.py"}
 
 
+def auto_map_files(output_dir):
+    """The source files the saved configs' `auto_map` entries name (config.json's model classes, tokenizer_config.json's
+    tokenizer: `tokenization_elementwise.ElementwiseTokenizer` is `tokenization_elementwise.py`): what
+    `trust_remote_code` loads, wherever in the package the class lives."""
+    names = set()
+    for saved in ("config.json", "tokenizer_config.json"):
+        path = os.path.join(output_dir, saved)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            auto_map = json.load(f).get("auto_map") or {}
+        for value in auto_map.values():
+            for reference in value if isinstance(value, (list, tuple)) else [value]:
+                if isinstance(reference, str) and "--" not in reference:  # not a `repo--module.Class` of another repo
+                    names.add(reference.rsplit(".", 1)[0] + ".py")
+    return names
+
+
 def upload_plan(output_dir):
-    """(files to upload, files left out): the top-level files of `output_dir` that `UPLOAD_FILES` or the family's
-    source files name, and everything else there (subfolders included)."""
+    """(files to upload, files left out): the top-level files of `output_dir` that `UPLOAD_FILES`, the family's
+    source files or the `auto_map` entries (`auto_map_files`) name, and everything else there (subfolders included)."""
     family = family_of_config(AutoConfig.from_pretrained(output_dir))
-    sources = family_source_files(family)
+    sources = family_source_files(family) | auto_map_files(output_dir)
     chosen, left_out = [], []
     for name in sorted(os.listdir(output_dir)):
         path = os.path.join(output_dir, name)
