@@ -68,3 +68,12 @@ def test_demo_without_minilm_says_so(monkeypatch, caplog):
 def test_demo_bad_flags_fail_before_any_work(capsys):
     assert main(["demo", "--task-words", "60,40"]) == 2
     assert "--task-words" in capsys.readouterr().err
+
+
+def test_demo_too_small_a_task_is_refused_before_any_work(tmp_path, capsys):
+    """Two documents cannot fill three splits with both labels: refused naming --task-size (it failed inside
+    scikit-learn after training had begun)."""
+    out = tmp_path / "demo"
+    assert main(["demo", "--task-size", "2", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--task-size" in err and "at least 20" in err and not out.exists()

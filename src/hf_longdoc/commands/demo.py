@@ -14,6 +14,7 @@ logger = logging.getLogger(__name__)
 # segment LM reads 1,200 tokens (38 segments of 32), so it sees them, and a 512-token reader never does.
 TASK_WORDS = "200,260"
 MAX_READ = 1200
+SMALLEST_TASK = 20  # documents: a few of each label in every split
 
 
 def add_parser(subparsers):
@@ -61,6 +62,12 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     "the room was clean"."""
     from transformers import AutoTokenizer
 
+    if task_size < SMALLEST_TASK:
+        raise ValueError(f"`task_size` (--task-size) must be at least {SMALLEST_TASK}, so that the training, "
+                         f"validation and test splits each hold documents of both labels; got {task_size}.")
+    if max_length <= 512:
+        logger.warning("--max-length %d reads no further than the 512-token baseline: this run cannot show what the "
+                       "demo is for, evidence past token 512 (the default reads %d).", max_length, MAX_READ)
     from ..data import load_task
     from ..experiments.baselines import truncating_baseline
     from ..predicting import predict
