@@ -55,7 +55,8 @@ def tokenize(data, tokenizer, max_length, head=None):
     for split, part in data.items():
         cut = int(np.sum(part["truncated"]))
         if cut:
-            logger.warning("%s: %d of %d documents are longer than max_length=%d tokens and were truncated.",
+            logger.warning("%s: %d of %d documents are longer than max_length=%d input ids (the tokenizer's units: "
+                           "subword tokens, or bytes for a byte-level tokenizer) and were truncated.",
                            split, cut, len(part), max_length)
     return data.remove_columns("truncated")
 
