@@ -144,8 +144,8 @@ def collapsed_lines(rows):
     if not collapsed:
         return []
     runs = "; ".join(f"{row['model']} seed {row['seed']} (one class for {row['validation_top_share']:.0%} of "
-                     f"validation, accuracy {row['validation_accuracy']:.3f} against a majority-class rate of "
-                     f"{row['validation_majority_rate']:.3f})" for row in collapsed)
+                     f"validation, validation accuracy {row['validation_accuracy']:.3f} against a majority-class "
+                     f"rate of {row['validation_majority_rate']:.3f})" for row in collapsed)
     return ["", f"**Collapsed runs**, left out of the means above (a model with no healthy seed shows its collapsed "
             f"runs' mean, marked): {runs}. A run is collapsed when one predicted "
             f"class takes {COLLAPSE_SHARE:.0%} of the validation documents or more, or {NEAR_CONSTANT_SHARE:.0%} "
@@ -188,8 +188,8 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
     if settings.head_learning_rate:
         rate += f" ({settings.head_learning_rate:g} for the parameters the checkpoint does not supply)"
     sizes = (f"fine-tuned from the pretrained `{settings.backbone}` (its sizes and tokenizer)" if settings.backbone
-             else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads, "
-                  "from scratch")
+             else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads "
+                  "(for the models with attention heads), from scratch")
     epochs = epochs_text(settings, summary)
     lead = "Each family at its `train` recipe" if epochs.startswith("epochs:") else "Same budget for every model"
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
