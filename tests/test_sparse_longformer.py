@@ -370,10 +370,14 @@ def test_auto_backend_needs_a_compiler_for_flex(monkeypatch):
     from hf_longdoc.modeling.sparse_longformer import modeling_sparse_longformer as modeling
 
     monkeypatch.setattr(modeling.importlib.util, "find_spec", lambda name: None)
-    assert not modeling.compiles_flex(torch.device("cuda"))
-    config = SparseLongformerConfig(**TINY)
-    assert modeling.attention_backend_for(config, torch.device("cuda"), True, True) == "blocked"
-    assert not modeling.compiles_flex(torch.device("cpu"))
+    modeling.has_triton.cache_clear()  # looked up once per process: here again, without Triton
+    try:
+        assert not modeling.compiles_flex(torch.device("cuda"))
+        config = SparseLongformerConfig(**TINY)
+        assert modeling.attention_backend_for(config, torch.device("cuda"), True, True) == "blocked"
+        assert not modeling.compiles_flex(torch.device("cpu"))
+    finally:
+        modeling.has_triton.cache_clear()  # the next lookup sees the real installation
 
 
 def test_auto_backend_trains_on_the_cpu_through_blocked():

@@ -500,11 +500,11 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
         multi_label = multi_label or data_multi_label
         if split not in data:
             raise ValueError(f"`split` (--split) {split!r} not found; choose one of {', '.join(data)}.")
-        if list(label_names) != known and dataset in (None, BUILTIN_TASK):
-            raise ValueError(f"No `dataset` (--dataset) was given, so the built-in task's {split} split was read; its "
-                             f"labels {list(label_names)} are not the model's {known}: pass --dataset with the data "
-                             "the model was trained on.")
         if list(label_names) != known:
+            if dataset in (None, BUILTIN_TASK):
+                raise ValueError(f"No `dataset` (--dataset) was given, so the built-in task's {split} split was read; "
+                                 f"its labels {list(label_names)} are not the model's {known}: pass --dataset with the "
+                                 "data the model was trained on.")
             raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
                              "`--label-column` and dataset the model was trained on, or leave out --split to score "
                              "the whole file.")

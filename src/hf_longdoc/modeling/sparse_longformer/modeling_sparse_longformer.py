@@ -336,9 +336,15 @@ AUTO_BACKEND = {"cpu": {"reading": "blocked", "training": "blocked"},
                 "cuda": {"reading": "blocked", "training": "flex"}}
 
 
+@functools.cache
+def has_triton():
+    """Whether Triton is installed, looked up once per process (`auto` asks in every layer of every pass)."""
+    return importlib.util.find_spec("triton") is not None
+
+
 def compiles_flex(device):
     """Whether FlexAttention can run compiled on `device`: a GPU with Triton (which CUDA builds of PyTorch bring)."""
-    return flex_attention is not None and device.type == "cuda" and importlib.util.find_spec("triton") is not None
+    return flex_attention is not None and device.type == "cuda" and has_triton()
 
 
 def attention_backend_for(config, device, training, needs_grad):
