@@ -299,7 +299,7 @@ def test_bad_input_is_refused_before_any_work(model_dir, corpus, tmp_path):
         hf_longdoc.predict(str(tmp_path), path, output, text_column="body")
     with pytest.raises(ValueError, match="float16 needs a GPU"):
         hf_longdoc.predict(model_dir, path, output, text_column="body", dtype="float16", device="cpu")
-    with pytest.raises(ValueError, match="'label' is the name of an output column, and 'input_label'"):
+    with pytest.raises(ValueError, match="'label' has the name of the output column 'label', and 'input_label'"):
         hf_longdoc.predict(model_dir, Dataset.from_dict({"text": ["x"], "label": ["a"], "input_label": ["b"]}),
                            output, keep_columns=["label"])
     mixed = tmp_path / "mixed.jsonl"  # one document written as a number: `datasets` reads the column as JSON values
@@ -339,7 +339,7 @@ def test_multi_label_rows_list_the_labels_over_the_saved_threshold(tmp_path, cor
     result = hf_longdoc.predict(folder, corpus[0], text_column="body")
     for row in result:
         if row["error"] is None:
-            assert row["label"] == [k for k, v in sorted(row["scores"].items(), key=lambda kv: -kv[1]) if v > 0.5]
+            assert row["label"] == [k for k, v in sorted(row["scores"].items(), key=lambda kv: -kv[1]) if v >= 0.5]
             assert row["score"] == [row["scores"][label] for label in row["label"]]
 
 

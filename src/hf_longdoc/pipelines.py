@@ -14,12 +14,19 @@ from transformers import AutoModelForSequenceClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.pipelines.base import ChunkPipeline
 
+from .decisions import (
+    DEFAULT_THRESHOLD,
+    best_class,
+    chosen_classes,
+    is_multi_label,
+    saved_threshold,
+    scores_from_logits,
+)
 from .modeling.registry import family_of_config
 from .reading_length import reading_length
 
 TASK = "long-document-classification"
 AGGREGATIONS = ("mean", "max")
-DEFAULT_THRESHOLD = 0.3  # multi-label models saved without `multi_label_threshold`
 
 
 def special_frame(tokenizer):
@@ -51,9 +58,9 @@ def model_reading_length(model, tokenizer):
 
 def multi_label_threshold(config):
     """The score from which a multi-label model predicts a label: the threshold saved with it, else 0.3 (the
-    training default)."""
-    threshold = getattr(config, "multi_label_threshold", None)
-    return DEFAULT_THRESHOLD if threshold is None else threshold
+    training default; `hf_longdoc.decisions`)."""
+    saved = saved_threshold(config)
+    return DEFAULT_THRESHOLD if saved is None else saved
 
 
 def ids_per_position(model):
@@ -83,9 +90,11 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         threshold (`float` in (0, 1), *optional*): multi-label models: the score from which a label is predicted;
             default: the threshold saved with the model (`config.multi_label_threshold`), else 0.3.
 
-    Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}` (the
-    best class and its score); multi-label models add `"labels"`, every label whose score reaches the threshold.
-    Scores are the softmax of the aggregated logits (sigmoid for multi-label or one-label models).
+    Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}`: the
+    best class and its score. For a multi-label model, `label` and `score` are lists: every label whose score is at
+    least the threshold, best first, and their scores, as `predict` writes them (`"labels"` repeats that list, as
+    earlier versions returned it). Scores are the softmax of the aggregated logits (sigmoid for multi-label or
+    one-label models); the decision is `hf_longdoc.decisions`', shared with `predict` and `evaluate`.
 
     A document without text (empty, or only blank or invisible characters) is a ValueError naming its index in the
     call: a model would give it a confident label from its special tokens alone."""
@@ -165,21 +174,21 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         logits = torch.cat([output["logits"].float() for output in model_outputs])  # (chunks, labels)
         document = logits.mean(dim=0) if aggregation == "mean" else logits.max(dim=0).values
         config = self.model.config
-        if config.problem_type == "multi_label_classification" or config.num_labels == 1:
-            scores = document.sigmoid()
-        else:
-            scores = document.softmax(dim=-1)
+        scores = scores_from_logits(document, config)
         labels = [config.id2label[index] for index in range(len(scores))]
         if top_k != "":
             ranked = sorted(zip(labels, scores.tolist()), key=lambda pair: pair[1], reverse=True)
             return [{"label": label, "score": score} for label, score in ranked[:top_k]]
-        best = int(scores.argmax())
-        result = {"label": labels[best], "score": float(scores[best]),
-                  "scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
-        if config.problem_type == "multi_label_classification":
+        result = {"scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
+        if is_multi_label(config):
             threshold = threshold if threshold is not None else multi_label_threshold(config)
-            result["labels"] = [label for label, score in zip(labels, scores.tolist()) if score >= threshold]
-        return result
+            chosen = chosen_classes(scores, threshold)
+            result.update(label=[labels[i] for i in chosen], score=[float(scores[i]) for i in chosen])
+            result["labels"] = result["label"]
+        else:
+            best = best_class(scores)
+            result.update(label=labels[best], score=float(scores[best]))
+        return {key: result[key] for key in ("label", "score", "scores", "chunks", "labels") if key in result}
 
 
 def register_pipeline():

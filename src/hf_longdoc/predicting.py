@@ -46,6 +46,7 @@ from . import distributed
 from .data.folders import listing_digest, load_text_folder, text_files
 from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
+from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
@@ -200,10 +201,22 @@ def load_documents(source):
 JOINED_TEXT = "__document__"  # the documents joined from several --text-column columns
 
 
-def resolve_columns(documents, settings):
+def reserved_columns(labels):
+    """`{name: what it is}` for the columns the output writes itself: the prediction's, and in a CSV one
+    `score_<label>` per class. An input column of one of these names would stand twice in the output (pandas reads
+    them as `score_x` and `score_x.1`), so the id column may not have one, and a kept column is renamed `input_<name>`;
+    the same names in every format, so that a CSV, a JSONL and a Parquet output have the same columns."""
+    reserved = {name: f"the output column {name!r}" for name in OUTPUT_COLUMNS}
+    reserved.update((f"score_{label}", f"the output column 'score_{label}' (class {label!r}'s score in a CSV)")
+                    for label in labels)
+    return reserved
+
+
+def resolve_columns(documents, settings, labels=()):
     """(documents, text column, id column or None for row numbers, kept columns), with a ValueError naming what is
-    missing, clashing or duplicated. `settings.text_column` may name several columns (`title,text`, as `train`
-    reads them): their texts are joined into one document per row the way training joined them (`join_parts`)."""
+    missing, clashing or duplicated; `labels` are the model's classes (their CSV score columns are output names).
+    `settings.text_column` may name several columns (`title,text`, as `train` reads them): their texts are joined into
+    one document per row the way training joined them (`join_parts`)."""
     columns = documents.column_names
     shown = ", ".join(columns)
     names = [name.strip() for name in settings.text_column.split(",") if name.strip()] or [settings.text_column]
@@ -220,19 +233,27 @@ def resolve_columns(documents, settings):
         raise ValueError(f"`keep_columns` (--keep-columns) {', '.join(map(repr, missing))}: not a column of the "
                          f"input; its columns are {shown}.")
     keep = [name for name in settings.keep_columns if name != id_column]
-    if (id_column or "id") in OUTPUT_COLUMNS:
-        raise ValueError(f"Input column {id_column or 'id'!r} has the name of an output column "
-                         f"({', '.join(OUTPUT_COLUMNS)}); rename it in the input, or pass another --id-column.")
+    reserved = reserved_columns(labels)
+    if (id_column or "id") in reserved:
+        name = id_column or "id"
+        raise ValueError(f"Input column {name!r}, the id column, has the name of {reserved[name]}; the output would "
+                         "hold two columns of that name. Rename it in the input, or pass another --id-column.")
     for name in keep:  # a kept `label` (the gold one, beside the prediction) is written as `input_label`
-        if name in OUTPUT_COLUMNS and f"input_{name}" in columns:
-            raise ValueError(f"`keep_columns` (--keep-columns) {name!r} is the name of an output column, and "
+        if name in reserved and (f"input_{name}" in columns or f"input_{name}" in reserved):
+            raise ValueError(f"`keep_columns` (--keep-columns) {name!r} has the name of {reserved[name]}, and "
                              f"'input_{name}', where it would be kept, is a column of the input too; leave one out.")
     if id_column is not None:
         seen = set()
-        for value in documents[id_column]:
+        for row, value in enumerate(documents[id_column]):
+            if value is None or (isinstance(value, float) and value != value):
+                raise ValueError(f"`id_column` (--id-column) {id_column!r} has no value in row {row} (counting from "
+                                 "0); ids must name every row: fill it in, or pass a column with a value in each row"
+                                 + (", or --id-column with another one (without it, the input's `id` column is "
+                                    "used)" if settings.id_column is None else "") + ".")
             if value in seen:
-                message = (f"`id_column` (--id-column) {id_column!r} has duplicate values, e.g. {value!r}; ids must "
-                           "name one row each: pass a column with unique values")
+                message = (f"`id_column` (--id-column) {id_column!r} has duplicate values, e.g. {value!r} (again in "
+                           f"row {row}, counting from 0); ids must name one row each: pass a column with unique "
+                           "values")
                 if settings.id_column is None:
                     message += ", or --id-column with another one (without it, the input's `id` column is used)"
                 raise ValueError(message + ".")
@@ -414,8 +435,7 @@ class Reader:
         self.preparing_tokenizer = copy.deepcopy(tokenizer)
         config = model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
-        self.sigmoid = config.problem_type == "multi_label_classification" or config.num_labels == 1
-        self.multi_label = config.problem_type == "multi_label_classification"
+        self.multi_label = is_multi_label(config)
         self.length = reading_length(model.config, tokenizer_limit=tokenizer.model_max_length)
         self.frame = special_frame(tokenizer)
         # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
@@ -469,7 +489,7 @@ class Reader:
                                        self.length)
         else:
             logits = self._logits(batch)
-        scores = (logits.float().sigmoid() if self.sigmoid else logits.float().softmax(-1)).tolist()
+        scores = scores_from_logits(logits, self.model.config).tolist()
         results = []
         for number, (document, row_scores) in enumerate(zip(batch, scores)):
             prediction = self._prediction(row_scores)
@@ -506,10 +526,11 @@ class Reader:
         shown = ranked[: self.settings.top_k] if self.settings.top_k else range(len(scores))
         prediction = {"scores": {self.labels[index]: scores[index] for index in sorted(shown)}}
         if self.multi_label:
-            chosen = [index for index in ranked if scores[index] > self.threshold]
+            chosen = chosen_classes(scores, self.threshold)
             prediction.update(label=[self.labels[i] for i in chosen], score=[scores[i] for i in chosen])
         else:
-            prediction.update(label=self.labels[ranked[0]], score=scores[ranked[0]])
+            best = best_class(scores)
+            prediction.update(label=self.labels[best], score=scores[best])
         return prediction
 
 
@@ -743,10 +764,13 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             documents, input_digest = load_documents(dataset)
         if len(documents) == 0:
             raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
-        documents, text_column, id_column, keep = resolve_columns(documents, settings)
-        if renamed := {name: f"input_{name}" for name in keep if name in OUTPUT_COLUMNS}:
-            logger.info("Kept input columns named like output columns are written as %s.",
-                        ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
+        labels = [str(label) for _, label in sorted(((int(k), v) for k, v in (saved.get("id2label") or {}).items()))]
+        documents, text_column, id_column, keep = resolve_columns(documents, settings, labels)
+        reserved = reserved_columns(labels)
+        if renamed := {name: f"input_{name}" for name in keep if name in reserved}:
+            logger.warning("Kept input columns with the names of output columns are written under other names, so "
+                           "that no name stands twice: %s.",
+                           ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
             documents = documents.rename_columns(renamed)
             keep = [renamed.get(name, name) for name in keep]
         model, tokenizer = load_model(model_dir, chosen, settings.dtype, overrides)
@@ -754,10 +778,8 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             from .explaining import check_explainable
 
             check_explainable(model)
-        from .training import decision_threshold
-
-        multi_label = model.config.problem_type == "multi_label_classification"
-        threshold = decision_threshold(model.config, None, multi_label, where=repr(os.fspath(model_dir)))
+        threshold = decision_threshold(model.config, None, is_multi_label(model.config),
+                                       where=repr(os.fspath(model_dir)))
         reader = Reader(model, tokenizer, settings, threshold)
 
         # the batch size and the window's rows are not settings that change rows: a run may continue at another batch

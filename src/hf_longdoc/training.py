@@ -23,6 +23,7 @@ from transformers import (
 )
 
 from .data import BUILTIN_TASK, has_tokenizer_files, load_for_evaluation, load_task, load_tokenizer, tokenize
+from .decisions import decision_threshold
 from .distributed import on_main_then_share
 from .feasibility import check_fits
 from .head_fitting import FitPlan, keep_the_better
@@ -522,31 +523,6 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
         result = trainer.evaluate(encoded[split], metric_key_prefix=split)
     scored_at = {"threshold": threshold} if multi_label else {}
     return {**without_prefix(result, split), "documents": len(part), **scored_at}
-
-
-DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold of a model that saved none (`train`'s --threshold default)
-
-
-def decision_threshold(config, threshold=None, multi_label=True, where="the model"):
-    """The multi-label decision threshold to score a model at: `threshold` when given (logged when it overrides the
-    one saved with the model), else the one `train` saved in its config (`multi_label_threshold`), else 0.3. A model
-    trained with --threshold 0.5 is then scored at 0.5, not at a default it never saw. Single-label: None."""
-    saved = getattr(config, "multi_label_threshold", None)
-    if saved is not None:
-        THRESHOLD.check(saved, f"multi_label_threshold in {where}'s config.json")
-    if not multi_label:
-        if threshold is not None:
-            logger.warning("--threshold %g is ignored: %s is single-label (one class per document, no threshold).",
-                           threshold, where)
-        return None
-    if threshold is None:
-        threshold = DEFAULT_THRESHOLD if saved is None else saved
-        logger.info("Scoring at the multi-label threshold %g (%s).", threshold,
-                    "saved with the model" if saved is not None else "the default: the model saved none")
-    elif saved is not None and threshold != saved:
-        logger.warning("--threshold %g overrides the threshold %g saved with %s.", threshold, saved, where)
-    return threshold
-
 
 
 def split_seed_of(model_dir, seed=None):

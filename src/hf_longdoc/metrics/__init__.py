@@ -5,11 +5,16 @@
 """
 
 import os
+from types import SimpleNamespace
 
 import numpy as np
 
+from ..decisions import DEFAULT_THRESHOLD, at_threshold, scores_from_logits
+
 METRICS_DIR = os.path.dirname(os.path.abspath(__file__))
 METRIC_NAMES = ("classification", "multilabel")
+MULTI_LABEL = SimpleNamespace(problem_type="multi_label_classification")
+SINGLE_LABEL = SimpleNamespace(problem_type="single_label_classification")
 
 
 def load_metric(name):
@@ -21,17 +26,15 @@ def load_metric(name):
     return evaluate.load(os.path.join(METRICS_DIR, name))
 
 
-def sigmoid(logits):
-    return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
-
-
 def score_name(multi_label):
     """The validation score a run keeps its best model by: accuracy, or micro-F1 for multi-label data."""
     return "micro_f1" if multi_label else "accuracy"
 
 
-def compute_metrics_fn(multi_label=False, threshold=0.3):
-    """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 at `threshold`."""
+def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
+    """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 of the labels
+    `predict` and the pipelines give at `threshold` (`hf_longdoc.decisions`: the metric is handed those decisions,
+    not scores it would compare again in float32)."""
     metric = load_metric("multilabel" if multi_label else "classification")
 
     def compute_metrics(eval_prediction):
@@ -39,7 +42,10 @@ def compute_metrics_fn(multi_label=False, threshold=0.3):
         if isinstance(logits, tuple):
             logits = logits[0]
         if multi_label:
-            return metric.compute(predictions=sigmoid(logits), references=labels, threshold=threshold)
-        return metric.compute(predictions=np.argmax(logits, axis=-1), references=labels)
+            scores = scores_from_logits(logits, MULTI_LABEL)
+            decided = at_threshold(scores, threshold).astype(np.float32)  # 0/1: any threshold in (0, 1) keeps them
+            return metric.compute(predictions=decided, references=labels, threshold=0.5)
+        best = scores_from_logits(logits, SINGLE_LABEL).argmax(dim=-1).numpy()  # the class `predict` names
+        return metric.compute(predictions=best, references=labels)
 
     return compute_metrics
