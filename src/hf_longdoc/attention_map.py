@@ -79,6 +79,22 @@ def attention_map(model, tokenizer, text, path, selector=None, max_length=None, 
     return listing
 
 
+def read_document(path, argument="`text_file` (--text-file)"):
+    """The text of the UTF-8 file at `path` (a byte-order mark is not part of it). A file that is not UTF-8 is a
+    ValueError naming it, the line and the byte, and how to convert it (as the dataset readers say it); a missing or
+    blank file is one too."""
+    from .data.loading import check_utf8
+
+    if not os.path.isfile(path):
+        raise ValueError(f"{argument} {path!r} does not exist or is not a file.")
+    check_utf8(path, f"{argument} {path!r}")
+    with open(path, encoding="utf-8-sig") as f:
+        text = f.read()
+    if not text.strip():
+        raise ValueError(f"{argument} {path!r} is empty; pass a file that holds the document.")
+    return text
+
+
 def attention_map_of_saved_model(model_dir, text, path, selector=None, overwrite=False):
     """`attention_map` of the sparse-map Longformer or Big Bird saved in `model_dir` (with its tokenizer), written to
     `path`: a new file, or one hf-longdoc wrote and nobody changed since, unless `overwrite`."""

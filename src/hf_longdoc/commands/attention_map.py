@@ -1,7 +1,5 @@
 """`hf-longdoc attention-map`: a document's sparse attention map as a PNG and its selected tokens as words."""
 
-import os
-
 from ..attention_map import selector_families
 from ..numbers import POSITIVE_INTEGER
 from .options import Formatter, require_model_folder
@@ -28,16 +26,10 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..attention_map import attention_map_of_saved_model
+    from ..attention_map import attention_map_of_saved_model, read_document
 
     require_model_folder(args.model_dir)
-    if args.text_file is not None:
-        if not os.path.isfile(args.text_file):
-            raise ValueError(f"`--text-file` {args.text_file!r} does not exist.")
-        with open(args.text_file, encoding="utf-8") as f:
-            text = f.read()
-    else:
-        text = args.text
+    text = read_document(args.text_file, "--text-file") if args.text_file is not None else args.text
     listing = attention_map_of_saved_model(args.model_dir, text, args.output, selector=args.selector,
                                            overwrite=args.overwrite)
     print(f"Wrote {args.output}; top selected tokens (word, score):")

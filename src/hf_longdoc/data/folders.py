@@ -55,12 +55,19 @@ def read_text(path):
 
 
 def listing_digest(folder, paths):
-    """A SHA-256 over the names, sizes and modification times of `paths` under `folder`: it changes when a file is
-    added, removed or rewritten, without reading the files."""
+    """A SHA-256 over the names and bytes of `paths` under `folder`: it changes when a file is added, removed, renamed
+    or edited, even by an edit that keeps the file's size and modification time (`cp -p`, `rsync -t`, an editor that
+    restores the time), which a digest of sizes and times would miss and so serve the old text from the cache. It
+    reads every file (about 1.5 s for 100,000 files of 2-5 KB in the page cache; docs/your_data.md)."""
     digest = hashlib.sha256()
     for path in paths:
-        stat = os.stat(os.path.join(folder, path))
-        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        content = hashlib.sha256()
+        # Unbuffered reads in 1 MiB blocks: a small file is one read, and a large one never held whole (three times
+        # faster than `hashlib.file_digest`, which allocates a 256 KiB buffer per file).
+        with open(os.path.join(folder, path), "rb", buffering=0) as f:
+            while block := f.read(1 << 20):
+                content.update(block)
+        digest.update(path.encode("utf-8", "surrogateescape") + b"\0" + content.digest())
     return digest.hexdigest()
 
 
@@ -78,8 +85,8 @@ def _build(folder, paths, labels, argument):
     features = {"id": Value("string"), "text": Value("string"), _REPLACED: Value("bool")}
     if labels[0] is not None:
         features["label"] = Value("string")
-    # The fingerprint names the folder, its layout and its current listing, so a changed folder is read again, not
-    # taken from the cache of an earlier read.
+    # The fingerprint names the folder, its layout and its files' names and bytes, so a changed folder is read again,
+    # not taken from the cache of an earlier read (however the edit left the files' sizes and times).
     layout = "labelled" if labels[0] is not None else "unlabelled"
     fingerprint = hashlib.sha256(f"{os.path.abspath(folder)}\0{layout}\0{listing_digest(folder, paths)}".encode())
     dataset = datasets.Dataset.from_generator(

@@ -6,13 +6,17 @@ multi-hot list for multi-label data (a column whose values are lists of label na
 """
 
 import collections
+import contextlib
+import csv
 import hashlib
 import json
 import logging
 import math
 import os
 import re
+import shlex
 import socket
+import sys
 from urllib.parse import urlparse
 
 import datasets
@@ -47,17 +51,24 @@ def require_hub(argument, name):
                            "HF_HUB_OFFLINE=1 to use a copy in the Hugging Face cache.") from None
 
 
-def _check_utf8(path, source):
-    """A DatasetError naming the file, the line and the byte when a text file is not valid UTF-8 (the readers would
-    fail later, or without saying where)."""
+def check_utf8(path, source):
+    """A DatasetError naming the file, the line, the column and the byte when a text file is not valid UTF-8 (the
+    readers would fail later, or without saying where), with the command that converts it. `source` names the file
+    as the user gave it (`--text-file 'doc.txt'`)."""
+    offset = 0
     with open(path, "rb") as f:
         for number, line in enumerate(f, start=1):
             try:
                 line.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise DatasetError(f"{source}, line {number}: byte {line[error.start]:#04x} at column "
-                                   f"{error.start + 1} is not UTF-8; save the file as UTF-8 (for example "
-                                   f"`iconv -f latin1 -t utf-8`).") from None
+                stem, extension = os.path.splitext(path)
+                convert = f"iconv -f latin1 -t utf-8 {shlex.quote(path)} > {shlex.quote(stem + '.utf8' + extension)}"
+                raise DatasetError(
+                    f"{source}, line {number}: byte {line[error.start]:#04x} at column {error.start + 1} is not "
+                    f"UTF-8 (byte {offset + error.start} of the file, counting from 0): the file is in another "
+                    "encoding, most often Latin-1 or Windows-1252. Save it as UTF-8 and pass the converted file, "
+                    f"for example `{convert}`.") from None
+            offset += len(line)
 
 
 def text_columns(text_column, label_column):
@@ -113,10 +124,15 @@ def _check_json_lines(path, source):
     best; nothing when the file is valid JSON (the reader's error is then about something else)."""
     with open(path, encoding="utf-8") as f:
         try:
-            json.load(f)
-            return
+            value = json.load(f)
         except json.JSONDecodeError as error:
             whole = error  # not one JSON document: JSON lines, or a broken array
+        else:
+            if value in ([], {}):
+                raise DatasetError(f"`dataset` (--dataset) {source!r} holds no rows (it is {json.dumps(value)}); give "
+                                   "it one JSON object per document, one per line: "
+                                   '{"text": "the document", "label": "sport"}.')
+            return
     with open(path, encoding="utf-8") as f:
         if f.read(1 << 16).lstrip().startswith("["):  # an array of rows
             raise DatasetError(f"Could not read {source!r}: line {whole.lineno}, column {whole.colno} is not valid "
@@ -136,6 +152,100 @@ def _check_json_lines(path, source):
                 raise DatasetError(f"Could not read {source!r}: line {number} is a JSON {type(row).__name__}, not an "
                                    f"object of columns: {shown!r}. Each line of a JSON-lines file must be one JSON "
                                    "object.")
+
+
+def _fields(count):
+    return f"{count} field{'' if count == 1 else 's'}"
+
+
+@contextlib.contextmanager
+def _any_field_size():
+    """Python's `csv` module refuses a field over 128 KiB, which a long document is; lift the limit while reading."""
+    previous = csv.field_size_limit()
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            break
+        except OverflowError:  # a C long narrower than sys.maxsize (Windows)
+            limit //= 2
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _check_csv_rows(path, source, delimiter):
+    """A DatasetError naming the line (as an editor counts it, not the record number: a quoted field may hold line
+    breaks) of the first row whose number of fields differs from the header's, before the file is read as a dataset.
+    pandas, which reads it, would otherwise take a row with one field too many (an unquoted comma in a document) as an
+    index column, and read every column one place off; one with too few as a row with a missing value, silently. A file
+    without a header, or with a header and no rows, is a DatasetError too. Blank lines are skipped, as pandas does."""
+    name = "a tab" if delimiter == "\t" else f"{delimiter!r}"
+    example = "<tab>" if delimiter == "\t" else f"{delimiter} "
+    kind = "TSV" if delimiter == "\t" else "CSV"
+    header, header_line, rows = None, None, 0
+    with open(path, encoding="utf-8-sig", newline="") as f, _any_field_size():
+        record = []  # the lines of the record being read, as they are in the file
+
+        def lines():
+            for line in f:
+                record.append(line)
+                yield line
+
+        reader = csv.reader(lines(), delimiter=delimiter)
+        end = 0
+        while True:
+            start = end + 1  # the record's first line: the line after the last one read
+            record.clear()
+            try:
+                row = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as error:
+                raise DatasetError(f"Could not read `dataset` (--dataset) {source!r} as {kind}: line "
+                                   f"{reader.line_num}: {error}.") from None
+            end = reader.line_num
+            if not row or (len(row) == 1 and not row[0].strip()):  # a blank line: pandas skips it
+                continue
+            if header is None:
+                header, header_line = row, start
+                continue
+            rows += 1
+            if len(row) == len(header):
+                continue
+            lines = f"line {start}" if end == start else f"lines {start}-{end} (one row: a quoted field holds line " \
+                                                          "breaks, or a quote is left open)"
+            columns = ", ".join(header[:6]) + (", ..." if len(header) > 6 else "")
+            text = "".join(record).rstrip("\r\n")
+            shown = text[:80] + ("..." if len(text) > 80 else "")
+            if len(row) > len(header):
+                cause = (f"a field holds the delimiter ({name}) without quotes, so every column after it would be "
+                         f"read one place off. Put that field in double quotes (\"a{example}b\"; a quote "
+                         "inside it is written twice: \"\"), or remove the extra delimiter")
+            else:
+                cause = (f"a field is missing, so the row would be read with an empty {header[-1]!r}. Give the "
+                         f"row all {len(header)} fields (an empty one is nothing between two delimiters), or quote a "
+                         "field that holds the delimiter or a line break")
+            raise DatasetError(f"`dataset` (--dataset) {source!r}, {lines}: {_fields(len(row))} where the header "
+                               f"(line {header_line}: {columns}) has {len(header)}; {cause}. The row: {shown!r}.")
+    if header is None:
+        raise DatasetError(f"`dataset` (--dataset) {source!r} is empty; a {kind} file holds a header line naming "
+                           f"its columns (text{delimiter}label) and then one row per document.")
+    if not rows:
+        raise DatasetError(f"`dataset` (--dataset) {source!r} has a header (line {header_line}: "
+                           f"{', '.join(header)}) and no rows; add one row per document below the header.")
+
+
+def _check_json_not_empty(path, source):
+    """A DatasetError when a JSON or JSON-lines file holds nothing but whitespace (the reader's own error for it is
+    empty)."""
+    with open(path, encoding="utf-8-sig") as f:
+        for block in iter(lambda: f.read(1 << 16), ""):
+            if block.strip():
+                return
+    raise DatasetError(f"`dataset` (--dataset) {source!r} is empty; a JSON-lines file holds one JSON object per "
+                       'line, one line per document, e.g. {"text": "the document", "label": "sport"}.')
 
 
 def _csv_labels(raw, label_column):
@@ -167,7 +277,11 @@ def _load_raw(source, label_column=None):
                 f"{', '.join(sorted(LOCAL_FORMATS))}, or pass a folder of .txt files."
             )
         if LOCAL_FORMATS[extension] != "parquet":
-            _check_utf8(path, source)
+            check_utf8(path, source)
+        if LOCAL_FORMATS[extension] == "csv":
+            _check_csv_rows(path, source, "\t" if extension == ".tsv" else ",")
+        elif LOCAL_FORMATS[extension] == "json":
+            _check_json_not_empty(path, source)
         kwargs = {"delimiter": "\t"} if extension == ".tsv" else {}
         if LOCAL_FORMATS[extension] == "csv" and label_column is not None:
             kwargs["converters"] = {label_column: str}  # the cell's text: "01" must not become 1
@@ -177,6 +291,8 @@ def _load_raw(source, label_column=None):
             if LOCAL_FORMATS[extension] == "json":
                 _check_json_lines(path, source)
             raise DatasetError(f"Could not read {source!r} as {LOCAL_FORMATS[extension]}: {error}") from error
+        if not any(len(part) for part in raw.values()):
+            raise DatasetError(f"`dataset` (--dataset) {source!r} holds no rows; give it one row per document.")
         if LOCAL_FORMATS[extension] == "json":
             _report_mixed_json_labels(raw, path, label_column or "label")
         return _csv_labels(raw, label_column) if "converters" in kwargs else raw
