@@ -220,19 +220,54 @@ def test_sparse_longformer_passages_are_its_global_tokens_weighed_by_tfidf(saved
     batch, offsets, out = _plain_forward(model, tokenizer, DOCUMENTS)
     torch.testing.assert_close(logits, out.logits)
     idf = model.base_model.selector.idf
+    chosen = model.select_global_tokens(batch["input_ids"], batch["attention_mask"])
     for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
         assert len(passages) == 2 and passages[0]["weight"] >= passages[1]["weight"] >= 0
         read = batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist()
         counted = [i for i in read if i not in config.excluded_token_ids]
+        words = tokenizer(document).word_ids()
+        expected = {}  # each selected token's whole word, at the best tf·idf of its selected pieces
+        for position in chosen[row].nonzero().flatten().tolist()[1:]:  # [CLS] aside
+            pieces = [i for i, word in enumerate(words) if word is not None and word == words[position]]
+            span = (int(offsets[row, pieces[0], 0]), int(offsets[row, pieces[-1], 1]))
+            token = int(batch["input_ids"][row, position])
+            expected[span] = max(expected.get(span, 0.0), counted.count(token) / len(counted) * float(idf[token]))
+        assert len({(p["start"], p["end"]) for p in passages}) == len(passages)  # a word is one passage
         for passage in passages:
             assert document[passage["start"]:passage["end"]] == passage["text"]
-            position = int((offsets[row, :, 0] == passage["start"]).nonzero()[0])
-            token = int(batch["input_ids"][row, position])
-            assert passage["weight"] == pytest.approx(counted.count(token) / len(counted) * float(idf[token]))
+            assert passage["weight"] == pytest.approx(expected[(passage["start"], passage["end"])])
+            assert not any(c.isspace() for c in passage["text"])  # a word, never a piece of one
     assert evidence[2][0]["weight"] > 0  # the rare words of the third document count
     config.global_selector = "first_n"
     with pytest.raises(ValueError, match=r"global_selector='first_n' .*'tfidf' or 'pmi'"):
         check_explainable(model)
+
+
+def test_passages_are_whole_words_never_pieces_of_one(saved_bert):
+    """The pieces a selector picks inside one word (`class`, `##ro`, `##om`) are one passage: the word."""
+    from hf_longdoc.explaining import _whole_words
+
+    _, tokenizer = saved_bert
+    text = "zirconiumcoolant quietlyhot"
+    encoding = tokenizer(text, return_offsets_mapping=True)
+    words = encoding.word_ids()
+    assert len(words) > 4  # the tiny vocabulary cuts these words into pieces
+    for position in range(1, len(words) - 1):
+        first, stop = _whole_words(words, position, position + 1)
+        start, end = encoding["offset_mapping"][first][0], encoding["offset_mapping"][stop - 1][1]
+        assert text[start:end] in ("zirconiumcoolant", "quietlyhot")
+    assert _whole_words(words, 0, 1) == (0, 1)  # [CLS] stays itself
+
+
+def test_predict_help_says_what_the_weight_means_for_each_family(capsys):
+    from hf_longdoc.cli import main
+    from hf_longdoc.explaining import weight_meanings
+
+    assert set(weight_meanings()) == {"contextualizer", "segment_lm", "sparse_longformer"}
+    assert all(weight_meanings().values())
+    assert main(["predict", "--help"]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "segment_lm: a segment's attention weight α (Eq. 4)" in shown and "not how much each moved" in shown
 
 
 def test_predict_explain_on_a_saved_segment_lm_points_at_the_documents_text(segment_lm, tmp_path, capsys):

@@ -73,9 +73,27 @@ def _character_span(offsets, first, stop):
     return min(start for start, _ in covered), max(end for _, end in covered)
 
 
+def _whole_words(word_ids, first, stop):
+    """[first, stop) widened to whole words: a span that starts or ends inside a word (`class`, `##ro`, `##om` of
+    "classroom") takes the word's other pieces, as the tokenizer's pre-tokenizer split the words (`word_ids`: None for
+    special tokens), so that no passage is a fragment of a word."""
+    while first > 0 and word_ids[first] is not None and word_ids[first - 1] == word_ids[first]:
+        first -= 1
+    while stop < len(word_ids) and word_ids[stop - 1] is not None and word_ids[stop] == word_ids[stop - 1]:
+        stop += 1
+    return first, stop
+
+
+def weight_meanings():
+    """`{family: what a passage's weight means}` for the families that can be explained."""
+    return {name: FAMILIES[name].evidence_weight for name in explainable_families()}
+
+
 def explain(model, tokenizer, texts, k, max_length):
     """Logits (b, num_labels) and, per document, the `k` passages that weighed most, best first, as dicts
     `{"text", "start", "end", "weight"}` with `text == document[start:end]` (fewer when the model read fewer).
+    Passages are whole words (`_whole_words`); two spans of one word are one passage, at the larger weight. What the
+    weight means depends on the family (`weight_meanings`).
 
     `texts` are tokenized as `pipeline("text-classification", truncation=True)` tokenizes them (cut at `max_length`,
     else at the tokenizer's `model_max_length`) and read in one forward pass with `output_attentions=True`; the
@@ -100,15 +118,16 @@ def explain(model, tokenizer, texts, k, max_length):
         outputs = model(**inputs, output_attentions=True, return_dict=True)
         spans = family.evidence(model, outputs, inputs["input_ids"], inputs["attention_mask"])
     evidence = []
-    for text, document_offsets, document_spans in zip(texts, offsets, spans):
-        passages = []
+    for text, document_offsets, document_spans, piece in zip(texts, offsets, spans, encoding.encodings):
+        passages = {}
         for first, stop, weight in document_spans:
-            span = _character_span(document_offsets, first, stop)
-            if span is not None:  # a span of special tokens alone covers no text
-                passages.append({"text": text[span[0]:span[1]], "start": span[0], "end": span[1], "weight": weight})
-        passages.sort(key=lambda passage: (-passage["weight"], passage["start"]))
-        evidence.append(passages[:k])
+            span = _character_span(document_offsets, *_whole_words(piece.word_ids, first, stop))
+            if span is not None and weight > passages.get(span, -float("inf")):  # special tokens alone: no text
+                passages[span] = weight
+        ranked = sorted(passages.items(), key=lambda item: (-item[1], item[0][0]))
+        evidence.append([{"text": text[start:end], "start": start, "end": end, "weight": weight}
+                         for (start, end), weight in ranked[:k]])
     return outputs.logits, evidence
 
 
-__all__ = ["check_explainable", "explain", "explainable_families"]
+__all__ = ["check_explainable", "explain", "explainable_families", "weight_meanings"]

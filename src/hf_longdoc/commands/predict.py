@@ -2,7 +2,7 @@
 
 import sys
 
-from ..explaining import explainable_families
+from ..explaining import weight_meanings
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .options import Formatter, names, parse_config_overrides
 
@@ -45,9 +45,10 @@ def add_parser(subparsers):
     parser.add_argument("--top-k", type=POSITIVE_INTEGER.parse, default=None,
                         help="keep the K best classes in `scores`; None: every class")
     parser.add_argument("--explain", type=POSITIVE_INTEGER.parse, default=None, metavar="K",
-                        help="add `evidence`: the K passages that weighed most in each decision (models whose weights "
-                             f"say so: {', '.join(explainable_families())}; not with --long chunks, whose chunks it "
-                             "cannot weigh against each other)")
+                        help="add `evidence`: the K passages (whole words, with their character offsets) that weighed "
+                             "most in each decision (models whose weights say so; not with --long chunks, whose chunks "
+                             "it cannot weigh against each other). A passage's `weight`: "
+                             + "; ".join(f"{name}: {meaning}" for name, meaning in weight_meanings().items()))
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (an interrupted run of the same command still continues; "
                              "one of other settings is discarded)")

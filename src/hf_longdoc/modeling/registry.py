@@ -56,6 +56,7 @@ class Family:
         new_with_backbone (`tuple`): parameter-name prefixes inside the base model that a checkpoint does not supply
             (they learn at `--head-learning-rate`, as the head does).
         card_settings (`tuple`): config keys the model card lists; card_limits (`str`): a sentence for its "limits".
+        evidence_weight (`str`): with `evidence`: what a passage's weight means (for `predict --help` and the docs).
         runtime_settings (`tuple`): config keys that change how a saved model runs (speed, memory), never its outputs
             beyond rounding: what `predict --config` may set on it.
     """
@@ -82,6 +83,7 @@ class Family:
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
     card_limits: str = ""
     runtime_settings: tuple = ()
+    evidence_weight: str = ""
 
     def __repr__(self):
         return f"<Family {getattr(self, 'name', '?')}>"

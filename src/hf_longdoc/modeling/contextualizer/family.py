@@ -49,6 +49,8 @@ class ContextualizerFamily(Family):
     card_settings = ("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context")
     card_limits = ("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
                    "called with `truncation=True`.")
+    evidence_weight = (f"a window of {EVIDENCE_WINDOW} tokens' share of the updates of the context vector "
+                       "(||α ⊙ x|| of Eq. 6, averaged over the steps); a document's weights sum to 1")
 
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Windows of `EVIDENCE_WINDOW` tokens, each weighed by its share of the document's contributions

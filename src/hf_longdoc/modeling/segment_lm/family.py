@@ -86,6 +86,9 @@ class SegmentLMFamily(Family):
     def head_logits(self, model, z, present):
         return model.head(z, present)[0]
 
+    evidence_weight = ("a segment's attention weight α (Eq. 4), the share of the segment in the document vector the "
+                       "classifier reads; the weights of the segments read sum to 1")
+
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4,
         exactly the α the forward returned (`outputs.attentions[0]`, (b, m))."""

@@ -149,6 +149,10 @@ class SparseLongformerFamily(SparseMapFamily):
         """The classifier on `frozen_features`: the pooled state, or every state and the mask (`"gated"`)."""
         return model.classifier(model.pooled_state(*features) if model.token_gate is not None else features[0])
 
+    evidence_weight = ("the score the selector chose the word's global token by (TF-IDF: tf·idf of the token; PMI: "
+                       "the PMI of its pairs), computed before the model reads the document: it says which words "
+                       "every position attends to, not how much each moved this label")
+
     def evidence(self, model, outputs, input_ids, attention_mask):
         """The global tokens the selector chose for each document (those every position attends to; [CLS] aside),
         each a one-token passage weighed by the score the selector ranked it by: TF-IDF, tf·idf of its token; PMI,
