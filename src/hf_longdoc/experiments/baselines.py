@@ -35,6 +35,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from ..feasibility import SquareTensors
 from ..modeling.segment_lm.modeling_segment import cut_into_segments
 
 
@@ -57,6 +58,37 @@ class Baseline:
     # some layers attend within a local window only: on a CUDA GPU FlexAttention skips the blocks outside it, where
     # SDPA computes them all under a mask (`baseline_attention`'s auto)
     local_window: bool = False
+    # (attention, batch, heads, bytes per element) -> (shared, per-layer) bytes per length² of the (n x n) tensors its
+    # forward builds (`feasibility.SquareTensors`); None: `dense_scores`, eager attention's scores alone
+    square_bytes: object = None
+    square_what: str = ""  # the (n x n) tensor it builds besides eager scores, in words
+
+
+# The (n x n) tensors of the baselines' forward passes, measured with Transformers 5.24 on the CPU (the largest tensor
+# one pass allocates, at 1,024 to 4,096 ids, batches 1 and 2, float32 and bfloat16):
+# - eager attention (BERT, RoBERTa, ALBERT, CANINE, EuroBERT, NomicBERT): the scores, (batch x heads x n x n) in the
+#   model's dtype, in every layer; SDPA builds none of them there (PyTorch's fused CPU kernel; with all-ones masks),
+#   nor FlashAttention 2 or FlexAttention;
+# - Longformer: whatever the attention, a (batch x 1 x n x n) mask in the model's dtype, once per pass (its sliding
+#   window is linear, the mask is not: 8.2 TiB at 3,000,000 ids);
+# - Big Bird: (batch x heads x n x n) probabilities in the model's dtype, block-sparse attention included;
+# - ModernBERT: with SDPA or eager attention, its sliding-window mask as (n x n) int64 position differences, once.
+def dense_scores(attention, batch_size, heads, element_bytes):
+    """Eager attention's (batch x heads x n x n) scores in every layer; none with SDPA, FlashAttention or Flex."""
+    return 0, batch_size * heads * element_bytes if attention == "eager" else 0
+
+
+def longformer_mask(attention, batch_size, heads, element_bytes):
+    return batch_size * element_bytes, 0
+
+
+def bigbird_probabilities(attention, batch_size, heads, element_bytes):
+    return batch_size * heads * element_bytes, 0
+
+
+def modernbert_masks(attention, batch_size, heads, element_bytes):
+    shared, per_layer = dense_scores(attention, batch_size, heads, element_bytes)
+    return shared + (8 if attention in ("sdpa", "eager") else 0), per_layer
 
 
 BASELINES = {
@@ -69,15 +101,19 @@ BASELINES = {
                        own_tokenizer=lambda max_length: CanineTokenizer(model_max_length=max_length)),
     "roberta": Baseline(RobertaConfig, RobertaForSequenceClassification, position_offset=2, in_compare=False),
     "longformer": Baseline(LongformerConfig, LongformerForSequenceClassification, position_offset=2, sparse=True,
-                           window_key="attention_window"),
+                           window_key="attention_window", square_bytes=longformer_mask,
+                           square_what="its (batch x n x n) attention mask"),
     # block-sparse attention: blocks of 64, 3 random blocks (Transformers' defaults, the thesis' bigbird-roberta-base)
-    "bigbird": Baseline(BigBirdConfig, BigBirdForSequenceClassification, sparse=True),
+    "bigbird": Baseline(BigBirdConfig, BigBirdForSequenceClassification, sparse=True,
+                        square_bytes=bigbird_probabilities,
+                        square_what="its (batch x heads x n x n) attention probabilities"),
     # a native long encoder (Warner et al., 2024, https://arxiv.org/abs/2412.13663): RoPE, a GLU feed-forward,
     # layers alternating a 128-token local window and global attention (every third global), 8,192 positions; its
     # own long settings are kept (`local_attention`, `layer_types`), only the size follows the bench
     "modernbert": Baseline(ModernBertConfig, ModernBertForSequenceClassification, dropout_key="attention_dropout",
                            # its special ids default to its 50k vocabulary: the task's [CLS]
-                           memory_reference=True, local_window=True,
+                           memory_reference=True, local_window=True, square_bytes=modernbert_masks,
+                           square_what="its sliding-window mask (n x n int64)",
                            sizes=lambda hidden_size: {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
                                                       "cls_token_id": 1, "sep_token_id": 2}),
     # native long encoders with global attention in every layer, RoPE and a SwiGLU feed-forward: EuroBERT (Boizard et
@@ -129,11 +165,11 @@ def parse_baseline(name):
     return BaselineName(kind, int(tokens) if dash else None, HEAD_TOKENS if reading else None)
 
 
-def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attention_window=512,
-                   attention_dropout=None, **settings):
-    """Transformers' `name` model (a key of `BASELINES`) for sequence classification: that width,
-    depth and heads, intermediate 4·h, positions for `max_length` tokens; `attention_window` for the Longformer,
-    `attention_dropout` the attention-probability dropout, `settings` any other config value (vocab, labels, ids)."""
+def baseline_config(name, hidden_size, num_layers, num_heads, max_length, attention_window=512,
+                    attention_dropout=None, **settings):
+    """The config of Transformers' `name` model (a key of `BASELINES`) at that width, depth and heads, intermediate
+    4·h, positions for `max_length` tokens; `attention_window` for the Longformer, `attention_dropout` the
+    attention-probability dropout, `settings` any other config value (vocab, labels, ids)."""
     baseline = BASELINES[name]
     sizes = dict(hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=num_heads,
                  intermediate_size=4 * hidden_size, max_position_embeddings=max_length + baseline.position_offset)
@@ -143,7 +179,12 @@ def build_baseline(name, hidden_size, num_layers, num_heads, max_length, attenti
         sizes[baseline.window_key] = attention_window
     if attention_dropout is not None:
         sizes[baseline.dropout_key] = attention_dropout
-    return baseline.model_class(baseline.config_class(**{**sizes, **settings}))
+    return baseline.config_class(**{**sizes, **settings})
+
+
+def build_baseline(name, *sizes, **settings):
+    """Transformers' `name` model for sequence classification, of the `baseline_config` the arguments give."""
+    return BASELINES[name].model_class(baseline_config(name, *sizes, **settings))
 
 
 ATTENTION_IMPLEMENTATIONS = ("auto", "sdpa", "eager", "flash_attention_2", "flex_attention")
@@ -191,6 +232,26 @@ def baseline_attention(name, requested="auto", device="cpu", dtype=torch.float32
             return "flex_attention"
         return "sdpa" if "sdpa" in supported else "eager"
     return requested if requested in supported or requested == "eager" else "eager"
+
+
+def square_tensors(name, attention, batch_size, heads, element_bytes):
+    """The `SquareTensors` the baseline `name` builds running `attention` (as `baseline_attention` resolved it), for
+    the memory check before any work, with what they are and the fix in words."""
+    baseline = BASELINES[name]
+    shared, per_layer = (baseline.square_bytes or dense_scores)(attention, batch_size, heads, element_bytes)
+    parts = (["eager attention's scores (batch x heads x n x n, every layer)"] if per_layer else []) + \
+        ([baseline.square_what] if shared else [])
+    supported = [kind for kind, flag in SUPPORT_FLAGS.items() if getattr(baseline.model_class, flag, False)]
+    if shared and "flex_attention" in supported and baseline.local_window:
+        fix = "pass --attention flex_attention on a CUDA GPU (no n x n mask), or lower {flags}"
+    elif shared:
+        fix = (f"lower {{flags}} ({name} builds it with every attention it supports; the sparse_longformer family "
+               "reads long documents without n x n tensors)")
+    elif "sdpa" in supported:
+        fix = "pass --attention sdpa (or auto), which builds no n x n scores, or lower {flags}"
+    else:
+        fix = f"lower {{flags}} ({name} supports only eager attention)"
+    return SquareTensors(shared, per_layer, " and ".join(parts), fix)
 
 
 def baseline_tokenizer(name, max_length, default):

@@ -24,7 +24,14 @@ import torch
 
 from ..feasibility import check_fits
 from ..modeling import FAMILIES, Family, resolve
-from .baselines import BASELINES, baseline_attention, build_baseline, check_attention, parse_baseline
+from .baselines import (
+    BASELINES,
+    baseline_attention,
+    baseline_config,
+    check_attention,
+    parse_baseline,
+    square_tensors,
+)
 from .measure import time_forward
 from .profiling import matmul_roofline
 
@@ -59,13 +66,19 @@ class BenchModel:
         implementation (see `baseline_attention`; None: Transformers' default); `overrides` are config settings of a
         family."""
         if self.family is None:
-            chosen = {} if attention is None else {"attn_implementation": attention}
-            return build_baseline(self.baseline, hidden_size, num_layers, num_heads, max_length,
-                                  attention_window=window, attention_dropout=attention_dropout, vocab_size=vocab_size,
-                                  num_labels=2, pad_token_id=0, **chosen)
+            return BASELINES[self.baseline].model_class(self.baseline_config(
+                hidden_size, num_layers, num_heads, max_length, vocab_size, window, attention_dropout, attention))
         return self.family.classification_class(self.config(
             hidden_size, num_layers, num_heads, max_length, window, attention_dropout, segment_length, gradient_mode,
             vocab_size=vocab_size, pad_token_id=0, **overrides))
+
+    def baseline_config(self, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
+                        attention_dropout=None, attention=None):
+        """The baseline model's config (`baselines.baseline_config`) with the bench's vocabulary and labels."""
+        chosen = {} if attention is None else {"attn_implementation": attention}
+        return baseline_config(self.baseline, hidden_size, num_layers, num_heads, max_length, attention_window=window,
+                               attention_dropout=attention_dropout, vocab_size=vocab_size, num_labels=2,
+                               pad_token_id=0, **chosen)
 
     def config(self, hidden_size, num_layers, num_heads, max_length, window=None, attention_dropout=None,
                segment_length=None, gradient_mode=None, **settings):
@@ -130,17 +143,29 @@ def check_models(models, lengths, config_overrides=None, **sizes):
     return entries
 
 
-def check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides=None, **sizes):
+def check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides=None, attentions=None,
+                     dtype=torch.float32, **sizes):
     """A ValueError before any timing when a model at the longest length cannot fit in memory
-    (`feasibility.check_fits`), naming the model, the estimate and the flags."""
-    config_overrides, length = config_overrides or {}, max(lengths)
+    (`feasibility.check_fits`), naming the model, the estimate and the fix. A baseline's estimate includes the
+    (n x n) tensors its attention builds (`baselines.square_tensors`; `attentions`: each baseline's implementation,
+    as `baseline_attention` resolved it), in `dtype`."""
+    config_overrides, length, attentions = config_overrides or {}, max(lengths), attentions or {}
     for entry in entries:
         with torch.device("meta"):  # one layer, to learn the model's class and config without building them all
             model = entry.build(max_length=length, **{**sizes, "num_layers": 1}, **config_overrides.get(entry.name, {}))
         config = copy.deepcopy(model.config)
         config.num_hidden_layers = sizes.get("num_layers", config.num_hidden_layers)
-        check_fits(type(model), config, batch_size, length, backward, f"Bench of {entry.name} at {length:,} ids",
-                   "--lengths, --batch-size, --hidden-size or --num-layers", device)
+        square = None
+        if entry.family is None:  # its config as built: some models fill per-layer lists into it (Longformer)
+            config = entry.baseline_config(sizes["hidden_size"], sizes["num_layers"], sizes["num_heads"], length,
+                                           window=sizes.get("window", 512))
+            attention = attentions.get(entry.name) or baseline_attention(entry.baseline, "auto", device, dtype)
+            square = square_tensors(entry.baseline, attention, batch_size, getattr(config, "num_attention_heads", 1),
+                                    dtype.itemsize)
+        mode = "training steps" if backward else "forward passes"
+        check_fits(type(model), config, batch_size, length, backward,
+                   f"Bench of {entry.name} at {length:,} ids ({mode})",
+                   "--lengths, --batch-size, --hidden-size or --num-layers", device, square)
 
 
 def bench_device(device):
@@ -171,18 +196,21 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
     device = bench_device(device)
-    check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides, **sizes)
     if dtype == "float16" and device.type == "cpu":  # emulated there: times that say nothing of a GPU's fp16
         raise ValueError("`dtype` (--dtype) float16 has no fast CPU kernels (its times and roofline would be "
                          "meaningless); on the CPU use bfloat16 or float32, or pass --device cuda.")
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"`dtype` (--dtype) must be float32, bfloat16 or float16, got {dtype!r}.")
     torch_dtype = getattr(torch, dtype)
     check_attention(attention, device, torch_dtype)
+    attentions = {entry.name: baseline_attention(entry.baseline, attention, device, torch_dtype)
+                  for entry in entries if entry.family is None}
+    check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides, attentions, torch_dtype,
+                     **sizes)
     torch.manual_seed(seed)
     rows = []
     baseline = next((entry for entry in entries if entry.family is None), None)
     packing = {}  # input ids per encoder position of each model
-    attentions = {entry.name: baseline_attention(entry.baseline, attention, device, torch_dtype)
-                  for entry in entries if entry.family is None}
     roofline_length = max(lengths) if roofline_length is None else roofline_length
 
     def model_and_inputs(entry, length, say=progress):
