@@ -58,7 +58,7 @@ def listing_digest(folder, paths):
     """A SHA-256 over the names and bytes of `paths` under `folder`: it changes when a file is added, removed, renamed
     or edited, even by an edit that keeps the file's size and modification time (`cp -p`, `rsync -t`, an editor that
     restores the time), which a digest of sizes and times would miss and so serve the old text from the cache. It
-    reads every file (about 1.5 s for 100,000 files of 2-5 KB in the page cache; docs/your_data.md)."""
+    reads every file (4-6 s for 100,000 files of 2-5 KB in the page cache on 2 shared cores; docs/your_data.md)."""
     digest = hashlib.sha256()
     for path in paths:
         content = hashlib.sha256()

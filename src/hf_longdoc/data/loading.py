@@ -220,9 +220,10 @@ def _check_csv_rows(path, source, delimiter):
             text = "".join(record).rstrip("\r\n")
             shown = text[:80] + ("..." if len(text) > 80 else "")
             if len(row) > len(header):
-                cause = (f"a field holds the delimiter ({name}) without quotes, so every column after it would be "
-                         f"read one place off. Put that field in double quotes (\"a{example}b\"; a quote "
-                         "inside it is written twice: \"\"), or remove the extra delimiter")
+                cause = (f"a field holds the delimiter ({name}) without quotes, which shifts the columns (the reader "
+                         "takes the extra field as a row index and reads every column one place off). Put that field "
+                         f"in double quotes (\"a{example}b\"; a quote inside it is written twice: \"\"), or remove "
+                         "the extra delimiter")
             else:
                 cause = (f"a field is missing, so the row would be read with an empty {header[-1]!r}. Give the "
                          f"row all {len(header)} fields (an empty one is nothing between two delimiters), or quote a "
