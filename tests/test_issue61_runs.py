@@ -58,3 +58,95 @@ def test_sizes_that_fit_pass_the_check(monkeypatch):
     check_bench_fits(entries[:1], (100_000,), 1, False, torch.device("cpu"), None, {"bert": "sdpa"}, **sizes)
     with pytest.raises(ValueError, match="--attention sdpa"):
         check_bench_fits(entries[:1], (100_000,), 1, False, torch.device("cpu"), None, {"bert": "eager"}, **sizes)
+
+
+# -- compare: what ran, the budget, the batch and the evidence runs ---------------------------------------------------
+def _dataset(tmp_path):
+    """A small labelled JSONL file (the built-in task's documents, evidence anywhere)."""
+    import json
+
+    from hf_longdoc.data import make_long_document_task
+
+    data = make_long_document_task(train_size=40, validation_size=8, test_size=16, min_words=40, max_words=120,
+                                   evidence="anywhere", seed=3)
+    path = tmp_path / "docs.jsonl"
+    with open(path, "w") as f:
+        for split in ("train", "validation", "test"):
+            for row in data[split]:
+                f.write(json.dumps({"body": row["text"], "topic": f"t{row['label']}"}) + "\n")
+    return str(path)
+
+
+TINY_COMPARE = ["--text-column", "body", "--label-column", "topic", "--hidden-size", "16", "--num-layers", "1",
+                "--num-heads", "2", "--max-length", "96", "--vocab-size", "300", "--bench-lengths", "none",
+                "--task-size", "16", "--task-words", "40,80"]
+
+
+def test_a_run_the_time_budget_cut_records_what_ran_and_is_marked(tmp_path, capsys):
+    import csv
+
+    out = tmp_path / "out"
+    assert main(["compare", "--dataset", _dataset(tmp_path), *TINY_COMPARE, "--models", "contextualizer",
+                 "--baselines", "tfidf", "--epochs", "3", "--time-budget", "1e-6", "--evidence", "start",
+                 "--output-dir", str(out)]) == 0
+    rows = {row["model"]: row for row in csv.DictReader(open(out / "results.csv"))}
+    trained = rows["contextualizer"]
+    assert trained["cut_by_time_budget"] == "True" and trained["steps"] == "1"  # the step that reached the budget
+    assert 0 < float(trained["epochs"]) < 1 and float(trained["planned_epochs"]) == 3
+    assert (trained["batch_per_process"], trained["processes"], trained["batch_per_step"]) == ("8", "1", "8")
+    assert rows["tfidf"]["cut_by_time_budget"] == ""  # nothing trained there
+    report = (out / "report.md").read_text()
+    assert "time budget of 1e-06 minutes" in report and "**Runs cut by the time budget**" in report
+    assert f"contextualizer seed 42 ({float(trained['epochs']):g} of 3 epochs, 1 optimizer step)" in report
+    line = next(line for line in report.splitlines() if line.startswith("| contextualizer |"))
+    assert "cut by the time budget" in line
+    assert "batch 8 per process, 8 documents per optimizer step (one process)" in report
+    # --evidence with --dataset: the built-in runs happen because they were asked for, and the report says so
+    assert "evidence start" in report and "besides the dataset above (asked for with --evidence)" in report
+    assert "CUT by the time budget" in capsys.readouterr().out
+
+
+def test_compare_on_a_dataset_trains_no_builtin_evidence_tasks_unless_asked(tmp_path):
+    from hf_longdoc.experiments.compare import CompareSettings, compare
+
+    (row,) = compare(dataset=_dataset(tmp_path), text_column="body", label_column="topic", models=[],
+                     baselines=["tfidf"], bench_lengths=(), output_dir=str(tmp_path / "out"),
+                     progress=lambda message: None)
+    assert not [key for key in row if key.startswith("evidence_")]
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "No built-in evidence runs (--evidence start,middle,end adds them" in report
+    assert CompareSettings().evidence_positions() == ("start", "middle", "end")  # the built-in task keeps them
+    assert CompareSettings(dataset="x.csv").evidence_positions() == ()
+    assert CompareSettings(dataset="x.csv", evidence=("end",)).evidence_positions() == ("end",)
+
+
+def test_the_report_marks_runs_cut_by_the_budget_even_when_collapsed(tmp_path):
+    from hf_longdoc.experiments.compare import CompareSettings, summarize
+    from hf_longdoc.experiments.report import write_compare_report
+
+    def row(seed, accuracy, collapsed, cut):
+        return {"model": "slstm", "seed": seed, "epochs": 0.25 if cut else 2.0, "planned_epochs": 2.0,
+                "steps": 3 if cut else 24, "cut_by_time_budget": cut, "batch_per_process": 4, "processes": 2,
+                "gradient_accumulation": 1, "batch_per_step": 8, "parameters": 1000, "accuracy": accuracy,
+                "macro_f1": accuracy, "micro_f1": accuracy, "train_seconds": 1.0, "inference_docs_per_s": 5.0,
+                "train_peak_mib": 1.0, "inference_peak_mib": 1.0, "max_tokens": 64, "collapsed": collapsed,
+                "validation_top_share": 1.0, "validation_accuracy": 0.5, "validation_majority_rate": 0.5}
+
+    rows = [row(42, 0.8, False, True), row(43, 0.5, True, False), row(44, 0.7, False, False)]
+    settings = CompareSettings(time_budget=2.0, batch_size=4, epochs=2)
+    write_compare_report(rows, summarize(rows), [], settings, "reviews", "seeds 42-44", str(tmp_path))
+    report = (tmp_path / "report.md").read_text()
+    assert "| 0.750 ± 0.071 (2 healthy), 1 collapsed, 1 of 3 cut by the time budget |" in report
+    assert "slstm seed 42 (0.25 of 2 epochs, 3 optimizer steps)" in report and "slstm seed 44 (" not in report
+    assert "batch 4 per process, 8 documents per optimizer step (2 processes)" in report  # under torchrun
+    assert "2 epochs within a time budget of 2 minutes of training per model (1 run cut short" in report
+
+
+@pytest.mark.parametrize("name, limit", [("bert-2", "at least 8"), ("albert-7", "at least 8"),
+                                         ("bert-100-headtail", "at least 131")])
+def test_a_baseline_of_the_documented_form_below_the_limit_names_the_limit(name, limit, tmp_path, capsys):
+    assert main(["compare", "--models", "", "--baselines", name, "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert limit in err and name in err and "Unknown baseline" not in err and "Traceback" not in err
+    assert main(["compare", "--help"]) == 0
+    assert "N at least 8" in capsys.readouterr().out

@@ -59,7 +59,9 @@ def add_parser(subparsers):
     parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=None,
                         help="training epochs of every model; None: 3, and with --backbone each family's `train` "
                              "epochs (its fine-tuning recipe; the baselines 3)")
-    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
+                        help="documents per training step per process (under torchrun each process reads this many: "
+                             "a step reads it x the processes; the report gives both)")
     parser.add_argument("--time-budget", type=POSITIVE_NUMBER.parse, default=None, metavar="MINUTES",
                         help="minutes of training for each model: fine-tuning stops after the step that reaches them "
                              "and the model is measured as it is then; None: --epochs alone")
@@ -87,8 +89,10 @@ def add_parser(subparsers):
                         help="size of the fitted WordPiece vocabulary")
     parser.add_argument("--config", nargs="*", default=[], metavar="MODEL.KEY=VALUE",
                         help="config overrides for one model, e.g. slstm.num_recurrent_steps=6")
-    parser.add_argument("--evidence", default="start,middle,end",
-                        help="built-in task runs with the evidence at these positions; 'none' to skip")
+    parser.add_argument("--evidence", default=None,
+                        help="also train and test every model on the built-in task with the evidence at these "
+                             "positions (start,middle,end), or 'none'; None: start,middle,end without --dataset, none "
+                             "with it")
     parser.add_argument("--task-size", type=POSITIVE_INTEGER.parse, default=1000,
                         help="built-in task: training documents")
     parser.add_argument("--task-words", default="300,900", help="built-in task: min,max words per document")
@@ -109,7 +113,7 @@ def run(args):
         args, CompareSettings, models=tuple(names(args.models)), baselines=tuple(names(args.baselines)),
         learning_rate=args.learning_rate if args.learning_rate is not None or args.backbone else 1e-3,
         config_overrides=per_model_overrides(args.config), task_words=word_range(args.task_words),
-        evidence=() if args.evidence == "none" else tuple(names(args.evidence)),
+        evidence=None if args.evidence is None else () if args.evidence == "none" else tuple(names(args.evidence)),
         bench_lengths=() if args.bench_lengths == "none" else integers(args.bench_lengths, "--bench-lengths"))
     compare(settings)
     if is_main_process():  # under torchrun the main process wrote the report

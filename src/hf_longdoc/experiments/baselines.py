@@ -144,6 +144,32 @@ CHECKPOINT_RATE, CHECKPOINT_HEAD_RATE = 2e-5, 1e-3
 HEAD_TOKENS = 128
 
 
+# `<kind>-N` reads at least MIN_TOKENS tokens ([CLS], text and [SEP]); `<kind>-N-headtail` at least the head, [CLS],
+# [SEP] and one token of the tail
+MIN_TOKENS = 8
+
+
+def fewest_tokens(reading=""):
+    """The smallest N of `<kind>-N` (`reading` "") or `<kind>-N-headtail` ("headtail")."""
+    return HEAD_TOKENS + 3 if reading == "headtail" else MIN_TOKENS
+
+
+def too_few_tokens(name):
+    """A sentence naming the limit when `name` has the form `<kind>-N` or `<kind>-N-headtail` of a truncating kind
+    with N below it (`bert-2`); else None."""
+    kind, _, rest = name.partition("-")
+    tokens, _, reading = rest.partition("-")
+    baseline = BASELINES.get(kind)
+    if baseline is None or not baseline.truncating or not tokens.isdigit() or reading not in ("", "headtail"):
+        return None
+    if int(tokens) >= fewest_tokens(reading):
+        return None
+    return (f"{name!r} reads {int(tokens)} tokens, and N of `{kind}-N{'-' + reading if reading else ''}` must be at "
+            f"least {fewest_tokens(reading)}" + (f" (the first {HEAD_TOKENS}, [CLS], [SEP] and one from the end)"
+                                                 if reading else " ([CLS], some text and [SEP])")
+            + f"; use e.g. {kind}-{max(512, fewest_tokens(reading))}{'-' + reading if reading else ''}.")
+
+
 class BaselineName(NamedTuple):
     kind: str  # a key of BASELINES
     tokens: int | None  # bert-N / albert-N / canine-N: tokens read
@@ -158,9 +184,7 @@ def parse_baseline(name):
     tokens, _, reading = rest.partition("-")
     if kind not in BASELINES or reading not in ("", "headtail"):
         return None
-    if dash and not (BASELINES[kind].truncating and tokens.isdigit() and int(tokens) >= 8):
-        return None
-    if reading and int(tokens) < HEAD_TOKENS + 3:
+    if dash and not (BASELINES[kind].truncating and tokens.isdigit() and int(tokens) >= fewest_tokens(reading)):
         return None
     return BaselineName(kind, int(tokens) if dash else None, HEAD_TOKENS if reading else None)
 

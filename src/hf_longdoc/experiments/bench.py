@@ -31,6 +31,7 @@ from .baselines import (
     check_attention,
     parse_baseline,
     square_tensors,
+    too_few_tokens,
 )
 from .measure import time_forward
 from .profiling import matmul_roofline
@@ -49,6 +50,8 @@ class BenchModel:
     def parse(cls, name):
         """The model called `name`, or a ValueError naming the known ones."""
         parsed = parse_baseline(name)
+        if parsed is None and too_few_tokens(name) is not None:  # `bert-2`: the documented form, but not a bench name
+            parsed = (name.partition("-")[0], 2)
         if parsed is not None:
             if parsed[1] is not None:
                 raise ValueError(f"Bench times every model at every length; use `bert`, not {name!r}.")

@@ -27,7 +27,8 @@ NEAR_CONSTANT_SHARE = 0.9
 MAJORITY_MARGIN = 0.05
 # the columns of a `compare` row that measure what a run costs, not how well it classifies: a collapse does not change
 # them, so they are averaged over every seed; every other number is a score, averaged over the healthy seeds only
-COST_COLUMNS = ("epochs", "parameters", "train_seconds", "inference_docs_per_s", "train_peak_mib",
+COST_COLUMNS = ("epochs", "planned_epochs", "steps", "batch_per_process", "processes", "gradient_accumulation",
+                "batch_per_step", "parameters", "train_seconds", "inference_docs_per_s", "train_peak_mib",
                 "inference_peak_mib", "max_tokens")
 
 

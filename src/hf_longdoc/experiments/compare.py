@@ -4,11 +4,14 @@ Each model is trained from scratch for the same epochs with the same seed and ba
 (`hidden_size`, `num_layers`, `num_heads`, mapped onto each family's own config by its `from_size`), and evaluated on
 the same test split: accuracy, macro-F1, micro-F1, parameters, training time, inference documents/s and peak memory
 (training and inference). Robustness: the same trained model on a sentence-inverted copy of the test split, and the
-model trained and tested on the built-in task with its evidence at the start, middle or end of long documents. Several
-seeds give mean ± std. A run whose predictions on the validation split are (nearly) one class is marked collapsed
-(`collapse.collapse_check`) in `results.csv` and the report, and its scores are left out of the means (the summary
-counts healthy and collapsed seeds). Outputs: `report.md`, `results.csv` (one row per model and seed), `summary.csv`,
-and PNG plots (accuracy against inference speed; time and memory against document length from `hf-longdoc bench`).
+model trained and tested on the built-in task with its evidence at the start, middle or end of long documents (by
+default on the built-in task only; with a `dataset`, when `evidence` names positions). Several seeds give mean ± std.
+Each row records the epochs and optimizer steps that ran and the batch per process and per optimizer step; a run a
+`time_budget` cut short is marked in `results.csv` (`cut_by_time_budget`) and the report. A run whose predictions on
+the validation split are (nearly) one class is marked collapsed (`collapse.collapse_check`) in `results.csv` and the
+report, and its scores are left out of the means (the summary counts healthy and collapsed seeds). Outputs:
+`report.md`, `results.csv` (one row per model and seed), `summary.csv`, and PNG plots (accuracy against inference
+speed; time and memory against document length from `hf-longdoc bench`).
 
 Models are families (`contextualizer`, `slstm`, `elementwise`, ...) or `family:variant` (`sparse_longformer:pmi`,
 `segment_lm:rnn`: see each family's registry `variants`). Baselines: `bert-<N>`, a BERT that reads the first N tokens;
@@ -77,8 +80,10 @@ from .baselines import (
     ChunkMeanClassifier,
     baseline_tokenizer,
     build_baseline,
+    fewest_tokens,
     parse_baseline,
     tfidf_classifier,
+    too_few_tokens,
 )
 from .bench import check_models, run_bench
 from .collapse import COST_COLUMNS, collapse_check
@@ -112,8 +117,9 @@ class CompareSettings(TrainingOptions):
     - `config_overrides`: model name (or family) -> config settings.
     - `seeds` runs seeds `first_seed` ... `first_seed + seeds - 1`; `split_seed` draws one data split for all of them
       (None: each seed draws its own).
-    - `evidence`: the built-in task's evidence positions each model is also trained and tested at; `task_size` and
-      `task_words` size that task (and the default dataset).
+    - `evidence`: the built-in task's evidence positions each model is also trained and tested at (None: start,
+      middle and end on the built-in task, none with a `dataset`); `task_size` and `task_words` size that task (and
+      the default dataset).
     - `bench_lengths`: the lengths of the time/memory bench (empty: none).
     - `output_dir`: where the report, CSVs and plots go.
     """
@@ -134,7 +140,7 @@ class CompareSettings(TrainingOptions):
     seeds: int = 1
     first_seed: int = FIRST_SEED
     split_seed: int | None = None
-    evidence: tuple = EVIDENCE_POSITIONS
+    evidence: tuple | None = None  # None: EVIDENCE_POSITIONS on the built-in task, none with a `dataset`
     task_size: int = 1000
     task_words: tuple = (300, 900)
     bench_lengths: tuple = (512, 1024, 2048)
@@ -162,8 +168,16 @@ class CompareSettings(TrainingOptions):
             raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {self.first_seed!r}.")
         if self.split_seed is not None and (isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int)):
             raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {self.split_seed!r}.")
-        if unknown := [p for p in self.evidence if p not in EVIDENCE_POSITIONS]:
-            raise ValueError(f"`evidence` positions must be among {EVIDENCE_POSITIONS}, got {unknown}.")
+        if unknown := [p for p in self.evidence_positions() if p not in EVIDENCE_POSITIONS]:
+            raise ValueError(f"`evidence` (--evidence) positions must be among {', '.join(EVIDENCE_POSITIONS)} (or "
+                             f"'none'), got {', '.join(map(str, unknown))}.")
+
+    def evidence_positions(self):
+        """The evidence positions of the run: `evidence`, or when None all of them on the built-in task and none with
+        a `dataset` (the built-in task would train every model three more times on other data)."""
+        if self.evidence is not None:
+            return tuple(self.evidence)
+        return EVIDENCE_POSITIONS if self.dataset in (None, BUILTIN_TASK) else ()
 
     def size(self, max_length=None):
         """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
@@ -378,8 +392,9 @@ def baseline_names():
     whole = ", ".join(f"`{kind}`" for kind in whole_document_baselines())
     truncating = [kind for kind, baseline in BASELINES.items() if baseline.truncating and baseline.in_compare]
     first = truncating[0]
-    return (f"`{first}-<N>` (reading the first N tokens, e.g. {first}-512), `{first}-<N>-headtail` (the first 128 and "
-            "the last N - 130 tokens), and so for every kind that truncates: "
+    return (f"`{first}-<N>` (reading the first N tokens, N at least {fewest_tokens()}, e.g. {first}-512), "
+            f"`{first}-<N>-headtail` (the first 128 and the last N - 130 tokens, N at least "
+            f"{fewest_tokens('headtail')}), and so for every kind that truncates: "
             f"{', '.join(f'`{kind}-<N>`' for kind in truncating)}; the whole document from scratch: {whole}; "
             f"`{TFIDF}` (TF-IDF + logistic regression on the "
             f"full text); with --backbone, `{NATIVE}` (the checkpoint at all its positions) and `{CHUNKS}` (its "
@@ -400,6 +415,8 @@ def parse_models(models, baselines):
         if name in NAMED_BASELINES:
             specs.append(NAMED_BASELINES[name](name))
             continue
+        if (refusal := too_few_tokens(name)) is not None:
+            raise ValueError(f"`baselines` (--baselines): {refusal}")
         parsed = parse_baseline(name)
         if parsed is None or not BASELINES[parsed.kind].in_compare or \
                 BASELINES[parsed.kind].truncating != (parsed.tokens is not None):
@@ -537,13 +554,13 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         budget = TimeBudget(settings.time_budget, time.monotonic()) if settings.time_budget is not None else None
         plan = FitPlan(args, head_stage(spec, settings), spec.family, tuple(head), spec.head_learning_rate(settings),
                        deadline=budget.deadline if budget else None)
-        trainer, _ = fit_model(model, plan, encoded, tokenizer, callbacks=[budget] if budget else [])
+        trainer, head_report = fit_model(model, plan, encoded, tokenizer, callbacks=[budget] if budget else [])
         train_seconds = time.perf_counter() - start
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
         test = trainer.predict(encoded["test"]).metrics
         inference_seconds = time.perf_counter() - start
-    row = {"model": spec.name, "seed": seed, "epochs": epochs,
+    row = {"model": spec.name, "seed": seed, **what_ran(trainer, plan, head_report, budget, epochs),
            "parameters": sum(p.numel() for p in model.parameters()),
            **{name: test[f"test_{name}"] for name in METRICS},
            "train_seconds": train_seconds, "inference_docs_per_s": len(encoded["test"]) / inference_seconds,
@@ -554,6 +571,26 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
     row.update(validation_check(trainer, encoded["validation"]))
     return row
+
+
+def what_ran(trainer, plan, head_report, budget, planned_epochs):
+    """The row's record of the training that ran: `epochs` (fine-tuning's, from Trainer's state: 0.14 when a time
+    budget cut it there; the head stage's when only the head trained), `planned_epochs`, `steps` (optimizer steps),
+    `cut_by_time_budget`, and the batch per process and per optimizer step (per process x processes x gradient
+    accumulation: under torchrun each process reads `batch_size` documents a step)."""
+    state, args = trainer.state, plan.args
+    if plan.stage.trains_end_to_end:
+        epochs, steps = round(state.epoch or 0.0, 4), state.global_step
+        cut = budget is not None and budget.stopped_at_step is not None and state.global_step < state.max_steps
+    else:  # only the head trained, on cached features, for its stage's epochs
+        epochs, steps = head_report["epochs_run"], 0
+        cut = (budget is not None and head_report["epochs_run"] < plan.stage.epochs
+               and time.monotonic() >= budget.deadline)
+    processes, accumulation = args.world_size, args.gradient_accumulation_steps
+    return {"epochs": epochs, "planned_epochs": planned_epochs, "steps": steps, "cut_by_time_budget": bool(cut),
+            "batch_per_process": args.per_device_train_batch_size, "processes": processes,
+            "gradient_accumulation": accumulation,
+            "batch_per_step": args.per_device_train_batch_size * processes * accumulation}
 
 
 def validation_check(trainer, validation):
@@ -617,7 +654,7 @@ def compare(settings=None, progress=print, **changes):
             task = Task.fit(data, label_names, settings)
         evidence_tasks = {position: builtin_task(position, data_seed, task_size, task_words, settings,
                                                  inverted=False)
-                          for position in settings.evidence}
+                          for position in settings.evidence_positions()}
         for spec in specs:
             with tempfile.TemporaryDirectory(prefix="hf-longdoc-compare-") as scratch:  # Trainer's output folder
                 row = spec.measure(task, settings, seed, scratch)
@@ -633,7 +670,9 @@ def compare(settings=None, progress=print, **changes):
                          f"{row['train_seconds']:.0f} s, {row['inference_docs_per_s']:.1f} docs/s"
                          + "".join(f", evidence {p} {row[f'evidence_{p}']:.3f}" for p in evidence_tasks)
                          + (f"; COLLAPSED: one class for {row['validation_top_share']:.0%} of validation, left out "
-                            "of the means" if row.get("collapsed") else ""))
+                            "of the means" if row.get("collapsed") else "")
+                         + (f"; CUT by the time budget after {row['steps']} optimizer step(s) ({row['epochs']:g} of "
+                            f"{row['planned_epochs']:g} epochs)" if row.get("cut_by_time_budget") else ""))
     summary = summarize(rows)
     bench_rows = []
     if not is_main_process():  # the main process benches and writes the report; the others wait for it
@@ -654,14 +693,16 @@ def compare(settings=None, progress=print, **changes):
 
 def summarize(rows):
     """Mean and standard deviation (over seeds) of every measured column, per model, in the order first seen, with
-    the number of `healthy` and `collapsed` seeds (`collapse.collapse_check`). Scores are averaged over the healthy
-    seeds only, never with a collapsed run; costs (`COST_COLUMNS`: time, memory, size) over every seed. A model whose
-    every seed collapsed keeps the mean of its collapsed runs, and `healthy` 0 says so."""
+    the number of `healthy` and `collapsed` seeds (`collapse.collapse_check`) and of those a time budget `cut`.
+    Scores are averaged over the healthy seeds only, never with a collapsed run; costs (`COST_COLUMNS`: time, memory,
+    size) over every seed. A model whose every seed collapsed keeps the mean of its collapsed runs, and `healthy` 0
+    says so."""
     summary = []
     for name in dict.fromkeys(row["model"] for row in rows):
         group = [row for row in rows if row["model"] == name]
         healthy = [row for row in group if not row.get("collapsed")]
-        entry = {"model": name, "seeds": len(group), "healthy": len(healthy), "collapsed": len(group) - len(healthy)}
+        entry = {"model": name, "seeds": len(group), "healthy": len(healthy), "collapsed": len(group) - len(healthy),
+                 "cut": sum(bool(row.get("cut_by_time_budget")) for row in group)}
         for key, value in group[0].items():
             if key in ("model", "seed") or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue

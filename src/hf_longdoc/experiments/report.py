@@ -3,6 +3,8 @@
 import csv
 import os
 
+from ..data import BUILTIN_TASK
+from ..distributed import launched_processes
 from ..outputs import record_outputs
 from ..plotting import figure, plain_log_ticks
 from ..run_settings import mixed_precision
@@ -129,13 +131,21 @@ def _cell(entry, key, digits=3):
 
 def score_cell(entry, key, digits=3):
     """`_cell` of a score, saying how many seeds it averages when some collapsed: "mean ± std (n healthy), k
-    collapsed", or "mean (all k collapsed)" when no seed is healthy."""
+    collapsed", or "mean (all k collapsed)" when no seed is healthy; and, when a time budget cut some of its runs,
+    how many ("cut by the time budget", "k of n cut by the time budget")."""
     text, collapsed = _cell(entry, key, digits), entry.get("collapsed", 0)
-    if not collapsed or text == "-":
+    if text == "-":
         return text
-    if not entry.get("healthy"):
-        return f"{text} (collapsed)" if collapsed == 1 else f"{text} (all {collapsed} collapsed)"
-    return f"{text} ({entry['healthy']} healthy), {collapsed} collapsed"
+    cut, seeds = entry.get("cut", 0), entry.get("seeds", 1)
+    cut_note = "cut by the time budget" if cut == seeds == 1 else (
+        f"all {cut} cut by the time budget" if cut == seeds else f"{cut} of {seeds} cut by the time budget")
+    if collapsed and not entry.get("healthy"):
+        note = "collapsed" if collapsed == 1 else f"all {collapsed} collapsed"
+        return f"{text} ({note}; {cut_note})" if cut else f"{text} ({note})"
+    if collapsed:
+        text = f"{text} ({entry['healthy']} healthy), {collapsed} collapsed"
+        return f"{text}, {cut_note}" if cut else text
+    return f"{text} ({cut_note})" if cut else text
 
 
 def collapsed_lines(rows):
@@ -153,19 +163,64 @@ def collapsed_lines(rows):
             "(`hf_longdoc.experiments.collapse`)."]
 
 
+def cut_lines(rows, settings):
+    """The report's list of the runs the time budget cut (model, seed, the epochs and steps that ran), or a line
+    saying none was."""
+    if settings.time_budget is None:
+        return []
+    cut = [row for row in rows if row.get("cut_by_time_budget")]
+    if not cut:
+        return ["", f"Time budget: {settings.time_budget:g} minutes of training per model; no run reached it."]
+    runs = "; ".join(f"{row['model']} seed {row['seed']} ({row['epochs']:g} of {row['planned_epochs']:g} epochs, "
+                     f"{row['steps']} optimizer step{'' if row['steps'] == 1 else 's'})" for row in cut)
+    return ["", f"**Runs cut by the time budget** of {settings.time_budget:g} minutes of training per model, measured "
+            f"as they were when it ran out (marked in the table and in results.csv's `cut_by_time_budget`; `epochs` "
+            f"and `steps` there are what ran): {runs}."]
+
+
+def batch_text(rows, settings):
+    """The batch of a compare run in words: documents per process and per optimizer step (per process x processes x
+    gradient accumulation), as the trained rows record them."""
+    trained = next((row for row in rows if row.get("batch_per_step")), None)
+    per_process = trained["batch_per_process"] if trained else settings.batch_size
+    processes = trained["processes"] if trained else launched_processes()
+    accumulation = trained["gradient_accumulation"] if trained else 1
+    per_step = per_process * processes * accumulation
+    how = f"{processes} processes" if processes > 1 else "one process"
+    if accumulation > 1:
+        how += f", {accumulation} accumulated batches"
+    return f"batch {per_process} per process, {per_step} documents per optimizer step ({how})"
+
+
 # What `compare` writes into its output folder (checked before a run, so no user file is overwritten hours later)
 COMPARE_OUTPUTS = ("report.md", "results.csv", "summary.csv", "accuracy_vs_speed.png", "time_memory_vs_length.png")
 
 
 def epochs_text(settings, summary):
-    """The epochs of a compare run for its report: one number, or each trained model's (with a backbone and no
-    `--epochs`, each family trains its recipe's)."""
-    trained = [entry for entry in summary if entry.get("epochs")]
+    """The epochs a compare run set for its report (`planned_epochs`; a time budget may have cut them): one number,
+    or each trained model's (with a backbone and no `--epochs`, each family trains its recipe's)."""
+    # `planned_epochs`; rows written before it was recorded have the epochs set as `epochs`
+    planned = {entry["model"]: entry.get("planned_epochs", entry.get("epochs")) for entry in summary}
+    trained = {model: epochs for model, epochs in planned.items() if epochs}
     if settings.epochs is None and not trained:
         return "no training epochs (nothing but TF-IDF)"
-    if settings.epochs is not None or len({entry["epochs"] for entry in trained}) == 1:
-        return f"{settings.epochs if settings.epochs is not None else trained[0]['epochs']:g} epochs"
-    return "epochs: " + ", ".join(f"{entry['model']} {entry['epochs']:g}" for entry in trained)
+    if settings.epochs is not None or len(set(trained.values())) == 1:
+        epochs = settings.epochs if settings.epochs is not None else next(iter(trained.values()))
+        return f"{epochs:g} epoch{'' if epochs == 1 else 's'}"
+    return "epochs: " + ", ".join(f"{model} {epochs:g}" for model, epochs in trained.items())
+
+
+def evidence_text(evidence, settings):
+    """What the report says of the built-in evidence runs: what they are when they ran (`evidence`: their columns),
+    and with a dataset, that they ran on the built-in task besides it, or how to add them."""
+    dataset = settings.dataset not in (None, BUILTIN_TASK)
+    if not evidence:
+        return ("No built-in evidence runs (--evidence start,middle,end adds them: each model trained and tested again "
+                "on the built-in task)." if dataset else "")
+    positions = ", ".join(key.removeprefix("evidence_") for key in evidence)
+    return (f"Evidence ({positions}): each model also trained and tested on the built-in long-document task "
+            f"({settings.task_size} training documents) with the class evidence only at that place in each document"
+            + (", besides the dataset above (asked for with --evidence)." if dataset else "."))
 
 
 def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed_text, output_dir):
@@ -191,14 +246,16 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
              else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads "
                   "(for the models with attention heads), from scratch")
     epochs = epochs_text(settings, summary)
+    if settings.time_budget is not None:
+        cut = sum(entry.get("cut", 0) for entry in summary)
+        epochs += (f" within a time budget of {settings.time_budget:g} minutes of training per model ("
+                   + (f"{cut} run{'s' if cut > 1 else ''} cut short: see below)" if cut else "no run reached it)"))
     lead = "Each family at its `train` recipe" if epochs.startswith("epochs:") else "Same budget for every model"
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
              f"{lead}: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
-             f"{epochs}, batch {settings.batch_size}, {rate}, {precision}; {seed_text}. TF-IDF: "
+             f"{epochs}, {batch_text(rows, settings)}, {rate}, {precision}; {seed_text}. TF-IDF: "
              "logistic regression over the whole text. Inverted: the same model on "
-             "the test documents with their sentences in reverse order."
-             + (" Evidence: trained and tested on the built-in task with the class evidence only at the start, "
-                "middle or end of each document." if evidence else ""), "",
+             "the test documents with their sentences in reverse order. " + evidence_text(evidence, settings), "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for entry in summary:
         cells = [entry["model"], f"{entry['parameters'] / 1e6:.2f}M", score_cell(entry, "accuracy"),
@@ -209,6 +266,7 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
         cells += [_cell(entry, key) for key in evidence]
         lines.append("| " + " | ".join(cells) + " |")
     lines += collapsed_lines(rows)
+    lines += cut_lines(rows, settings)
     if bench_rows:
         lines += ["", "Forward time and peak memory per document length (`hf-longdoc bench`, same sizes):", "", "```",
                   format_table(bench_rows), "```"]
