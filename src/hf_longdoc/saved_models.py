@@ -4,10 +4,64 @@ own code in an interactive prompt, and then advise a `trust_remote_code` flag th
 it), and the weights must fit the config exactly (a config.json hand-edited to more layers would otherwise load with
 random layers, which are then evaluated or served as if trained)."""
 
+import fnmatch
 import json
 import os
 
 from .modeling.registry import FAMILIES
+
+# Weight files `from_pretrained` reads with `torch.load` (unpickling, which can run code) when a folder holds no
+# safetensors; and the safetensors files it reads instead
+PICKLED_WEIGHTS = ("pytorch_model.bin", "pytorch_model-*-of-*.bin", "pytorch_model.bin.index.json")
+SAFE_WEIGHTS = ("model.safetensors", "model-*-of-*.safetensors", "model.safetensors.index.json")
+
+
+def _matching(folder, patterns):
+    return sorted(name for name in os.listdir(folder) if any(fnmatch.fnmatch(name, pattern) for pattern in patterns))
+
+
+def conversion_code(folder, config=None, default_class="AutoModelForSequenceClassification"):
+    """Two lines of Python that turn the pickled weights of `folder` into model.safetensors beside them, with the
+    class its config.json names (`architectures`; else `default_class`): for a user who trusts the file."""
+    import importlib
+
+    import transformers
+
+    package = importlib.import_module(__package__)  # loaded already: this module is one of its own
+    name = next(iter((config or {}).get("architectures") or []), None)
+    if isinstance(name, str) and hasattr(package, name):
+        source = "hf_longdoc"
+    elif isinstance(name, str) and hasattr(transformers, name):
+        source = "transformers"
+    else:
+        source, name = "transformers", default_class
+    prefix = "import hf_longdoc; " if source == "transformers" and name.startswith("Auto") else ""
+    return (f"{prefix}from {source} import {name}; "
+            f"{name}.from_pretrained({folder!r}, use_safetensors=False).save_pretrained({folder!r})")
+
+
+def require_safe_weights(folder, argument, default_class="AutoModelForSequenceClassification"):
+    """A ValueError naming `argument` when the local model folder `folder` holds its weights only as pickled PyTorch
+    files (pytorch_model.bin: `torch.load` would unpickle them, and a malicious pickle can run code), saying how to
+    convert them; or no weights at all. Nothing is read but the file names and config.json. A Hub id passes (its
+    loaders are called with `use_safetensors=True`)."""
+    path = os.path.expanduser(os.fspath(folder))
+    if not os.path.isdir(path) or _matching(path, SAFE_WEIGHTS):
+        return
+    pickled = _matching(path, PICKLED_WEIGHTS)
+    if not pickled:
+        raise ValueError(f"{argument} {folder!r} holds no model weights (no model.safetensors); pass the folder a "
+                         "model was saved to with `save_pretrained` (or `hf-longdoc train --output-dir`).")
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = None
+    config = config if isinstance(config, dict) else None
+    raise ValueError(f"{argument} {folder!r} holds its weights only as pickled PyTorch files ({', '.join(pickled)}), "
+                     "which hf-longdoc never loads (unpickling can run code; it reads safetensors only). If you "
+                     "trust the file, convert it once in Python, which writes model.safetensors beside it: "
+                     f"`{conversion_code(folder, config, default_class)}`")
 
 
 def saved_config(model_dir, argument):
@@ -31,6 +85,7 @@ def saved_config(model_dir, argument):
                          f"nor hf_longdoc knows (our families: {', '.join(FAMILIES)}); hf-longdoc never runs a "
                          "folder's own code. Pass a folder saved by `hf-longdoc train` or `save_pretrained` of a "
                          "Transformers model.")
+    require_safe_weights(model_dir, argument)
     return config
 
 
@@ -45,8 +100,9 @@ def load_saved_model(model_dir, argument, model_class=None, **loading):
 
     saved_config(model_dir, argument)
     model_class = model_class or AutoModelForSequenceClassification
+    # use_safetensors: never `torch.load` (checked above with a message; this guards a folder changed since)
     model, info = model_class.from_pretrained(model_dir, output_loading_info=True, ignore_mismatched_sizes=True,
-                                              trust_remote_code=False, **loading)
+                                              trust_remote_code=False, use_safetensors=True, **loading)
     order = {name: i for i, name in enumerate(model.state_dict())}
     first = lambda names: min(names, key=lambda name: order.get(name, len(order)))  # noqa: E731
     fix = ("config.json does not describe these weights (was it edited?); restore the config the model was saved "
@@ -82,4 +138,4 @@ def load_saved_tokenizer(model_dir, argument, fix="save the model's tokenizer th
     return load_tokenizer(model_dir, argument, fix)
 
 
-__all__ = ["load_saved_model", "load_saved_tokenizer", "saved_config"]
+__all__ = ["conversion_code", "load_saved_model", "load_saved_tokenizer", "require_safe_weights", "saved_config"]

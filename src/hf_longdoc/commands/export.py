@@ -11,7 +11,9 @@ def add_parser(subparsers):
                                           "traced and checked with ids drawn from the config's vocabulary")
     parser.add_argument("--format", default="onnx", choices=["onnx"], help="the graph format")
     parser.add_argument("--output-dir", required=True, help="where model.onnx is written")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT_DIR/model.onnx")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing OUTPUT_DIR/model.onnx that hf-longdoc did not write (or that was "
+                             "changed since); an earlier export's, unchanged, is replaced without it")
     parser.set_defaults(run=run)
 
 

@@ -20,8 +20,9 @@ def add_parser(subparsers):
                             help="create the repository as public (Hub repositories are otherwise public)")
     parser.set_defaults(private=True)
     parser.add_argument("--license", default=None, metavar="ID",
-                        help="the license the card states, a Hub license id (apache-2.0, mit, cc-by-4.0, other, ...): "
-                             "the training data's terms decide which you may choose; None: unknown")
+                        help="the license the card states, a Hub license id (apache-2.0, mit, cc-by-4.0, other, ...; "
+                             "another is refused with the closest ids): the training data's terms decide which you "
+                             "may choose; None: unknown")
     parser.add_argument("--replace-card", action="store_true",
                         help="write a new model card even where the folder's README.md was edited or is not "
                              "hf-longdoc's")
@@ -44,3 +45,9 @@ def run(args):
               f"({'private' if args.private else 'public'}):")
     for name in files:
         print(f"  {name}")
+    replaced = getattr(files, "replaced", [])
+    if replaced:
+        print(f"Local paths replaced in the {'files it would upload' if args.dry_run else 'uploaded files'} "
+              f"({args.output_dir} keeps them as they are):")
+    for name, key, old, new in replaced:
+        print(f"  {name} {key}: {old} -> {new}")
