@@ -43,7 +43,7 @@ import torch
 from datasets import Features, List, Value
 
 from . import distributed
-from .data.folders import listing_digest, load_text_folder, text_files
+from .data.folders import load_text_folder
 from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
@@ -178,8 +178,9 @@ def output_lock(output):
 
 def load_documents(source):
     """The input rows and a digest of the input: a `datasets.Dataset` as given; a folder of `.txt` files (digest:
-    its files' names, sizes and times); a csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id
-    and `datasets`' fingerprint), every split in order."""
+    its files' names and bytes, the fingerprint `load_text_folder` gave the rows, so the files are hashed once); a
+    csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id and `datasets`' fingerprint), every
+    split in order."""
     if isinstance(source, datasets.Dataset):
         return source, f"dataset:{source._fingerprint}"
     if not isinstance(source, (str, os.PathLike)):
@@ -188,7 +189,8 @@ def load_documents(source):
     source = os.fspath(source)
     path = os.path.expanduser(source)
     if os.path.isdir(path):
-        return load_text_folder(path), f"folder:{listing_digest(path, text_files(path)[0])}"
+        documents = load_text_folder(path)
+        return documents, f"folder:{documents._fingerprint}"
     raw = _load_raw(source)
     if len(raw) > 1:
         logger.info("Reading every split of %s, in this order: %s.", source, ", ".join(raw))
