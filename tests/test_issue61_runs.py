@@ -150,3 +150,105 @@ def test_a_baseline_of_the_documented_form_below_the_limit_names_the_limit(name,
     assert limit in err and name in err and "Unknown baseline" not in err and "Traceback" not in err
     assert main(["compare", "--help"]) == 0
     assert "N at least 8" in capsys.readouterr().out
+
+
+# -- train: an interrupted run is refused, the batch is recorded per process and per step -------------------------
+TINY_TRAIN = ["--model", "contextualizer", "--task-size", "20", "--epochs", "1", "--max-length", "128",
+              "--vocab-size", "300", "--config", "hidden_size=16", "rank=8", "num_hidden_layers=1"]
+
+
+def test_a_plain_rerun_into_an_interrupted_run_is_refused_and_overwrite_starts_over(tmp_path, capsys):
+    import json
+
+    target = tmp_path / "model"
+    staging = tmp_path / ".model.partial"
+    (staging / "checkpoint-3").mkdir(parents=True)  # what a killed run leaves for --resume
+    (staging / "checkpoint-3" / "trainer_state.json").write_text('{"global_step": 3}')
+    assert main(["train", *TINY_TRAIN, "--output-dir", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "interrupted run" in err and "--resume" in err and "--overwrite" in err and "Traceback" not in err
+    assert (staging / "checkpoint-3" / "trainer_state.json").exists() and not target.exists()  # nothing deleted
+    assert main(["train", *TINY_TRAIN, "--output-dir", str(target), "--overwrite"]) == 0
+    assert not staging.exists() and (target / "model.safetensors").exists()
+    # the batch, per process and per optimizer step, in metrics.json and the card
+    metrics = json.loads((target / "metrics.json").read_text())
+    assert metrics["batch_size"] == {"per_process": 8, "processes": 1, "gradient_accumulation": 1,
+                                     "per_optimizer_step": 8}
+    card = (target / "README.md").read_text()
+    assert "| batch size per process | 8 |" in card
+    assert "| documents per optimizer step (batch per process x 1 processes x 1 accumulated) | 8 |" in card
+
+
+def test_train_and_compare_help_say_the_batch_is_per_process(capsys):
+    for command in ("train", "compare"):
+        assert main([command, "--help"]) == 0
+        assert "per process" in " ".join(capsys.readouterr().out.split())
+
+
+# -- messages ------------------------------------------------------------------------------------------------------
+def test_demo_names_a_missing_backbone_as_train_does(tmp_path, capsys):
+    missing = str(tmp_path / "nonexistent")
+    assert main(["demo", "--backbone", missing, "--output-dir", str(tmp_path / "demo")]) == 2
+    demo = capsys.readouterr().err
+    assert main(["train", "--model", "segment_lm", "--backbone", missing, "--output-dir", str(tmp_path / "t")]) == 2
+    train = capsys.readouterr().err
+    assert "does not exist" in demo and demo.split("error: ")[1] == train.split("error: ")[1]
+    assert not (tmp_path / "demo").exists()
+
+
+@pytest.mark.parametrize("environment, named", [({"TRANSFORMERS_OFFLINE": "1"}, "TRANSFORMERS_OFFLINE=1"),
+                                                ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1")])
+def test_push_names_the_offline_variable_that_is_set(environment, named, monkeypatch):
+    from hf_longdoc.hub import require_hub_for_push
+
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)  # as huggingface_hub reads either
+    with pytest.raises(ValueError) as refusal:
+        require_hub_for_push()
+    assert named in str(refusal.value) and "--dry-run" in str(refusal.value)
+    if "TRANSFORMERS_OFFLINE" in environment:
+        assert "HF_HUB_OFFLINE" not in str(refusal.value)
+
+
+def numeric_flags():
+    """(command, flag, integer) for every flag of every command whose value is a number (`NumberRule.parse`)."""
+    import argparse
+
+    from hf_longdoc.cli import build_parser
+    from hf_longdoc.numbers import NumberRule
+
+    parser = build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    found = []
+    for command, subparser in commands.choices.items():
+        for action in subparser._actions:
+            rule = getattr(action.type, "__self__", None)
+            if isinstance(rule, NumberRule):
+                found.append((command, action.option_strings[0], rule.integer))
+    return found
+
+
+def test_every_numeric_flag_of_every_command_refuses_negative_numbers_with_its_own_message(capsys):
+    flags = numeric_flags()
+    assert len(flags) > 40 and ("train", "--learning-rate", False) in flags
+    for command, flag, integer in flags:
+        for value in (["-3", "-1e-3", "-2E+2", "-inf", "-.5"] if not integer else ["-3", "-1e-3"]):
+            assert main([command, flag, value]) == 2, (command, flag, value)
+            err = capsys.readouterr().err
+            assert f"argument {flag}: must be" in err and repr(value) in err, (command, flag, value, err)
+            assert "expected one argument" not in err and "Traceback" not in err
+    assert main(["train", "--learning-rate", "-1e-3", "--output-dir", "unused"]) == 2
+    assert "--learning-rate: must be a positive finite number" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, flag", [(["bench", "--lengths", "-512,1024"], "--lengths"),
+                                        (["compare", "--bench-lengths", "-5,10"], "--bench-lengths"),
+                                        (["compare", "--task-words", "-3,5"], "--task-words"),
+                                        (["train", "--task-words", "-3,5", "--output-dir", "unused"], "--task-words")])
+def test_negative_numbers_in_lists_reach_the_list_check(argv, flag, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "positive integers" in err and "expected one argument" not in err

@@ -2,6 +2,7 @@
 
 import argparse
 import logging
+import re
 import sys
 
 from .commands import COMMANDS
@@ -16,9 +17,40 @@ def build_parser():
     return parser
 
 
+# A number that starts with a minus sign: argparse takes `-1e-3`, `-inf` or `-5,10` after a flag for another flag
+# ("expected one argument"), so the value never reaches the flag's own check
+NEGATIVE_NUMBER = re.compile(r"-(\d+\.?\d*|\.\d+)(e[-+]?\d+)?(,.*)?|-(inf|infinity|nan)", re.IGNORECASE)
+
+
+def value_flags(parser):
+    """The option strings of `parser` that take a value (not the switches)."""
+    return {flag for action in parser._actions if action.nargs != 0 for flag in action.option_strings}
+
+
+def attach_negative_numbers(parser, argv):
+    """`argv` with a negative number that follows a flag taking a value written as `--flag=VALUE`, so argparse hands
+    it to the flag's type, whose message names the flag and the rule ("must be positive"), instead of refusing it
+    as a missing argument. A flag abbreviated as argparse allows is recognised too."""
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    command = next((word for word in argv if word in subparsers.choices), None)
+    flags = value_flags(parser) | (value_flags(subparsers.choices[command]) if command else set())
+    joined = []
+    for word in argv:
+        previous = joined[-1] if joined else ""
+        takes_value = previous.startswith("--") and "=" not in previous and (
+            previous in flags or any(flag.startswith(previous) for flag in flags))
+        if takes_value and NEGATIVE_NUMBER.fullmatch(word):
+            joined[-1] = f"{previous}={word}"
+        else:
+            joined.append(word)
+    return joined
+
+
 def main(argv=None):
+    parser = build_parser()
+    argv = attach_negative_numbers(parser, list(sys.argv[1:] if argv is None else argv))
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as stop:  # --help, or a flag argparse refused (its message is printed): the exit code
         return stop.code
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -517,7 +517,8 @@ def require_hub_for_push():
     from huggingface_hub import constants, get_token
 
     if constants.HF_HUB_OFFLINE:  # huggingface_hub reads HF_HUB_OFFLINE, else TRANSFORMERS_OFFLINE: name the one set
-        offline = [name for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE") if os.environ.get(name)]
+        offline = [name for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+                   if os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE")]
         named = " and ".join(f"{name}={os.environ[name]}" for name in offline) or "HF_HUB_OFFLINE"
         raise ValueError(f"`push` uploads to the Hub, and {named} is set (offline); unset it, or pass --dry-run to "
                          "see what would be uploaded.")

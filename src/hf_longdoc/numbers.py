@@ -23,7 +23,10 @@ class NumberRule:
     def describe(self):
         kind = "an integer" if self.integer else "a finite number"
         bounds = []
-        if self.low is not None:
+        positive = self.low == 0 and self.low_open or self.integer and self.low == 1 and not self.low_open
+        if positive:  # "must be positive", as a user says it (a negative number reads wrong against "above 0")
+            kind = "a positive integer" if self.integer else "a positive finite number"
+        elif self.low is not None:
             bounds.append(f"{'above' if self.low_open else 'at least'} {self.low:,}")
         if self.high is not None:
             bounds.append(f"{'below' if self.high_open else 'at most'} {self.high:,}")

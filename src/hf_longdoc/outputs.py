@@ -149,9 +149,11 @@ class RunFolder:
     (`RUN_FILE_PATTERNS`), unless `overwrite`; a target another live run holds. With `resume`, the newest complete
     `checkpoint-N` of the interrupted run's staging folder is `checkpoint`, and `settings` (the run's arguments, as
     JSON) must equal the interrupted run's: a difference is a ValueError naming it. Without `resume`, an interrupted
-    run's staging folder is discarded (logged). Leaving the block with an error keeps the staging folder when it holds
-    a checkpoint to resume (and says so), except after a `RunDiverged`; otherwise removes it. The earlier run is not
-    touched by a failure. A symbolic link as target is followed: the folder it points to is the one replaced.
+    run with a checkpoint is refused (a ValueError naming --resume and --overwrite) unless `overwrite`, which discards
+    it (logged), as is a staging folder without a complete checkpoint. Leaving the block with an error keeps the
+    staging folder when it holds a checkpoint to resume (and says so), except after a `RunDiverged`; otherwise removes
+    it. The earlier run is not touched by a failure. A symbolic link as target is followed: the folder it points to
+    is the one replaced.
     """
 
     SETTINGS = ".run_settings.json"  # in the staging folder: what `resume` must match; never committed
@@ -264,8 +266,14 @@ class RunFolder:
             logger.info("Resuming the interrupted run into %s from %s.", self.target, self.checkpoint)
             return
         if os.path.isdir(self.staging):
-            logger.warning("Discarding the interrupted run in %s (pass --resume to continue it instead).",
-                           self.staging)
+            interrupted = last_checkpoint(self.staging)
+            if interrupted is not None and not self.overwrite:
+                raise ValueError(f"{self.argument} {self.target!r} has an interrupted run kept in {self.staging!r} "
+                                 f"(its last checkpoint: {os.path.basename(interrupted)}); pass --resume "
+                                 "(resume=True) to continue it, or --overwrite (overwrite=True) to discard it and "
+                                 "start over.")
+            logger.warning("Discarding the interrupted run in %s (%s).", self.staging,
+                           "--overwrite" if interrupted is not None else "it holds no complete checkpoint to resume")
             shutil.rmtree(self.staging)
         try:
             os.makedirs(self.staging)

@@ -405,6 +405,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
         "mixed_precision": mixed_precision(run.bf16, run.fp16),
         "head_stage": head_report,
         "time_budget": budget.report() if budget is not None else None,
+        "batch_size": batch_sizes(trainer.args),
         "split_seed": run.seed,
         "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words,
                  "kind": run.task_kind}
@@ -415,6 +416,15 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
     }
     metrics.update(task.scores)
     return metrics
+
+
+def batch_sizes(args):
+    """The batch of a run as the card and reports give it: documents per process (`--batch-size`), the processes
+    (torchrun's), the batches accumulated per step, and the documents per optimizer step (their product)."""
+    processes, accumulation = args.world_size, args.gradient_accumulation_steps
+    return {"per_process": args.per_device_train_batch_size, "processes": processes,
+            "gradient_accumulation": accumulation,
+            "per_optimizer_step": args.per_device_train_batch_size * processes * accumulation}
 
 
 # Config entries that say how a model is called or where it came from, not what it is

@@ -73,6 +73,11 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     from ..predicting import predict
     from ..training import train
 
+    if backbone is not None:  # checked as `train` checks it: a missing folder is named as such, before any work
+        from ..modeling import get_family
+        from ..run_settings import check_backbone
+
+        check_backbone(get_family("segment_lm"), backbone)
     name = os.path.basename(os.path.normpath(backbone)) if backbone else "all-MiniLM-L6-v2"
     backbone = backbone or default_backbone()
     pretrained = backbone is not None  # the segment LM's default variant is `att`: its α says which passage decided

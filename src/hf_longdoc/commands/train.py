@@ -33,9 +33,11 @@ def add_parser(subparsers):
                              "(replaced only when this one succeeds; files hf-longdoc did not write are kept)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace files in --output-dir that hf-longdoc did not write (or that were edited) but "
-                             "that a run writes (config.json, README.md, ...); nothing else there is touched")
+                             "that a run writes (config.json, README.md, ...), and discard an interrupted run kept "
+                             "beside it (start over); nothing else there is touched")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the interrupted run in --output-dir from its last checkpoint")
+                        help="continue the interrupted run in --output-dir from its last checkpoint (a rerun without "
+                             "--resume or --overwrite is refused while one is kept)")
     parser.add_argument("--tokenizer", default=None,
                         help="a saved tokenizer; None: the family's own, else WordPiece fitted on train")
     parser.add_argument("--vocab-size", type=VOCAB_SIZE.parse, default=8000,
@@ -44,7 +46,9 @@ def add_parser(subparsers):
                         help="tokens the model reads; longer text is cut")
     parser.add_argument("--epochs", type=POSITIVE_NUMBER.parse, default=None,
                         help="training epochs (default 4; from a --backbone, the family's fine-tuning epochs)")
-    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per training step")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
+                        help="documents per training step per process (under torchrun each process reads this many: "
+                             "a step reads it x the processes; the model card gives both)")
     parser.add_argument("--learning-rate", type=LEARNING_RATE.parse, default=None,
                         help="None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the Transformers; "
                              "from a --backbone, the family's fine-tuning rate: 2e-5 sparse_longformer)")

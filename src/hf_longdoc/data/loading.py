@@ -37,7 +37,7 @@ def require_hub(argument, name):
     reached, instead of the libraries' retries (about 40 s offline). With HF_HUB_OFFLINE or HF_DATASETS_OFFLINE set,
     nothing is checked and the libraries read their cache."""
     if any(os.environ.get(flag, "").upper() in ("1", "ON", "YES", "TRUE")
-           for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+           for flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")):  # huggingface_hub's too
         return
     from huggingface_hub import constants
 

@@ -65,6 +65,7 @@ from ..run_settings import (
 )
 from ..training import (
     TimeBudget,
+    batch_sizes,
     build_model,
     fit_model,
     fit_statistics,
@@ -586,11 +587,10 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
         epochs, steps = head_report["epochs_run"], 0
         cut = (budget is not None and head_report["epochs_run"] < plan.stage.epochs
                and time.monotonic() >= budget.deadline)
-    processes, accumulation = args.world_size, args.gradient_accumulation_steps
+    batch = batch_sizes(args)
     return {"epochs": epochs, "planned_epochs": planned_epochs, "steps": steps, "cut_by_time_budget": bool(cut),
-            "batch_per_process": args.per_device_train_batch_size, "processes": processes,
-            "gradient_accumulation": accumulation,
-            "batch_per_step": args.per_device_train_batch_size * processes * accumulation}
+            "batch_per_process": batch["per_process"], "processes": batch["processes"],
+            "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
 
 
 def validation_check(trainer, validation):
