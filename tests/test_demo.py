@@ -77,3 +77,20 @@ def test_demo_too_small_a_task_is_refused_before_any_work(tmp_path, capsys):
     assert main(["demo", "--task-size", "2", "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--task-size" in err and "at least 20" in err and not out.exists()
+
+
+def test_an_interrupted_demo_is_refused_naming_flags_the_demo_takes(tiny_backbone, tmp_path, capsys):
+    """A demo killed after a checkpoint is neither deleted nor continued silently: the refusal names --resume and
+    --overwrite, which `demo` takes as `train` does."""
+    checkpoint = tmp_path / ".demo.partial" / "checkpoint-3"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}")
+    assert main(["demo", "--output-dir", str(tmp_path / "demo"), "--backbone", tiny_backbone, "--task-size", "24",
+                 "--task-words", "40,60"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume" in err and "--overwrite" in err and "Traceback" not in err
+    assert checkpoint.exists()
+    from hf_longdoc.cli import build_parser
+
+    args = build_parser().parse_args(["demo", "--resume", "--overwrite"])
+    assert args.resume and args.overwrite

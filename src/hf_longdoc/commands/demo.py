@@ -31,12 +31,18 @@ def add_parser(subparsers):
     parser.add_argument("--max-length", type=MAX_LENGTH.parse, default=MAX_READ, help="tokens the model reads")
     parser.add_argument("--examples", type=POSITIVE_INTEGER.parse, default=4,
                         help="held-out documents to predict and explain")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue a demo run that was interrupted in --output-dir (as `train --resume`)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="discard an interrupted demo run in --output-dir, or replace files there that hf-longdoc "
+                             "did not write (as `train --overwrite`)")
     parser.set_defaults(run=run)
 
 
 def run(args):
     demo(output_dir=args.output_dir, backbone=args.backbone, task_size=args.task_size,
-         task_words=word_range(args.task_words), max_length=args.max_length, examples=args.examples)
+         task_words=word_range(args.task_words), max_length=args.max_length, examples=args.examples,
+         resume=args.resume, overwrite=args.overwrite)
 
 
 def default_backbone():
@@ -52,7 +58,7 @@ def default_backbone():
 
 
 def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 260), max_length=MAX_READ, examples=4,
-         seed=42):
+         seed=42, resume=False, overwrite=False):
     """Train the segment LM (`att`: its attention over segments says which passage decided) on the built-in
     `context` task, print its test accuracy beside TF-IDF over the first 512 tokens and over the full text, then
     predict `examples` held-out test documents with `explain=1` and print each one's label, true label and passage.
@@ -85,7 +91,8 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     tokenizer = AutoTokenizer.from_pretrained(backbone) if pretrained else None
     first = "first 512 tokens" if pretrained else "first 512 words "
     metrics = train(model="segment_lm", output_dir=output_dir, backbone=backbone, max_length=max_length,
-                    task_kind="context", task_size=task_size, task_words=task_words, seed=seed,
+                    task_kind="context", task_size=task_size, task_words=task_words, seed=seed, resume=resume,
+                    overwrite=overwrite,
                     freeze_backbone=pretrained, epochs=None if pretrained else 4,
                     extra_scores={"truncating_baseline_tfidf": partial(truncating_baseline, tokenizer=tokenizer)})
     baseline = metrics["truncating_baseline_tfidf"]
