@@ -79,10 +79,11 @@ def test_export_never_overwrites_without_the_flag_and_needs_a_saved_model(family
     saved_model(family, tmp_path / "model")
     arguments = ["export", str(tmp_path / "model"), "--output-dir", str(tmp_path / "onnx")]
     assert main(arguments) == 0
-    before = (tmp_path / "onnx" / "model.onnx").read_bytes()
+    assert main(arguments) == 0  # its own earlier output, unchanged: replaced, as `train` replaces its run
+    (tmp_path / "onnx" / "model.onnx").write_bytes(b"the user's own graph")
     assert main(arguments) == 2
-    assert "exists; pass --overwrite" in capsys.readouterr().err
-    assert (tmp_path / "onnx" / "model.onnx").read_bytes() == before
+    assert "not written by hf-longdoc (or changed since)" in capsys.readouterr().err
+    assert (tmp_path / "onnx" / "model.onnx").read_bytes() == b"the user's own graph"
     assert main(arguments + ["--overwrite"]) == 0
     assert main(["export", str(tmp_path), "--output-dir", str(tmp_path / "x")]) == 2
     assert "holds no config.json" in capsys.readouterr().err

@@ -29,6 +29,7 @@ from .numbers import (
     THRESHOLD,
     VOCAB_SIZE,
 )
+from .saved_models import require_safe_weights
 
 logger = logging.getLogger(__name__)
 TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
@@ -198,6 +199,8 @@ class RunSettings(TrainingOptions):
             self.family.build_config(**self.config_overrides)  # an impossible setting fails before any data is made
         if self.backbone is not None:  # the one check of the backbone in a run: the model is built unchecked
             check_backbone(self.family, self.backbone)
+        if self.init_from is not None:  # safetensors only: pickled weights are refused before any data is read
+            require_safe_weights(self.init_from, "`init_from` (--init-from)")
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
             self.learning_rate = self.family.fine_tuning_rate if self.pretrained else self.family.learning_rate
@@ -349,5 +352,7 @@ def check_backbone_folder(backbone):
     if looks_local and not os.path.isfile(os.path.join(os.path.expanduser(backbone), "config.json")):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} holds no config.json; pass a folder saved with "
                          "`save_pretrained` (model and tokenizer) or a Hub id.")
+    if looks_local:
+        require_safe_weights(backbone, "`backbone` (--backbone)", default_class="AutoModel")
     if not looks_local:
         require_hub("`backbone` (--backbone)", backbone)

@@ -40,15 +40,17 @@ def conversion_code(folder, config=None, default_class="AutoModelForSequenceClas
             f"{name}.from_pretrained({folder!r}, use_safetensors=False).save_pretrained({folder!r})")
 
 
-def require_safe_weights(folder, argument, default_class="AutoModelForSequenceClassification"):
+def require_safe_weights(folder, argument, default_class="AutoModelForSequenceClassification", need_weights=True):
     """A ValueError naming `argument` when the local model folder `folder` holds its weights only as pickled PyTorch
     files (pytorch_model.bin: `torch.load` would unpickle them, and a malicious pickle can run code), saying how to
-    convert them; or no weights at all. Nothing is read but the file names and config.json. A Hub id passes (its
-    loaders are called with `use_safetensors=True`)."""
+    convert them; or no weights at all (when `need_weights`). Nothing is read but the file names and config.json. A
+    Hub id passes (the loaders' own checks apply)."""
     path = os.path.expanduser(os.fspath(folder))
     if not os.path.isdir(path) or _matching(path, SAFE_WEIGHTS):
         return
     pickled = _matching(path, PICKLED_WEIGHTS)
+    if not pickled and not need_weights:
+        return
     if not pickled:
         raise ValueError(f"{argument} {folder!r} holds no model weights (no model.safetensors); pass the folder a "
                          "model was saved to with `save_pretrained` (or `hf-longdoc train --output-dir`).")

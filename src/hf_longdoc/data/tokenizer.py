@@ -93,14 +93,30 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as error:
         raise ValueError(f"{argument} {source!r}: no tokenizer could be loaded ({error}); {fix}.") from None
-    ids = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
-    learned = len(tokenizer) - len(set(tokenizer.all_special_ids))
-    # a config naming a tokenizer class without its vocabulary file builds one that reads every word as [UNK] beside
-    # a word-start piece: as many unknown tokens as words is no vocabulary, whatever else the ids hold
-    unknown = sum(i == tokenizer.unk_token_id for i in ids) if tokenizer.unk_token_id is not None else 0
-    if learned <= 0 or not ids or unknown >= len(PROBE_TEXT.split()):
-        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: its vocabulary has {max(learned, 0)} "
-                         "entries besides the special tokens and it maps ordinary English text to "
-                         f"{'nothing' if not ids else 'the unknown token'}, as Transformers' fallback does for a "
-                         f"folder without tokenizer files; {fix}.")
+    # A tokenizer config without its vocabulary file (vocab.txt, tokenizer.json, spiece.model, ...) makes Transformers
+    # build a tokenizer whose vocabulary holds only the special tokens (and, for SentencePiece classes, the word-start
+    # piece "▁"). That is the fault to refuse; a vocabulary fitted on another script (Greek, Arabic, protein letters)
+    # maps English text to [UNK] and is still the model's own, so no English probe decides it.
+    learned = vocabulary_entries(tokenizer)
+    if learned == 0:
+        present = sorted(name for name in TOKENIZER_FILES if os.path.isfile(os.path.join(local, name)))
+        where = (f" (the folder holds {', '.join(present) or 'no tokenizer file'} but no vocabulary file: none of "
+                 f"{', '.join(VOCABULARY_FILES)})" if os.path.isdir(local) else "")
+        special = len(set(tokenizer.all_special_ids))
+        raise ValueError(f"{argument} {source!r} holds no usable tokenizer: its vocabulary has no entries besides the "
+                         f"{special} special token{'s' if special != 1 else ''}{where}, so every word would be read "
+                         f"as the unknown token; {fix}.")
     return tokenizer
+
+
+# Files that hold a vocabulary (a tokenizer's `save_pretrained` writes one of them, unless its class builds its
+# vocabulary itself, as byte-level tokenizers do)
+VOCABULARY_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                    "tokenizer.model")
+WORD_BOUNDARY_PIECES = ("▁", "Ġ", "##", "Ċ", "")  # what a SentencePiece/BPE fallback holds without a vocabulary
+
+
+def vocabulary_entries(tokenizer):
+    """How many entries of `tokenizer`'s vocabulary are neither special tokens nor a bare word-boundary piece."""
+    special = set(tokenizer.all_special_tokens)
+    return sum(token not in special and token not in WORD_BOUNDARY_PIECES for token in tokenizer.get_vocab())
