@@ -25,6 +25,9 @@ GIB = 2**30
     (["--models", "modernbert", "--lengths", "5000000", "--backward"], ["sliding-window mask", "training steps"]),
     (["--models", "eurobert", "--lengths", "20000000", "--attention", "eager", "--batch-size", "2"],
      ["eager attention's scores"]),
+    # a family that builds n x n tensors says so through its registry entry (`square_bytes`)
+    (["--models", "sparse_bigbird", "--lengths", "400000"],
+     ["Big Bird's attention probabilities", "sparse_longformer"]),
 ])
 def test_bench_refuses_impossible_attention_before_allocating(argv, fragments, tmp_path, capsys):
     assert main(["bench", *argv, "--output", str(tmp_path / "bench")]) == 2
@@ -34,6 +37,13 @@ def test_bench_refuses_impossible_attention_before_allocating(argv, fragments, t
     for fragment in fragments:
         assert fragment in err, err
     assert not list(tmp_path.iterdir())
+
+
+def test_train_counts_a_familys_square_tensors_before_any_data_is_read(tmp_path, capsys):
+    assert main(["train", "--model", "sparse_bigbird", "--max-length", "400000", "--output-dir",
+                 str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "Big Bird's attention probabilities" in err and "TiB" in err and "Traceback" not in err
 
 
 def test_the_square_tensors_follow_the_attention_and_the_model():

@@ -75,6 +75,15 @@ class SquareTensors:
         return bool(self.shared or self.per_layer)
 
 
+def family_squares(parts):
+    """The `SquareTensors` of a family's `square_bytes` answer ((shared, per layer, what), or None: none)."""
+    if parts is None:
+        return None
+    shared, per_layer, what = parts
+    return SquareTensors(shared, per_layer, what, "lower {flags} (the sparse_longformer family reads long documents "
+                                                  "without n x n tensors)")
+
+
 def estimate_bytes(parameters, hidden_size, layers, batch_size, length, training):
     """The low bound of the module docstring, in bytes."""
     weights = (4 if training else 1) * FLOAT_BYTES * (parameters or 0)
@@ -138,4 +147,5 @@ def _size(nbytes):
     return f"{nbytes / GIB / 1024:,.1f} TiB" if nbytes >= 1024 * GIB else f"{nbytes / GIB:,.1f} GiB"
 
 
-__all__ = ["SquareTensors", "available_bytes", "check_fits", "estimate_bytes", "longest_fitting", "parameter_count"]
+__all__ = ["SquareTensors", "available_bytes", "check_fits", "estimate_bytes", "family_squares", "longest_fitting",
+           "parameter_count"]

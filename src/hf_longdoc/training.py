@@ -25,7 +25,7 @@ from transformers import (
 from .data import BUILTIN_TASK, has_tokenizer_files, load_for_evaluation, load_task, load_tokenizer, tokenize
 from .decisions import decision_threshold
 from .distributed import on_main_then_share
-from .feasibility import check_fits
+from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan, keep_the_better
 from .hub import make_model_card, public_name
 from .metrics import compute_metrics_fn, score_name
@@ -243,7 +243,8 @@ def check_run_fits(run):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     check_fits(build, config, run.batch_size, max(1, run.max_length // per_position), True,
                f"Training this {run.family.name} model",
-               "--config num_hidden_layers / hidden_size, --max-length or --batch-size", device)
+               "--config num_hidden_layers / hidden_size, --max-length or --batch-size", device,
+               family_squares(run.family.square_bytes(config, run.batch_size, 4)))
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..feasibility import check_fits
+from ..feasibility import check_fits, family_squares
 from ..modeling import FAMILIES, Family, resolve
 from .baselines import (
     BASELINES,
@@ -159,7 +159,9 @@ def check_bench_fits(entries, lengths, batch_size, backward, device, config_over
         config = copy.deepcopy(model.config)
         config.num_hidden_layers = sizes.get("num_layers", config.num_hidden_layers)
         square = None
-        if entry.family is None:  # its config as built: some models fill per-layer lists into it (Longformer)
+        if entry.family is not None:
+            square = family_squares(entry.family.square_bytes(config, batch_size, dtype.itemsize))
+        else:  # its config as built: some models fill per-layer lists into it (Longformer)
             config = entry.baseline_config(sizes["hidden_size"], sizes["num_layers"], sizes["num_heads"], length,
                                            window=sizes.get("window", 512))
             attention = attentions.get(entry.name) or baseline_attention(entry.baseline, "auto", device, dtype)

@@ -125,6 +125,12 @@ class Family:
         it can."""
         return None
 
+    def square_bytes(self, config: PretrainedConfig, batch_size: int, element_bytes: int) -> tuple | None:
+        """The (length x length) tensors a forward pass of a model with `config` builds, for the memory check before
+        any work (`feasibility.SquareTensors`): (bytes per length² made once per pass, bytes per length² per layer,
+        what they are in words), or None: none (the family is linear in the length)."""
+        return None
+
     def frozen_features(self, model: PreTrainedModel, input_ids: torch.Tensor, attention_mask: torch.Tensor
                         ) -> tuple[torch.Tensor, ...] | None:
         """What the new classification head reads from a frozen backbone, computed once per document so the head can
