@@ -436,6 +436,9 @@ RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or
 def check_resume_matches(checkpoint, config):
     """A ValueError naming every setting where the model this run built differs from the one in `checkpoint`
     (labels, width, depth, ...): Trainer would fail deep inside loading the state, or continue another model."""
+    from .saved_models import require_safe_weights
+
+    require_safe_weights(checkpoint, "`resume` (--resume): the checkpoint", need_weights=False)  # never unpickled
     saved, built = AutoConfig.from_pretrained(checkpoint).to_dict(), config.to_dict()  # both with their defaults
     labels_there, labels_here = (list(dict(sorted(c["id2label"].items(), key=lambda kv: int(kv[0]))).values())
                                  for c in (saved, built))
