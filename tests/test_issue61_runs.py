@@ -262,3 +262,18 @@ def test_negative_numbers_in_lists_reach_the_list_check(argv, flag, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert flag in err and "positive integers" in err and "expected one argument" not in err
+
+
+def test_a_quoted_tilde_in_a_backbone_path_is_the_home_folder(tmp_path, monkeypatch):
+    """`--backbone "~/models/x"` (the shell leaves a quoted tilde alone) names the folder in the home folder; it failed
+    as a malformed Hub id when the tokenizer was loaded."""
+    from hf_longdoc.data import fit_wordpiece_tokenizer
+    from hf_longdoc.run_settings import RunSettings
+    from tiny_bert import save_tiny_bert
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    tokenizer = fit_wordpiece_tokenizer(["a few words to fit a tiny vocabulary on"] * 4, vocab_size=120,
+                                        model_max_length=32)
+    save_tiny_bert(tmp_path / "models" / "x", tokenizer, max_positions=32)
+    run = RunSettings.of(model="segment_lm", backbone="~/models/x").resolve()
+    assert run.backbone == str(tmp_path / "models" / "x")

@@ -180,6 +180,10 @@ class RunSettings(TrainingOptions):
         """Check every argument, in the order a user would fix them, and resolve the family, the epochs, the learning
         rate, the tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
         self.family = get_family(self.model)  # an unknown family or setting fails before any data is made
+        for name in ("backbone", "init_from", "tokenizer"):  # `~/models/x` as typed inside quotes: the shell left it
+            value = getattr(self, name)
+            if isinstance(value, str) and value.startswith("~"):
+                setattr(self, name, os.path.expanduser(value))
         self.config_overrides = dict(self.config_overrides or {})
         check_label_overrides(self.config_overrides)
         self.family.check_settings(self.config_overrides)

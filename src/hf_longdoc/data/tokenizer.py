@@ -67,9 +67,6 @@ def continuation_tokens(texts, normalizer, pre_tokenizer):
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "spiece.model",
                    "sentencepiece.bpe.model", "tokenizer.model")
 
-# A sentence every subword, byte or character vocabulary covers: a tokenizer that cannot encode it has no vocabulary.
-PROBE_TEXT = "The report was published in 2024 and describes a new method for reading long documents."
-
 
 def has_tokenizer_files(folder):
     """Whether `folder` holds what a tokenizer's `save_pretrained` writes."""
