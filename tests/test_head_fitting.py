@@ -116,6 +116,36 @@ def test_fit_head_learns_a_separable_task_and_keeps_the_best_epoch(pretrained):
     assert all(torch.equal(p, backbone_before[n]) for n, p in model.named_parameters() if n not in head)
 
 
+@pytest.mark.parametrize("omp", [None, "2"])
+def test_the_head_stage_runs_on_one_thread_and_restores_the_users_count(pretrained, monkeypatch, omp):
+    """Small operations on shared cores wait for every thread (`threads.small_op_phase`): the head stage runs on one,
+    and gives the count back after; a count the user chose with OMP_NUM_THREADS is kept."""
+    model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False, max_length=200)
+    family = FAMILIES["segment_lm"]
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)
+    seen, head_logits = [], family.head_logits
+
+    def counting(*args):
+        seen.append(torch.get_num_threads())
+        return head_logits(*args)
+
+    monkeypatch.setattr(family, "head_logits", counting)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        z = torch.randn(16, model.config.num_segments, model.config.hidden_size)
+        present = torch.ones(16, model.config.num_segments, dtype=torch.bool)
+        labels = torch.randint(0, 2, (16,))
+        fit_head(model, family, new_parameter_names(model, family), ((z, present), labels), ((z, present), labels),
+                 epochs=1)
+        assert set(seen) == ({1} if omp is None else {2}) and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_freeze_backbone_trains_only_the_head_and_saves_a_whole_model(pretrained, tmp_path, caplog):
     output = tmp_path / "frozen"
     with caplog.at_level("WARNING"):

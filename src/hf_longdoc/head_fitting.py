@@ -27,6 +27,7 @@ from transformers import DataCollatorWithPadding, EvalPrediction
 from .metrics import compute_metrics_fn, score_name
 from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
+from .threads import small_op_phase
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,16 @@ def fit_head(model, family, head_parameters, train, validation, epochs=50, learn
     multi-label) is kept, and training stops after `patience` epochs without a better one. A non-finite loss is a
     `RunDiverged`; at `deadline` (a `time.monotonic()` reading) the stage stops after the epoch. Returns (what
     happened: epochs run, best epoch, its validation score, seconds; the head's weights at the epoch of the lowest
-    validation loss, the calibrated start for fine-tuning: see `HeadStage.run`)."""
+    validation loss, the calibrated start for fine-tuning: see `HeadStage.run`). On a CPU it runs on one thread
+    (`threads.small_op_phase`: its operations are small, and on shared cores each would wait for the others)."""
+    with small_op_phase("The head stage", model.device):
+        return _fit_head(model, family, head_parameters, train, validation, epochs, learning_rate, batch_size, seed,
+                         multi_label, threshold, patience, deadline)
+
+
+def _fit_head(model, family, head_parameters, train, validation, epochs, learning_rate, batch_size, seed, multi_label,
+              threshold, patience, deadline):
+    """`fit_head`, on the threads it chose."""
     head = {name: p for name, p in model.named_parameters() if name in set(head_parameters)}
     if not head:
         raise ValueError("No head parameters to fit: the model has no parameters its backbone does not supply.")
