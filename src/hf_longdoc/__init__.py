@@ -12,7 +12,12 @@ from .modeling.contextualizer import (
     ContextualizerModel,
 )
 from .modeling.elementwise import ElementwiseConfig, ElementwiseForSequenceClassification, ElementwiseModel
-from .modeling.segment_lm import SegmentLMConfig, SegmentLMForSequenceClassification, SegmentLMModel
+from .modeling.segment_lm import (
+    SegmentLMConfig,
+    SegmentLMForSequenceClassification,
+    SegmentLMModel,
+    SegmentLMTokenizer,
+)
 from .modeling.slstm import SLSTMConfig, SLSTMForMaskedLM, SLSTMForSequenceClassification, SLSTMModel
 from .modeling.sparse_longformer import (
     SparseBigBirdConfig,
@@ -56,4 +61,5 @@ __all__ = [
     "SegmentLMConfig",
     "SegmentLMModel",
     "SegmentLMForSequenceClassification",
+    "SegmentLMTokenizer",
 ]

@@ -106,7 +106,8 @@ def explain(model, tokenizer, texts, k, max_length):
     texts = list(texts)
     encoding = tokenizer(texts, truncation=True, max_length=max_length, padding=True, padding_side="right",
                          return_offsets_mapping=True, return_tensors="pt")
-    if cut := sum(bool(piece.overflowing) for piece in encoding.encodings):  # the tokens truncation dropped
+    pieces = encoding.encodings or [None] * len(texts)  # a tokenizer that lays documents out itself has none
+    if cut := sum(bool(piece is not None and piece.overflowing) for piece in pieces):  # what truncation dropped
         # at INFO the first time only: predict calls this once a batch and counts the cut documents itself
         log = logger.debug if _logged_cuts else logger.info
         log(f"{cut} of {len(texts)} documents are longer than the {max_length or tokenizer.model_max_length} tokens "
@@ -118,10 +119,12 @@ def explain(model, tokenizer, texts, k, max_length):
         outputs = model(**inputs, output_attentions=True, return_dict=True)
         spans = family.evidence(model, outputs, inputs["input_ids"], inputs["attention_mask"])
     evidence = []
-    for text, document_offsets, document_spans, piece in zip(texts, offsets, spans, encoding.encodings):
+    for text, document_offsets, document_spans, piece in zip(texts, offsets, spans, pieces):
         passages = {}
         for first, stop, weight in document_spans:
-            span = _character_span(document_offsets, *_whole_words(piece.word_ids, first, stop))
+            if piece is not None:  # without the tokenizer's words (a sentence layout), the span is whole sentences
+                first, stop = _whole_words(piece.word_ids, first, stop)
+            span = _character_span(document_offsets, first, stop)
             if span is not None and weight > passages.get(span, -float("inf")):  # special tokens alone: no text
                 passages[span] = weight
         ranked = sorted(passages.items(), key=lambda item: (-item[1], item[0][0]))

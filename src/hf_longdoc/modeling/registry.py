@@ -16,6 +16,7 @@ from transformers import (
     PretrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
 )
 
 from .backbones import backbone_positions  # what a checkpoint of no family reads (the pipeline asks here)
@@ -229,8 +230,10 @@ class Family:
                 AUTO_CLASSES[auto].register(self.config_class, cls, exist_ok=True)
             cls.register_for_auto_class(auto)
         self.config_class.default_auto_map = self.auto_map
-        if self.tokenizer_class is not None:
-            AutoTokenizer.register(self.config_class, slow_tokenizer_class=self.tokenizer_class, exist_ok=True)
+        if self.tokenizer_class is not None:  # a fast tokenizer class in its slot, a slow one in the other
+            slot = "fast_tokenizer_class" if issubclass(self.tokenizer_class, PreTrainedTokenizerFast) else \
+                "slow_tokenizer_class"
+            AutoTokenizer.register(self.config_class, **{slot: self.tokenizer_class}, exist_ok=True)
 
     def reads(self, config):
         """The most input ids a model with `config` reads (None: no limit): `reading_length`, by its older name."""

@@ -9,6 +9,7 @@ from .modeling_segment import (
     SegmentLMPreTrainedModel,
     cut_into_segments,
 )
+from .tokenization_segment import SegmentLMTokenizer
 
 __all__ = ["SegmentLMConfig", "SegmentLMModel", "SegmentLMForSequenceClassification", "SegmentLMPreTrainedModel",
-           "SegmentHead", "cut_into_segments"]
+           "SegmentHead", "SegmentLMTokenizer", "cut_into_segments"]

@@ -104,6 +104,11 @@ class SegmentLMConfig(PretrainedConfig):
             memory then does not grow with m, at the cost of encoding every segment twice per training step (about
             a third more time). `False` keeps the passes' activations, as any Transformers model does unless
             `gradient_checkpointing_enable()` (the Trainer's `gradient_checkpointing`) is called.
+        sentence_packing (`bool`, defaults to `False`):
+            Whether segments hold whole sentences: the model's tokenizer (`SegmentLMTokenizer`) packs a document's
+            sentences into segments of L - 2 ids and pads each segment's rest with [PAD] ids, which the model then
+            reads as places that hold no token. `False`: fixed windows of L - 2 tokens (the paper's), where a segment
+            may start in the middle of a sentence.
         hidden_size / num_hidden_layers / vocab_size (`int`, *optional*):
             Set the backbone's sizes of those names (before q defaults to d), as `--config hidden_size=...` does.
         classifier_dropout (`float`, defaults to 0.1):
@@ -132,6 +137,7 @@ class SegmentLMConfig(PretrainedConfig):
         stopped_segment_dropout=False,
         segments_per_pass=16,
         checkpoint_segment_passes=True,
+        sentence_packing=False,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -178,6 +184,9 @@ class SegmentLMConfig(PretrainedConfig):
         self.stopped_segment_dropout = bool(stopped_segment_dropout)
         self.segments_per_pass = segments_per_pass
         self.checkpoint_segment_passes = bool(checkpoint_segment_passes)
+        if not isinstance(sentence_packing, bool):
+            raise ValueError(f"`sentence_packing` must be True or False, got {sentence_packing!r}.")
+        self.sentence_packing = sentence_packing
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

@@ -12,9 +12,11 @@ from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .configuration_segment import SegmentLMConfig
 from .modeling_segment import SegmentLMForSequenceClassification, SegmentLMModel
+from .tokenization_segment import SegmentLMTokenizer
 
 
-def segment_of_positions(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id):
+def segment_of_positions(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id=None,
+                         packed=False):
     """(b, n): the segment each position of flat documents (b, n) is read in, -1 where none is (padding, the leading
     [CLS] and trailing [SEP] a tokenizer added, tokens past the m·(L - 2) the model reads). The rule of
     `cut_into_segments`, which `tests/test_explaining.py` holds it to."""
@@ -26,8 +28,9 @@ def segment_of_positions(input_ids, attention_mask, num_segments, segment_length
     last = real.sum(dim=1) - 1  # right padding: the last real position
     content[rows, last] &= input_ids[rows, last] != sep_id
     width = segment_length - 2
-    slot = content.long().cumsum(dim=1) - 1  # the k-th content token goes to slot k of the (m, L - 2) grid
-    keep = content & (slot < num_segments * width)
+    slot = content.long().cumsum(dim=1) - 1  # the k-th content id goes to slot k of the (m, L - 2) grid
+    token = content & (input_ids != pad_id) if packed else content  # packed: a pad inside holds a slot, no token
+    keep = token & (slot < num_segments * width)
     return torch.where(keep, slot // width, -1)
 
 
@@ -53,11 +56,12 @@ class SegmentLMFamily(Family):
         "(in the table below) says which segments this model took it through."
     )
     learning_rate = 1e-4
+    tokenizer_class = SegmentLMTokenizer  # what a folder saved with sentence packing loads (without: the backbone's)
     special_tokens = {"cls_token_id": "start", "sep_token_id": "end"}  # every segment is wrapped as [CLS] .. [SEP]
     variants = {"variant": SEGMENT_VARIANTS}
     bench_reference = ("base", "time")  # the paper's Table 3 reports time as a multiple of Base
     card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
-                     "segment_pooling", "gradient_mode")
+                     "segment_pooling", "gradient_mode", "sentence_packing")
 
     def reading_length(self, config):
         """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
@@ -70,6 +74,8 @@ class SegmentLMFamily(Family):
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
                                                                             max_length=max_length, **settings)
+        if model.config.sentence_packing:  # segments of whole sentences: the tokenizer lays the document out
+            tokenizer = SegmentLMTokenizer.from_backbone(tokenizer, model.config.segment_length, True)
         return model, tokenizer  # a decoder's tokenizer has gained a classification token
 
     def backbone_refusal(self, backbone_config):
@@ -95,7 +101,8 @@ class SegmentLMFamily(Family):
         (alpha,) = outputs.attentions
         config = model.config
         segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
-                                       config.cls_token_id, config.sep_token_id).cpu()  # (b, n)
+                                       config.cls_token_id, config.sep_token_id, config.pad_token_id,
+                                       config.sentence_packing).cpu()  # (b, n)
         alpha = alpha.float().cpu()
         passages = []
         for row in range(len(segment)):

@@ -108,11 +108,15 @@ def check_right_padded(mask, unit="token"):
                          "(`tokenizer.padding_side = \"right\"`).")
 
 
-def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id):
+def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, cls_id, sep_id, pad_id,
+                      packed=False):
     """Flat documents (b, n) -> segments (b, m, L) with [CLS] x [SEP] each, their masks, and which are present.
 
-    A leading `cls_id` and the trailing `sep_id` a tokenizer added are dropped first; then the document's tokens fill
-    m segments of L - 2 tokens in order (the rest is cut), each wrapped as [CLS] tokens [SEP] and padded."""
+    A leading `cls_id` and the trailing `sep_id` a tokenizer added are dropped first; then the document's ids fill
+    m segments of L - 2 ids in order (the rest is cut), each wrapped as [CLS] tokens [SEP] and padded. With `packed`
+    (`sentence_packing`), a `pad_id` inside the document (attention mask 1: `SegmentLMTokenizer`'s layout of whole
+    sentences) holds its place in a segment but is no token, so a segment padded there ends with its last sentence
+    and the next segment starts with the next one."""
     b, n = input_ids.shape
     real = attention_mask.bool()
     content = real.clone()
@@ -123,8 +127,9 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     width = segment_length - 2
     # the k-th content token of a row goes to slot k of the flattened (m, L - 2) grid
     slot = content.long().cumsum(dim=1) - 1
-    keep = content & (slot < num_segments * width)
-    if not torch.compiler.is_compiling() and (content & ~keep).any():
+    token = content & (input_ids != pad_id) if packed else content  # packed: a pad inside holds a slot, no token
+    keep = token & (slot < num_segments * width)
+    if not torch.compiler.is_compiling() and (token & ~keep).any():
         logger.warning_once(f"A document has more than the m·(L - 2) = {num_segments * width} content tokens the model "
                             "reads; the rest is ignored. Truncate with the tokenizer (truncation=True; its "
                             "model_max_length is what the model reads) to silence this.")
@@ -373,7 +378,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             mask = attention_mask.bool()
             return input_ids, mask, mask.any(dim=2)  # (b, m, L), (b, m, L), (b, m)
         return cut_into_segments(input_ids, attention_mask, config.num_segments, config.segment_length,
-                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
+                                 config.cls_token_id, config.sep_token_id, config.pad_token_id,
+                                 config.sentence_packing)
 
     def forward(
         self,
