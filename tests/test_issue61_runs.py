@@ -12,6 +12,7 @@ import torch
 from hf_longdoc.cli import main
 from hf_longdoc.experiments.baselines import square_tensors
 from hf_longdoc.experiments.bench import BenchModel, check_bench_fits
+from test_compare import _dataset
 
 GIB = 2**30
 
@@ -71,22 +72,6 @@ def test_sizes_that_fit_pass_the_check(monkeypatch):
 
 
 # -- compare: what ran, the budget, the batch and the evidence runs ---------------------------------------------------
-def _dataset(tmp_path):
-    """A small labelled JSONL file (the built-in task's documents, evidence anywhere)."""
-    import json
-
-    from hf_longdoc.data import make_long_document_task
-
-    data = make_long_document_task(train_size=40, validation_size=8, test_size=16, min_words=40, max_words=120,
-                                   evidence="anywhere", seed=3)
-    path = tmp_path / "docs.jsonl"
-    with open(path, "w") as f:
-        for split in ("train", "validation", "test"):
-            for row in data[split]:
-                f.write(json.dumps({"body": row["text"], "topic": f"t{row['label']}"}) + "\n")
-    return str(path)
-
-
 TINY_COMPARE = ["--text-column", "body", "--label-column", "topic", "--hidden-size", "16", "--num-layers", "1",
                 "--num-heads", "2", "--max-length", "96", "--vocab-size", "300", "--bench-lengths", "none",
                 "--task-size", "16", "--task-words", "40,80"]
