@@ -31,6 +31,9 @@ def test_demo_trains_then_explains_held_out_documents_beside_the_baselines(tiny_
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["model"] == "segment_lm" and metrics["task"]["kind"] == "context"
     assert f"test accuracy {metrics['test']['accuracy']:.3f}" in printed
+    assert "segment_lm:att_ablated around tiny-bert" in printed
+    assert json.loads((out / "config.json").read_text())["sentence_packing"]  # segments of whole sentences
+    assert re.search(r"The demo took \d+ min \d+ s", printed) and "hf-longdoc predict out/mine" in printed
     baseline = metrics["truncating_baseline_tfidf"]
     assert f"first 512 tokens   test accuracy {baseline['first_512']:.3f}" in printed
     assert f"full text          test accuracy {baseline['full_text']:.3f}" in printed

@@ -3,6 +3,7 @@ pretrained MiniLM, then `predict --explain` on held-out documents, beside the TF
 
 import logging
 import os
+import time
 from functools import partial
 
 from ..numbers import MAX_LENGTH, POSITIVE_INTEGER
@@ -10,10 +11,15 @@ from .options import Formatter, word_range
 
 logger = logging.getLogger(__name__)
 
-# Documents of 200-260 pseudo-words are 740-1,150 MiniLM tokens, and the two statements start past token 600; the
-# segment LM reads 1,200 tokens (38 segments of 32), so it sees them, and a 512-token reader never does.
+# Documents of 200-260 pseudo-words are 740-1,150 MiniLM tokens, and the two statements start past token 600. The
+# segment LM reads them in segments of whole sentences (`sentence_packing`), whose padding takes room: 1,600 ids read
+# every document whole, and a 512-token reader never sees the statements.
 TASK_WORDS = "200,260"
-MAX_READ = 1200
+MAX_READ = 1600
+# The head over the sentence vectors: Eq. 7's a ⊕ α ⊕ z_M(α) reads the attended sentence's own vector. Measured on the
+# demo's cached features (one seed, test accuracy): `att_ablated` .87 with whole sentences, .57 with fixed windows;
+# `att` (Eq. 5, which adds z_1, h_2 and h_m) .45-.54 and `rnn`, `base`, `cat` .47-.53 either way (docs/results.md).
+DEMO_VARIANT = "att_ablated"
 SMALLEST_TASK = 20  # documents: a few of each label in every split
 
 
@@ -59,13 +65,14 @@ def default_backbone():
 
 def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 260), max_length=MAX_READ, examples=4,
          seed=42, resume=False, overwrite=False):
-    """Train the segment LM (`att`: its attention over segments says which passage decided) on the built-in
-    `context` task, print its test accuracy beside TF-IDF over the first 512 tokens and over the full text, then
-    predict `examples` held-out test documents with `explain=1` and print each one's label, true label and passage.
+    """Train the segment LM (`DEMO_VARIANT`: its attention over segments says which sentence decided) on the built-in
+    `context` task, in segments of whole sentences, print its test accuracy beside TF-IDF over the first 512 tokens
+    and over the full text, then predict `examples` held-out test documents with `explain=1` and print each one's
+    label, true label and sentence, the time it took and what to do next.
 
     Only the head trains, on segment vectors the frozen backbone computes once (`freeze_backbone`): on 2 CPU cores
     that is what fits a demo's minutes, and a pretrained sentence encoder already tells "the room was not clean" from
-    "the room was clean"."""
+    "the room was clean" when it reads that sentence whole."""
     from transformers import AutoTokenizer
 
     if task_size < SMALLEST_TASK:
@@ -86,11 +93,15 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
         check_backbone(get_family("segment_lm"), backbone)
     name = os.path.basename(os.path.normpath(backbone)) if backbone else "all-MiniLM-L6-v2"
     backbone = backbone or default_backbone()
-    pretrained = backbone is not None  # the segment LM's default variant is `att`: its α says which passage decided
+    pretrained = backbone is not None
     # "First 512 tokens" in the backbone's tokens, which cut pseudo-words into pieces (512 words would be all of it)
     tokenizer = AutoTokenizer.from_pretrained(backbone) if pretrained else None
     first = "first 512 tokens" if pretrained else "first 512 words "
+    started = time.monotonic()
+    # whole sentences: a backbone's fast tokenizer lays them out (a model from random weights reads fixed windows)
+    settings = {"variant": DEMO_VARIANT, "sentence_packing": True} if pretrained else {}
     metrics = train(model="segment_lm", output_dir=output_dir, backbone=backbone, max_length=max_length,
+                    config_overrides=settings,
                     task_kind="context", task_size=task_size, task_words=task_words, seed=seed, resume=resume,
                     overwrite=overwrite,
                     freeze_backbone=pretrained, epochs=None if pretrained else 4,
@@ -101,7 +112,7 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
           "on the room, given past token 512")
     print("next to a verdict on another part. Exactly one of the two is negated: every document holds the same words, "
           "and only what the `not` attaches to decides (chance: 0.5).")
-    reader = f"segment_lm:att around {name if pretrained else 'random weights'}"
+    reader = f"segment_lm:{DEMO_VARIANT if pretrained else 'att'} around {name if pretrained else 'random weights'}"
     print(f"  {reader} (reads {metrics['max_length']} tokens)  test accuracy {metrics['test']['accuracy']:.3f}")
     print(f"  TF-IDF + logistic regression, {first}   test accuracy {baseline['first_512']:.3f}")
     print(f"  TF-IDF + logistic regression, full text          test accuracy {baseline['full_text']:.3f}")
@@ -121,4 +132,10 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
         if passage is not None:
             print(f"    decided by characters {passage['start']}-{passage['end']} (weight {passage['weight']:.2f}): "
                   f"\"{passage['text']}\"")
+    minutes, seconds = divmod(round(time.monotonic() - started), 60)
+    print()
+    print(f"The demo took {minutes} min {seconds} s. Next, on your own data (a .csv/.jsonl/.parquet file with `text` "
+          "and `label` columns, or a folder of .txt files per label):")
+    print(f"  hf-longdoc train --backbone {backbone or 'PATH'} --dataset YOUR_DATA.jsonl --output-dir out/mine")
+    print("  hf-longdoc predict out/mine --dataset NEW_DOCS.jsonl --output labels.jsonl --explain 1")
     return metrics, rows
