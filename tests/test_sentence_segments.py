@@ -135,9 +135,10 @@ def saved_packed_model(backbone, tmp_path_factory):
     return str(output)
 
 
-def test_every_path_reads_a_document_as_the_tokenizer_lays_it_out(saved_packed_model, tmp_path):
+def test_every_path_reads_a_document_as_the_tokenizer_lays_it_out(saved_packed_model, backbone, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(saved_packed_model)
     assert isinstance(tokenizer, SegmentLMTokenizer) and tokenizer.sentence_packing
+    assert set(tokenizer(DOCUMENT)) == set(backbone[1](DOCUMENT))  # the backbone's inputs, not the base class's
     model = AutoModelForSequenceClassification.from_pretrained(saved_packed_model).eval()
     documents = [DOCUMENT, "Short one. The end.", SENTENCES[3] + " " + SENTENCES[0]]
     with torch.no_grad():

@@ -110,8 +110,8 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
                     if getattr(tokenizer, name, None) is not None}
         packed = cls(tokenizer_object=tokenizer.backend_tokenizer, model_max_length=tokenizer.model_max_length,
                      segment_length=segment_length, sentence_packing=sentence_packing,
-                     sentence_language=sentence_language, padding_side="right", **specials)
-        packed.model_input_names = list(tokenizer.model_input_names)
+                     sentence_language=sentence_language, padding_side="right",
+                     model_input_names=list(tokenizer.model_input_names), **specials)  # saved: BERT's token_type_ids
         return packed
 
     def _frame(self):
