@@ -16,6 +16,7 @@ from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.explaining import explain
 from hf_longdoc.modeling.segment_lm.modeling_segment import cut_into_segments
 from hf_longdoc.modeling.segment_lm.tokenization_segment import SegmentLMTokenizer, pack_sentences, sentence_spans
+from hf_longdoc.reading_length import reading_length
 from tiny_bert import save_tiny_bert
 
 SENTENCES = [
@@ -115,6 +116,23 @@ def test_truncation_padding_and_batches_behave_as_transformers_users_expect(back
     assert overflow["overflow_to_sample_mapping"] == [0, 0, 1]  # the first text was cut, the second was not
     assert packed("Tiny.", add_special_tokens=False)["input_ids"] == tokenizer("Tiny.", add_special_tokens=False)[
         "input_ids"]
+
+
+def test_a_packed_model_reads_max_length_document_tokens(backbone):
+    """`--max-length N` with packing reads about N document tokens: the model has a third more segments than fixed
+    windows (their padding takes room; before, it counted toward N and a document was cut a quarter earlier)."""
+    folder, plain = backbone
+    long_document = " ".join([DOCUMENT] * 12)
+    for packing in (False, True):
+        model, tokenizer = FAMILIES["segment_lm"].from_backbone(folder, None, 202, num_labels=2,
+                                                                segment_length=SEGMENT_LENGTH,
+                                                                sentence_packing=packing)
+        tokenizer.model_max_length = reading_length(model.config, 202)  # as `train` sets it for --max-length 202
+        ids = tokenizer(long_document, truncation=True)["input_ids"]
+        text = [i for i in ids if i not in (tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id)]
+        assert len(text) >= 200 and len(ids) <= tokenizer.model_max_length
+        assert model.config.num_segments == (14 if packing else 10)
+        assert text == plain(long_document, add_special_tokens=False)["input_ids"][:len(text)]
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,16 @@ logger = logging.getLogger(__name__)
 UNBOUNDED = 10**6  # a tokenizer's model_max_length above this means "not set" (Transformers uses 1e30)
 
 
+def ids_for_tokens(config, tokens):
+    """The input ids that hold `tokens` of a document in a model with `config` (`Family.ids_to_read`; a Transformers
+    checkpoint: the same number)."""
+    try:
+        family = family_of_config(config)
+    except ValueError:
+        return tokens
+    return family.ids_to_read(config, tokens)
+
+
 def model_limit(config):
     """(the most input ids a model with `config` reads or None for no limit, input ids per position): an hf_longdoc
     family says (`Family.reading_length`, `Family.ids_per_position`: elementwise reads v bytes a position); any other
@@ -28,19 +38,20 @@ def model_limit(config):
 
 
 def reading_length(config, requested=None, tokenizer_limit=None):
-    """The most input ids a model with `config` reads: `requested` (the user's `max_length`), else `tokenizer_limit`
-    (a saved tokenizer's `model_max_length`; above UNBOUNDED it is unset), cut to what the model reads
+    """The most input ids a model with `config` reads: those that hold `requested` document tokens (the user's
+    `max_length`; `ids_for_tokens`), else `tokenizer_limit` (a saved tokenizer's `model_max_length`, in ids; above
+    UNBOUNDED it is unset), cut to what the model reads
     (`model_limit`) and to whole positions (elementwise: a multiple of v bytes). None when nothing bounds it (the
     contextualizer and the S-LSTM read any length). A request the model cannot read is cut, with a warning."""
     limit, width = model_limit(config)
     if requested is not None:
-        wanted = requested
+        wanted = ids_for_tokens(config, requested)
     elif tokenizer_limit is not None and tokenizer_limit < UNBOUNDED:
         wanted = tokenizer_limit
     else:
         wanted = None
     length = wanted if limit is None or (wanted is not None and wanted <= limit) else limit
-    if requested is not None and length < requested:
+    if requested is not None and length < wanted:
         logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
                        "and the saved tokenizer truncates there.", config.model_type, length, requested, length)
     if length is not None and length % width:
@@ -51,4 +62,4 @@ def reading_length(config, requested=None, tokenizer_limit=None):
     return length
 
 
-__all__ = ["UNBOUNDED", "model_limit", "reading_length"]
+__all__ = ["UNBOUNDED", "ids_for_tokens", "model_limit", "reading_length"]

@@ -95,6 +95,12 @@ class Family:
         """The most input ids a model with `config` reads (its positions, its segments), or None: no limit."""
         return None
 
+    def ids_to_read(self, config: PretrainedConfig, tokens: int) -> int:
+        """The input ids it takes a model with `config` to read `tokens` of a document (a user's `max_length`): the
+        same number, unless its tokenizer adds ids that are not the document's (the segment LM's padding between
+        packed sentences)."""
+        return tokens
+
     def own_tokenizer(self, config: PretrainedConfig, max_length: int | None = None) -> PreTrainedTokenizerBase | None:
         """The family's own tokenizer for `config`, reading at most `max_length` ids (None: the config's length), or
         None: the family reads a WordPiece tokenizer fitted on the training split (or its backbone's).

@@ -10,7 +10,7 @@ from transformers import AutoTokenizer
 
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
-from .configuration_segment import SegmentLMConfig
+from .configuration_segment import SegmentLMConfig, segments_to_read
 from .modeling_segment import SegmentLMForSequenceClassification, SegmentLMModel
 from .tokenization_segment import SegmentLMTokenizer
 
@@ -66,6 +66,13 @@ class SegmentLMFamily(Family):
     def reading_length(self, config):
         """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
         return config.num_segments * (config.segment_length - 2) + 2
+
+    def ids_to_read(self, config, tokens):
+        """With whole sentences packed into segments, the ids of the segments that hold `tokens` document tokens
+        however the sentences fall (twice the windows; `segments_to_read`), and the [CLS] and [SEP] around them."""
+        if not config.sentence_packing:
+            return tokens
+        return segments_to_read(tokens, config.segment_length, packed=True) * (config.segment_length - 2) + 2
 
     def from_backbone(self, path, tokenizer, max_length, **settings):
         """The segment LM around a pretrained encoder or decoder and its tokenizer: segments of L = `segment_length`

@@ -580,7 +580,8 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
                         "for that). Training keeps every segment's activations; if memory runs short, set "
                         "`checkpoint_segment_passes=True` (about a third slower) or lower the batch size.")
         if max_length is not None and "num_segments" not in config_kwargs:
-            config_kwargs["num_segments"] = segments_to_read(max_length, config_kwargs["segment_length"])
+            config_kwargs["num_segments"] = segments_to_read(max_length, config_kwargs["segment_length"],
+                                                             config_kwargs.get("sentence_packing", False))
         config = SegmentLMConfig(backbone_config=pretrained.config, **{**ids, **config_kwargs})
         model = cls(config)
         missing, unexpected = model.segment_lm.backbone.load_state_dict(pretrained.state_dict(), strict=False)

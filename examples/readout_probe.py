@@ -1,0 +1,179 @@
+"""Which segments and which readout? The segment LM's head stage on cached frozen features, over three splits.
+
+For each way of cutting a document into segments (`--modes`: fixed windows, the paper's layout, or whole sentences
+packed into each segment, `sentence_packing`; each at a number of ids read), every document of the dataset is
+encoded once by the frozen backbone (the segment vectors z_i of Eq. 2, as `hf-longdoc train`'s head stage caches
+them). Then, for each split seed (42, 43, 44: the splits `hf-longdoc train --seed S` draws), each head variant of
+Olson et al. (2019) (`base` Eq. 1, `cat` Eq. 2, `rnn` Eq. 3, `att` Eq. 3-5, `att_ablated` Eq. 7) is fitted on the
+training split's cache as the head stage fits it (`fit_head`: best validation epoch kept), and scored on validation
+and test. Beside them, on the same splits: TF-IDF + logistic regression over the full text, and a logistic regression
+on the frozen backbone's mean over the first 128 and last 382 tokens (what `bert-512-headtail` reads, without
+fine-tuning). One JSON line per (mode, variant) with test accuracy mean ± std over the splits and the validation
+accuracies; what docs/results.md's "Why the default lost on bbc-late" table shows:
+
+    python examples/readout_probe.py bbc-late.jsonl --backbone $M --modes fixed:2048,packed:2048,packed:2816
+
+The head stage alone: fine-tuning after it is not measured here (it takes 40-57 minutes a seed on 2 CPU cores).
+"""
+
+import argparse
+import json
+import time
+
+import numpy as np
+import torch
+from datasets import DatasetDict, concatenate_datasets
+from sklearn.linear_model import LogisticRegression
+from transformers import AutoModel, set_seed
+
+from hf_longdoc.data import load_task, load_tokenizer, tokenize
+from hf_longdoc.experiments.baselines import tfidf_classifier
+from hf_longdoc.head_fitting import cached_features, fit_head
+from hf_longdoc.modeling import get_family
+from hf_longdoc.training import build_from_backbone, new_parameter_names
+
+VARIANTS = ("att", "att_ablated", "rnn", "cat", "base")
+SPLIT_SEEDS = (42, 43, 44)
+
+
+def all_documents(dataset):
+    """Every document of `dataset` once (the splits of seed 42 joined), with the label names."""
+    data, label_names, multi_label, _ = load_task(dataset, seed=SPLIT_SEEDS[0])
+    if multi_label:
+        raise ValueError("`dataset` must have one label per document; this probe reports accuracy.")
+    return concatenate_datasets([data[split] for split in ("train", "validation", "test")]), label_names
+
+
+def split_rows(dataset, texts, seed):
+    """{split: row numbers into the joined documents} for the splits `--seed seed` draws."""
+    row_of = {text: i for i, text in enumerate(texts)}
+    data, _, _, _ = load_task(dataset, seed=seed)
+    return {split: torch.tensor([row_of[text] for text in data[split]["text"]]) for split in data}
+
+
+def encode_mode(documents, label_names, backbone, mode, batch_size):
+    """(features of every document, the family, a model to fit heads on, fill): the segment vectors for `mode`
+    = (packed, max_length); fill is the share of the read ids that are document text."""
+    packed, max_length = mode
+    family = get_family("segment_lm")
+    model, tokenizer = build_from_backbone(family, backbone, label_names, False, {"sentence_packing": packed},
+                                           max_length)
+    encoded = tokenize(DatasetDict({"all": documents}), tokenizer, tokenizer.model_max_length)["all"]
+    started = time.perf_counter()
+    features = cached_features(model, family, encoded, tokenizer, batch_size)
+    seconds = time.perf_counter() - started
+    ids = encoded["input_ids"]
+    pad = tokenizer.pad_token_id
+    specials = {tokenizer.cls_token_id, tokenizer.sep_token_id, pad}
+    text_ids = sum(sum(token not in specials for token in row) for row in ids)
+    fill = text_ids / sum(len(row) for row in ids)
+    cut = sum(encoded["truncated"]) if "truncated" in encoded.column_names else None
+    return features, family, model, {"fill": round(fill, 3), "cut": cut, "encode_seconds": round(seconds, 1)}
+
+
+def fit_variant(model, family, variant, features, labels, rows, seed, learning_rate):
+    """(validation, test) accuracy of the head `variant` fitted on the training rows' cache."""
+    model.config.variant = variant
+    set_seed(seed)
+    model.head = type(model.head)(model.config)  # a fresh head of this variant, drawn as `train --seed` draws it
+    model.head.apply(model._init_weights)
+    part = {split: ([feature[index] for feature in features], labels[index]) for split, index in rows.items()}
+    fit_head(model, family, new_parameter_names(model, family), part["train"], part["validation"],
+             learning_rate=learning_rate, seed=seed)
+    model.eval()
+    scores = []
+    for split in ("validation", "test"):
+        with torch.no_grad():
+            logits = family.head_logits(model, *part[split][0])
+        scores.append((logits.argmax(-1) == part[split][1]).float().mean().item())
+    return scores
+
+
+@torch.no_grad()
+def head_tail_vectors(documents, backbone, batch_size, head=128, length=512):
+    """The frozen backbone's mean final state over each document's first `head` and last tokens (`length` ids)."""
+    from hf_longdoc.data.tasks import head_and_tail
+
+    tokenizer = load_tokenizer(backbone, "`backbone`")
+    encoder = AutoModel.from_pretrained(backbone).eval()
+    vectors = []
+    for start in range(0, len(documents), batch_size):
+        texts = documents["text"][start:start + batch_size]
+        batch = tokenizer.pad(head_and_tail(tokenizer, texts, length, head), return_tensors="pt")
+        mask = batch["attention_mask"]
+        states = encoder(input_ids=batch["input_ids"], attention_mask=mask).last_hidden_state
+        vectors.append((states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True))
+    return torch.cat(vectors).numpy()
+
+
+def save_features(folder, mode, features, labels, rows):
+    """`features` (z, present), `labels` and each split seed's rows, as FOLDER/{fixed,packed}-IDS.safetensors."""
+    from pathlib import Path
+
+    from safetensors.torch import save_file
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    tensors = {"z": features[0].contiguous(), "present": features[1].contiguous(), "labels": labels}
+    tensors.update({f"rows_{seed}_{split}": index for seed, splits in rows.items() for split, index in splits.items()})
+    save_file(tensors, str(Path(folder) / f"{'packed' if mode[0] else 'fixed'}-{mode[1]}.safetensors"))
+
+
+def summary(scores):
+    return {"mean": round(float(np.mean(scores)), 4),
+            "std": round(float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0, 4),
+            "splits": [round(s, 4) for s in scores]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dataset", help="JSONL (or CSV / parquet) with `text` and `label`")
+    parser.add_argument("--backbone", required=True, help="a pretrained checkpoint folder")
+    parser.add_argument("--modes", default="fixed:2048,packed:2048",
+                        help="comma-separated SEGMENTS:IDS, SEGMENTS fixed (windows) or packed (whole sentences)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="head variants to fit")
+    parser.add_argument("--head-learning-rate", type=float, default=1e-3)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--no-head-tail", action="store_true", help="skip the frozen head + tail readout")
+    parser.add_argument("--save-features", metavar="DIR",
+                        help="also write each mode's cached features and the labels there (safetensors), for "
+                             "further readouts without encoding again")
+    args = parser.parse_args(argv)
+    modes = []
+    for item in args.modes.split(","):
+        kind, _, length = item.partition(":")
+        if kind not in ("fixed", "packed") or not length.isdigit():
+            raise ValueError(f"`--modes` item {item!r} must be fixed:IDS or packed:IDS, e.g. packed:2048.")
+        modes.append((kind == "packed", int(length)))
+    documents, label_names = all_documents(args.dataset)
+    texts = documents["text"]
+    labels = torch.tensor(documents["label"])
+    rows = {seed: split_rows(args.dataset, texts, seed) for seed in SPLIT_SEEDS}
+    tfidf = []
+    for seed in SPLIT_SEEDS:
+        train, test = rows[seed]["train"].tolist(), rows[seed]["test"].tolist()
+        classifier = tfidf_classifier([texts[i] for i in train], labels[train].tolist())
+        tfidf.append(classifier.score([texts[i] for i in test], labels[test].tolist()))
+    print(json.dumps({"dataset": args.dataset, "reader": "tfidf", "test": summary(tfidf)}), flush=True)
+    if not args.no_head_tail:
+        vectors, scores = head_tail_vectors(documents, args.backbone, args.batch_size), []
+        for seed in SPLIT_SEEDS:
+            train, test = rows[seed]["train"], rows[seed]["test"]
+            probe = LogisticRegression(max_iter=2000, C=1.0).fit(vectors[train], labels[train])
+            scores.append(probe.score(vectors[test], labels[test]))
+        print(json.dumps({"dataset": args.dataset, "reader": "frozen head+tail mean, logistic regression",
+                          "test": summary(scores)}), flush=True)
+    for mode in modes:
+        features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
+        if args.save_features:
+            save_features(args.save_features, mode, features, labels, rows)
+        for variant in [name for name in args.variants.split(",") if name]:
+            results = [fit_variant(model, family, variant, features, labels, rows[seed], seed,
+                                   args.head_learning_rate) for seed in SPLIT_SEEDS]
+            print(json.dumps({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed",
+                              "ids": mode[1], **about, "variant": variant,
+                              "validation": summary([r[0] for r in results]),
+                              "test": summary([r[1] for r in results])}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
