@@ -96,6 +96,8 @@ def head_tail_vectors(documents, backbone, batch_size, head=128, length=512):
 
     tokenizer = load_tokenizer(backbone, "`backbone`")
     encoder = AutoModel.from_pretrained(backbone).eval()
+    length = min(length, encoder.config.max_position_embeddings)  # a small backbone reads fewer positions
+    head = min(head, length // 4)
     vectors = []
     for start in range(0, len(documents), batch_size):
         texts = documents["text"][start:start + batch_size]
@@ -118,6 +120,19 @@ def save_features(folder, mode, features, labels, rows):
     save_file(tensors, str(Path(folder) / f"{'packed' if mode[0] else 'fixed'}-{mode[1]}.safetensors"))
 
 
+def saved_features(folder, mode):
+    """(z, present) that `save_features` wrote for `mode` into `folder`, or None."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    path = Path(folder or "") / f"{'packed' if mode[0] else 'fixed'}-{mode[1]}.safetensors"
+    if not folder or not path.exists():
+        return None
+    tensors = load_file(str(path))
+    return [tensors["z"], tensors["present"].bool()]
+
+
 def summary(scores):
     return {"mean": round(float(np.mean(scores)), 4),
             "std": round(float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0, 4),
@@ -135,8 +150,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--no-head-tail", action="store_true", help="skip the frozen head + tail readout")
     parser.add_argument("--save-features", metavar="DIR",
-                        help="also write each mode's cached features and the labels there (safetensors), for "
-                             "further readouts without encoding again")
+                        help="write each mode's cached features and the labels there (safetensors), and read them "
+                             "back instead of encoding when a later run finds them there")
     args = parser.parse_args(argv)
     modes = []
     for item in args.modes.split(","):
@@ -148,31 +163,41 @@ def main(argv=None):
     texts = documents["text"]
     labels = torch.tensor(documents["label"])
     rows = {seed: split_rows(args.dataset, texts, seed) for seed in SPLIT_SEEDS}
-    tfidf = []
+    tfidf, printed = [], []
     for seed in SPLIT_SEEDS:
         train, test = rows[seed]["train"].tolist(), rows[seed]["test"].tolist()
         classifier = tfidf_classifier([texts[i] for i in train], labels[train].tolist())
         tfidf.append(classifier.score([texts[i] for i in test], labels[test].tolist()))
-    print(json.dumps({"dataset": args.dataset, "reader": "tfidf", "test": summary(tfidf)}), flush=True)
+    printed.append({"dataset": args.dataset, "reader": "tfidf", "test": summary(tfidf)})
+    print(json.dumps(printed[-1]), flush=True)
     if not args.no_head_tail:
         vectors, scores = head_tail_vectors(documents, args.backbone, args.batch_size), []
         for seed in SPLIT_SEEDS:
             train, test = rows[seed]["train"], rows[seed]["test"]
             probe = LogisticRegression(max_iter=2000, C=1.0).fit(vectors[train], labels[train])
             scores.append(probe.score(vectors[test], labels[test]))
-        print(json.dumps({"dataset": args.dataset, "reader": "frozen head+tail mean, logistic regression",
-                          "test": summary(scores)}), flush=True)
+        printed.append({"dataset": args.dataset, "reader": "frozen head+tail mean, logistic regression",
+                        "test": summary(scores)})
+        print(json.dumps(printed[-1]), flush=True)
     for mode in modes:
-        features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
-        if args.save_features:
-            save_features(args.save_features, mode, features, labels, rows)
+        saved = saved_features(args.save_features, mode)
+        if saved is not None:  # encoded by an earlier run: fit the heads on it
+            family = get_family("segment_lm")
+            model, _ = build_from_backbone(family, args.backbone, label_names, False,
+                                           {"sentence_packing": mode[0], "num_segments": saved[0].shape[1]}, mode[1])
+            features, about = saved, {"fill": None, "cut": None, "encode_seconds": None}
+        else:
+            features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
+            if args.save_features:
+                save_features(args.save_features, mode, features, labels, rows)
         for variant in [name for name in args.variants.split(",") if name]:
             results = [fit_variant(model, family, variant, features, labels, rows[seed], seed,
                                    args.head_learning_rate) for seed in SPLIT_SEEDS]
-            print(json.dumps({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed",
-                              "ids": mode[1], **about, "variant": variant,
-                              "validation": summary([r[0] for r in results]),
-                              "test": summary([r[1] for r in results])}), flush=True)
+            printed.append({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed", "ids": mode[1],
+                            **about, "variant": variant, "validation": summary([r[0] for r in results]),
+                            "test": summary([r[1] for r in results])})
+            print(json.dumps(printed[-1]), flush=True)
+    return printed
 
 
 if __name__ == "__main__":

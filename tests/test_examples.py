@@ -263,6 +263,22 @@ def test_segment_length_probe_fits_a_head_per_length_and_seed(tmp_path, capsys):
     assert [row.get("segment_length") for row in printed] == [16, 40, None]
 
 
+def test_readout_probe_fits_every_head_on_each_layout_and_split(tmp_path):
+    import readout_probe
+    from safetensors.torch import load_file
+
+    dataset = _tiny_bert_and_documents(tmp_path)
+    rows = readout_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--modes", "fixed:80,packed:80",
+                               "--variants", "att,rnn", "--save-features", str(tmp_path / "features")])
+    assert [row.get("reader") for row in rows[:2]] == ["tfidf", "frozen head+tail mean, logistic regression"]
+    heads = [(row["segments"], row["variant"]) for row in rows[2:]]
+    assert heads == [("fixed", "att"), ("fixed", "rnn"), ("packed", "att"), ("packed", "rnn")]
+    assert all(len(row["test"]["splits"]) == 3 and 0 <= row["test"]["mean"] <= 1 for row in rows)
+    assert rows[4]["fill"] <= rows[2]["fill"]  # whole sentences may leave padding in their segments
+    saved = load_file(tmp_path / "features" / "packed-80.safetensors")
+    assert len(saved["z"]) == len(saved["labels"]) == 40 and len(saved["rows_42_train"]) < 40
+
+
 def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys):
     import frozen_longformer_probe
 
