@@ -133,6 +133,28 @@ def saved_features(folder, mode):
     return [tensors["z"], tensors["present"].bool()]
 
 
+def pooled_readouts(features, labels, rows, last=16):
+    """{readout: test accuracies over the splits} of a logistic regression (standardised, C = 0.1) on the mean of
+    every present segment vector, and on the mean of the `last` ones: where the segment heads lose, does a plain
+    average of the same vectors lose too?"""
+    from sklearn.preprocessing import StandardScaler
+
+    z, present = features[0].float(), features[1].bool()
+    counts = present.sum(1)
+    means = {"mean of all segments": (z * present[..., None]).sum(1) / counts[:, None],
+             f"mean of the last {last} segments": torch.stack(
+                 [z[i, max(0, int(n) - last):int(n)].mean(0) for i, n in enumerate(counts)])}
+    results = {}
+    for name, vectors in means.items():
+        vectors = vectors.numpy()
+        for seed in SPLIT_SEEDS:
+            train, test = rows[seed]["train"], rows[seed]["test"]
+            scale = StandardScaler().fit(vectors[train])
+            probe = LogisticRegression(max_iter=3000, C=0.1).fit(scale.transform(vectors[train]), labels[train])
+            results.setdefault(name, []).append(probe.score(scale.transform(vectors[test]), labels[test]))
+    return results
+
+
 def summary(scores):
     return {"mean": round(float(np.mean(scores)), 4),
             "std": round(float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0, 4),
@@ -149,6 +171,9 @@ def main(argv=None):
     parser.add_argument("--head-learning-rate", type=float, default=1e-3)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--no-head-tail", action="store_true", help="skip the frozen head + tail readout")
+    parser.add_argument("--head-tail-first-segment", action="store_true",
+                        help="also fit each head with z_1 replaced by the frozen head + tail window's vector (the "
+                             "paper's first segment read as one window of 512 tokens with full attention)")
     parser.add_argument("--save-features", metavar="DIR",
                         help="write each mode's cached features and the labels there (safetensors), and read them "
                              "back instead of encoding when a later run finds them there")
@@ -170,8 +195,11 @@ def main(argv=None):
         tfidf.append(classifier.score([texts[i] for i in test], labels[test].tolist()))
     printed.append({"dataset": args.dataset, "reader": "tfidf", "test": summary(tfidf)})
     print(json.dumps(printed[-1]), flush=True)
+    vectors = None
+    if not args.no_head_tail or args.head_tail_first_segment:
+        vectors = head_tail_vectors(documents, args.backbone, args.batch_size)
     if not args.no_head_tail:
-        vectors, scores = head_tail_vectors(documents, args.backbone, args.batch_size), []
+        scores = []
         for seed in SPLIT_SEEDS:
             train, test = rows[seed]["train"], rows[seed]["test"]
             probe = LogisticRegression(max_iter=2000, C=1.0).fit(vectors[train], labels[train])
@@ -190,13 +218,24 @@ def main(argv=None):
             features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
             if args.save_features:
                 save_features(args.save_features, mode, features, labels, rows)
-        for variant in [name for name in args.variants.split(",") if name]:
-            results = [fit_variant(model, family, variant, features, labels, rows[seed], seed,
-                                   args.head_learning_rate) for seed in SPLIT_SEEDS]
+        for readout, scores in pooled_readouts(features, labels, rows).items():
             printed.append({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed", "ids": mode[1],
-                            **about, "variant": variant, "validation": summary([r[0] for r in results]),
-                            "test": summary([r[1] for r in results])})
+                            "reader": f"logistic regression on the {readout}", "test": summary(scores)})
             print(json.dumps(printed[-1]), flush=True)
+        firsts = {"z_1": features}
+        if args.head_tail_first_segment:
+            z = features[0].clone()
+            z[:, 0] = torch.as_tensor(vectors, dtype=z.dtype)
+            firsts["head+tail window"] = [z, *features[1:]]
+        for first, read in firsts.items():
+            for variant in [name for name in args.variants.split(",") if name]:
+                results = [fit_variant(model, family, variant, read, labels, rows[seed], seed,
+                                       args.head_learning_rate) for seed in SPLIT_SEEDS]
+                printed.append({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed",
+                                "ids": mode[1], **about, "variant": variant, "first_segment": first,
+                                "validation": summary([r[0] for r in results]),
+                                "test": summary([r[1] for r in results])})
+                print(json.dumps(printed[-1]), flush=True)
     return printed
 
 

@@ -269,12 +269,18 @@ def test_readout_probe_fits_every_head_on_each_layout_and_split(tmp_path):
 
     dataset = _tiny_bert_and_documents(tmp_path)
     rows = readout_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--modes", "fixed:80,packed:80",
-                               "--variants", "att,rnn", "--save-features", str(tmp_path / "features")])
+                               "--variants", "att,rnn", "--save-features", str(tmp_path / "features"),
+                               "--head-tail-first-segment"])
     assert [row.get("reader") for row in rows[:2]] == ["tfidf", "frozen head+tail mean, logistic regression"]
-    heads = [(row["segments"], row["variant"]) for row in rows[2:]]
-    assert heads == [("fixed", "att"), ("fixed", "rnn"), ("packed", "att"), ("packed", "rnn")]
+    pooled = [row for row in rows[2:] if "reader" in row]
+    assert [row["reader"].split(" on the ")[1] for row in pooled] == ["mean of all segments",
+                                                                      "mean of the last 16 segments"] * 2
+    rows = rows[:2] + [row for row in rows[2:] if "reader" not in row]
+    heads = [(row["segments"], row["first_segment"], row["variant"]) for row in rows[2:]]
+    assert heads == [(segments, first, variant) for segments in ("fixed", "packed")
+                     for first in ("z_1", "head+tail window") for variant in ("att", "rnn")]
     assert all(len(row["test"]["splits"]) == 3 and 0 <= row["test"]["mean"] <= 1 for row in rows)
-    assert rows[4]["fill"] <= rows[2]["fill"]  # whole sentences may leave padding in their segments
+    assert rows[6]["fill"] <= rows[2]["fill"]  # whole sentences may leave padding in their segments
     saved = load_file(tmp_path / "features" / "packed-80.safetensors")
     assert len(saved["z"]) == len(saved["labels"]) == 40 and len(saved["rows_42_train"]) < 40
 
