@@ -9,9 +9,9 @@ training split's cache as the head stage fits it (`fit_head`: best validation ep
 and test. Beside them, on the same splits: TF-IDF + logistic regression over the full text, and a logistic regression
 on the frozen backbone's mean over the first 128 and last 382 tokens (what `bert-512-headtail` reads, without
 fine-tuning). One JSON line per (mode, variant) with test accuracy mean ± std over the splits and the validation
-accuracies; what docs/results.md's "Why the default lost on bbc-late" table shows:
+accuracies; what docs/results.md's "Why the segment LM trails head + tail on bbc-late" table shows:
 
-    python examples/readout_probe.py bbc-late.jsonl --backbone $M --modes fixed:2048,packed:2048,packed:2816
+    python examples/readout_probe.py bbc-late.jsonl --backbone $M --modes fixed:2048,packed:2048
 
 The head stage alone: fine-tuning after it is not measured here (it takes 40-57 minutes a seed on 2 CPU cores).
 """
@@ -108,6 +108,11 @@ def head_tail_vectors(documents, backbone, batch_size, head=128, length=512):
     return torch.cat(vectors).numpy()
 
 
+def mode_name(mode):
+    """`fixed-IDS` or `packed-IDS`: how a mode is named in the output and in the saved features' file name."""
+    return f"{'packed' if mode[0] else 'fixed'}-{mode[1]}"
+
+
 def save_features(folder, mode, features, labels, rows):
     """`features` (z, present), `labels` and each split seed's rows, as FOLDER/{fixed,packed}-IDS.safetensors."""
     from pathlib import Path
@@ -117,7 +122,7 @@ def save_features(folder, mode, features, labels, rows):
     Path(folder).mkdir(parents=True, exist_ok=True)
     tensors = {"z": features[0].contiguous(), "present": features[1].contiguous(), "labels": labels}
     tensors.update({f"rows_{seed}_{split}": index for seed, splits in rows.items() for split, index in splits.items()})
-    save_file(tensors, str(Path(folder) / f"{'packed' if mode[0] else 'fixed'}-{mode[1]}.safetensors"))
+    save_file(tensors, str(Path(folder) / f"{mode_name(mode)}.safetensors"))
 
 
 def saved_features(folder, mode):
@@ -126,7 +131,7 @@ def saved_features(folder, mode):
 
     from safetensors.torch import load_file
 
-    path = Path(folder or "") / f"{'packed' if mode[0] else 'fixed'}-{mode[1]}.safetensors"
+    path = Path(folder or "") / f"{mode_name(mode)}.safetensors"
     if not folder or not path.exists():
         return None
     tensors = load_file(str(path))
@@ -218,9 +223,9 @@ def main(argv=None):
             features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
             if args.save_features:
                 save_features(args.save_features, mode, features, labels, rows)
+        layout = {"dataset": args.dataset, "segments": mode_name(mode).split("-")[0], "ids": mode[1]}
         for readout, scores in pooled_readouts(features, labels, rows).items():
-            printed.append({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed", "ids": mode[1],
-                            "reader": f"logistic regression on the {readout}", "test": summary(scores)})
+            printed.append({**layout, "reader": f"logistic regression on the {readout}", "test": summary(scores)})
             print(json.dumps(printed[-1]), flush=True)
         firsts = {"z_1": features}
         if args.head_tail_first_segment:
@@ -231,8 +236,7 @@ def main(argv=None):
             for variant in [name for name in args.variants.split(",") if name]:
                 results = [fit_variant(model, family, variant, read, labels, rows[seed], seed,
                                        args.head_learning_rate) for seed in SPLIT_SEEDS]
-                printed.append({"dataset": args.dataset, "segments": "packed" if mode[0] else "fixed",
-                                "ids": mode[1], **about, "variant": variant, "first_segment": first,
+                printed.append({**layout, **about, "variant": variant, "first_segment": first,
                                 "validation": summary([r[0] for r in results]),
                                 "test": summary([r[1] for r in results])})
                 print(json.dumps(printed[-1]), flush=True)

@@ -52,8 +52,9 @@ def reading_length(config, requested=None, tokenizer_limit=None):
         wanted = None
     length = wanted if limit is None or (wanted is not None and wanted <= limit) else limit
     if requested is not None and length < wanted:
-        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d: documents are cut at %d, "
-                       "and the saved tokenizer truncates there.", config.model_type, length, requested, length)
+        held = "" if wanted == requested else f" (the {wanted} input ids that hold {requested} document tokens)"
+        logger.warning("This %s model reads at most %d tokens, fewer than max_length=%d%s: documents are cut at %d, "
+                       "and the saved tokenizer truncates there.", config.model_type, length, requested, held, length)
     if length is not None and length % width:
         whole = max(width, length // width * width)
         logger.info("Reading %d input ids, not %d: a position of this %s model reads %d of them.", whole, length,

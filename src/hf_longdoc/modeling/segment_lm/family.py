@@ -68,8 +68,8 @@ class SegmentLMFamily(Family):
         return config.num_segments * (config.segment_length - 2) + 2
 
     def ids_to_read(self, config, tokens):
-        """With whole sentences packed into segments, the ids of the segments that hold `tokens` document tokens
-        however the sentences fall (twice the windows; `segments_to_read`), and the [CLS] and [SEP] around them."""
+        """With whole sentences packed into segments, the ids of the segments that hold `tokens` document tokens at
+        3/4 full (a third more than fixed windows; `segments_to_read`), and the [CLS] and [SEP] around them."""
         if not config.sentence_packing:
             return tokens
         return segments_to_read(tokens, config.segment_length, packed=True) * (config.segment_length - 2) + 2
