@@ -57,6 +57,10 @@ def main(argv=None):
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
+        if args.command != "push":  # every other command computes: it takes this process's share of the cores
+            from .threads import share_cores
+
+            share_cores(args.command)
         args.run(args)
         finish()  # under torchrun: every process leaves the group together
     except (ValueError, TypeError, OSError) as error:

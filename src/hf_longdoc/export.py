@@ -1,6 +1,9 @@
-"""`hf-longdoc export MODEL_DIR --format onnx --output-dir OUT`: a saved classifier as `OUT/model.onnx` (inputs
-`input_ids` and `attention_mask`, output `logits`), made by PyTorch's exporter (`torch.onnx.export(dynamo=True)`,
-which traces with `torch.export`) and checked in onnxruntime.
+"""`hf-longdoc export MODEL_DIR [--output-dir OUT] [--quantize int8]`: a saved classifier as `OUT/model.onnx` (inputs
+`input_ids` and `attention_mask`, output `logits`; OUT defaults to `MODEL_DIR/onnx`, where `predict --backend
+onnxruntime` looks), made by PyTorch's exporter (`torch.onnx.export(dynamo=True)`, which traces with `torch.export`)
+and checked in onnxruntime. `--quantize int8` also writes `model.int8.onnx`, onnxruntime's dynamic quantization of
+it (int8 weights of the matrix products, activations quantized per batch), and both graphs' accuracy on the model's
+test split goes into `OUT/export.json` beside the weights' digests (`onnx_runtime`).
 
 Batch size and length are dynamic: the check runs the graph at two batch sizes and two lengths other than the traced
 ones and compares the logits with PyTorch's (Transformers' Longformer export was "silently broken", fixed to the
@@ -10,7 +13,6 @@ ids and mask. The families skip their eager input checks while traced (a graph c
 graph trusts the tokenizer saved with the model.
 """
 
-import importlib.util
 import logging
 import os
 import re
@@ -127,6 +129,7 @@ def check_with_onnxruntime(path, model, batches):
     return worst
 
 
+QUANTIZED_OPERATIONS = ["MatMul"]  # what `--quantize int8` quantizes (`quantize_graph`)
 TRACE_ATTEMPTS = 8  # trace lengths tried (two positions apart, so each is odd) before an export is refused
 
 
@@ -165,20 +168,21 @@ def export_and_check(wrapped, traced, written, checks):
     return worst
 
 
-def export_onnx(model_dir, output_dir, overwrite=False):
-    """Export the classifier saved in `model_dir` to `output_dir/model.onnx` and check it in onnxruntime at two
-    batch sizes and lengths other than the traced ones. An earlier export's model.onnx, unchanged since, is replaced;
-    any other existing model.onnx only with `overwrite`. Returns a report (path, the checked shapes, the largest
-    logit difference). An `ExportBlocked` error names the operation that stops a family's export."""
+def export_onnx(model_dir, output_dir=None, overwrite=False):
+    """Export the classifier saved in `model_dir` to `output_dir/model.onnx` (None: `MODEL_DIR/onnx`) and check it in
+    onnxruntime at two batch sizes and lengths other than the traced ones. An earlier export's model.onnx, unchanged
+    since, is replaced; any other existing model.onnx only with `overwrite`. Returns a report (path, the checked
+    shapes, the largest logit difference). An `ExportBlocked` error names the operation that stops a family's
+    export."""
+    from .onnx_runtime import GRAPH_FILES, graph_folder, read_record, require_onnxruntime, write_record
     from .pipelines import ids_per_position, model_reading_length
     from .reading_length import UNBOUNDED
-    from .saved_models import load_saved_model, saved_config
+    from .saved_models import load_saved_model, model_digest, saved_config
 
-    missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ValueError(f"ONNX export needs {', '.join(missing)}: pip install 'hf_longdoc[onnx]'.")
+    require_onnxruntime("ONNX export")
     saved_config(model_dir, "`model_dir`")
-    target = os.path.join(output_dir, "model.onnx")
+    output_dir = graph_folder(model_dir, output_dir)
+    target = os.path.join(output_dir, GRAPH_FILES["onnxruntime"])
     # an earlier export's model.onnx (in the folder's manifest, unchanged since) is replaced, as `train` and `bench`
     # replace their own outputs; a file of the user's only with `overwrite`
     check_files_free([target], overwrite, "--overwrite (overwrite=True)")
@@ -205,7 +209,10 @@ def export_onnx(model_dir, output_dir, overwrite=False):
     shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
         written = os.path.join(scratch, "model.onnx")
-        family = family_of_config(model.config)
+        try:
+            family = family_of_config(model.config)
+        except ValueError:  # a Transformers checkpoint: no window or block to pad to
+            family = None
         first = traced_length(reads, unit, family.padding_length(model.config) if family is not None else None)
         # the trace length decides how torch.export models the padding to a window or block (measured with the
         # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,
@@ -225,8 +232,87 @@ def export_onnx(model_dir, output_dir, overwrite=False):
         os.replace(written, target)
     record_outputs([target])  # a rerun into the same folder may replace it
     logger.info("Wrote %s: onnxruntime agrees with PyTorch within %.1e at input shapes %s.", target, worst, shapes)
-    return {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,
-            "traced_shape": tuple(traced[0].shape)}
+    report = {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,
+              "traced_shape": tuple(traced[0].shape)}
+    # a new float graph: a quantized graph of an earlier one no longer stands for it
+    record = read_record(output_dir)
+    digest = model_digest(model_dir)
+    graphs = {name: graph for name, graph in (record.get("graphs") or {}).items()
+              if name != "int8" and record.get("model") == digest}
+    graphs["float32"] = {"file": os.path.basename(target), "max_abs_difference": worst,
+                         "checked_shapes": [list(shape) for shape in shapes],
+                         "traced_shape": list(report["traced_shape"])}
+    write_record(output_dir, {"model": digest, "graphs": graphs})
+    return report
 
 
-__all__ = ["ExportBlocked", "FORMATS", "export_onnx"]
+def quantize_graph(output_dir, overwrite=False):
+    """Write `output_dir/model.int8.onnx`: onnxruntime's dynamic int8 quantization (`quantize_dynamic`, signed int8
+    weights) of the float graph `export_onnx` wrote there; recorded in export.json. Returns its path."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from .onnx_runtime import GRAPH_FILES, read_record, write_record
+    from .outputs import file_digest
+
+    source = os.path.join(output_dir, GRAPH_FILES["onnxruntime"])
+    target = os.path.join(output_dir, GRAPH_FILES["onnxruntime-int8"])
+    if not os.path.isfile(source):
+        raise ValueError(f"{source!r} is missing: export the float graph first (`hf-longdoc export MODEL_DIR`).")
+    check_files_free([target], overwrite, "--overwrite (overwrite=True)")
+    with tempfile.TemporaryDirectory(dir=output_dir) as scratch:
+        written = os.path.join(scratch, os.path.basename(target))
+        logging.disable(logging.INFO)  # the quantizer logs a line per tensor it leaves alone, on the root logger
+        try:
+            # the matrix products only: quantizing the rest as well (the LSTM over segments, the embeddings' gather)
+            # cost the demo's segment LM 2 points of test accuracy (.90 against the float graph's .92; MatMul only:
+            # .93); per-channel scales give a graph onnxruntime 1.32 cannot load
+            quantize_dynamic(source, written, weight_type=QuantType.QInt8, op_types_to_quantize=QUANTIZED_OPERATIONS)
+        finally:
+            logging.disable(logging.NOTSET)
+        os.replace(written, target)
+    record_outputs([target])
+    record = read_record(output_dir)
+    record.setdefault("graphs", {})["int8"] = {
+        "file": os.path.basename(target), "from": file_digest(source),
+        "quantization": f"onnxruntime.quantization.quantize_dynamic, QInt8 weights, {QUANTIZED_OPERATIONS}"}
+    write_record(output_dir, record)
+    logger.info("Wrote %s (%.1f MB; the float graph %.1f MB).", target, os.path.getsize(target) / 1e6,
+                os.path.getsize(source) / 1e6)
+    return target
+
+
+def graph_accuracies(model_dir, output_dir, dataset=None, text_column="text", label_column="label", batch_size=8):
+    """{precision: test accuracy} of each graph recorded in `output_dir`'s export.json on the model's own test split
+    (drawn as `train` drew it: from `dataset`, or the built-in task when the model was trained on it), written into
+    export.json; None when no test split can be drawn (a model trained on a file, with no `dataset` given)."""
+    from .onnx_runtime import PRECISIONS, read_record, write_record
+    from .predicting import predict
+    from .saved_models import saved_config
+    from .training import documents_to_score, split_seed_of
+
+    if dataset is None and not split_seed_of(model_dir)[1]:
+        logger.warning("No --dataset given, and %s was not trained on the built-in task: the graphs' accuracy on its "
+                       "test split is not measured (pass --dataset with the file it was trained on).", model_dir)
+        return None
+    from transformers import PretrainedConfig
+
+    config = PretrainedConfig.from_dict(saved_config(model_dir, "`model_dir`"))
+    _, part, multi_label = documents_to_score(model_dir, config, dataset, text_column, label_column, split="test")
+    names = [config.id2label[i] for i in range(config.num_labels)]
+    gold = [sorted(names[i] for i, on in enumerate(labels) if on) if multi_label else names[labels]  # multi-hot
+            for labels in part["label"]]
+    record = read_record(output_dir)
+    accuracies = {}
+    for backend, precision in PRECISIONS.items():
+        if precision not in record.get("graphs", {}):
+            continue
+        rows = predict(model_dir, part.select_columns(["text"]), text_column="text", batch_size=batch_size,
+                       backend=backend, graph_dir=output_dir)
+        predicted = [sorted(label) if multi_label else label for label in rows["label"]]
+        accuracies[precision] = sum(p == g for p, g in zip(predicted, gold)) / len(gold)
+        record["graphs"][precision].update(test_accuracy=accuracies[precision], test_documents=len(gold))
+    write_record(output_dir, record)
+    return accuracies
+
+
+__all__ = ["ExportBlocked", "FORMATS", "export_onnx", "graph_accuracies", "quantize_graph"]

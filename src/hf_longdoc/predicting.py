@@ -27,13 +27,13 @@ How the work is done, and why:
 import contextlib
 import copy
 import csv
-import fnmatch
 import hashlib
 import json
 import logging
 import os
 import shutil
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
@@ -48,11 +48,13 @@ from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
 from .modeling.registry import family_of_config
+from .onnx_runtime import BACKENDS, PRECISIONS
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, has_visible_text, special_frame
 from .reading_length import reading_length
-from .saved_models import load_saved_model, load_saved_tokenizer, saved_config
+from .saved_models import load_saved_model, load_saved_tokenizer, model_digest, saved_config
+from .threads import one_thread_each, reading_workers
 
 logger = logging.getLogger(__name__)
 MODEL_ARGUMENT = "`model_dir` (MODEL_DIR)"
@@ -63,9 +65,6 @@ AGGREGATIONS = ("mean", "max")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 WINDOW_BATCHES = 32  # batches sorted by length together: larger groups pad less, smaller ones resume finer
 OUTPUT_COLUMNS = ("label", "score", "scores", "chunks", "evidence", "error")
-# The model folder's files that change predictions (its card, metrics and manifest do not)
-MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer*", "vocab*", "merges.txt",
-               "special_tokens_map.json", "added_tokens.json", "*.model")
 FINGERPRINT = "fingerprint.json"
 
 
@@ -84,6 +83,7 @@ class PredictSettings:
     aggregation: str = "mean"
     top_k: int | None = None
     explain: int | None = None
+    backend: str = "torch"
     window_batches: int | None = field(default=None, repr=False)  # None: WINDOW_BATCHES
 
     def __post_init__(self):
@@ -107,7 +107,7 @@ class PredictSettings:
         for name in ("top_k", "explain"):
             if getattr(self, name) is not None:
                 POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
-        choices = {"long": LONG, "aggregation": AGGREGATIONS, "dtype": (*DTYPES, None)}
+        choices = {"long": LONG, "aggregation": AGGREGATIONS, "dtype": (*DTYPES, None), "backend": BACKENDS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 shown = ", ".join(choice for choice in allowed if choice is not None)
@@ -115,11 +115,27 @@ class PredictSettings:
         if self.explain is not None and self.long == "chunks":
             raise ValueError("`explain` (--explain) shows what the model weighed in what it reads at once; it cannot "
                              "be combined with `long='chunks'` (--long chunks), which reads several chunks: drop one.")
+        if self.backend != "torch":
+            self._check_graph_backend()
         if self.long == "truncate" and self.stride:
             logger.warning("`stride` (--stride %d) is ignored: it applies to --long chunks only.", self.stride)
         if self.long == "truncate" and self.aggregation != "mean":
             logger.warning("`aggregation` (--aggregation %s) is ignored: it applies to --long chunks only.",
                            self.aggregation)
+
+    def _check_graph_backend(self):
+        """ValueErrors, before any work, for what an exported graph cannot do."""
+        from .onnx_runtime import require_onnxruntime
+
+        require_onnxruntime(f"`backend` (--backend) {self.backend}")
+        if self.explain is not None:
+            raise ValueError(f"`explain` (--explain) reads the model's attention weights, and the exported graph "
+                             f"that --backend {self.backend} runs returns only the logits: drop --explain, or pass "
+                             "--backend torch.")
+        if self.dtype not in (None, "float32"):
+            raise ValueError(f"`dtype` (--dtype) {self.dtype} sets the PyTorch weights' precision; --backend "
+                             f"{self.backend} runs the exported graph ({PRECISIONS[self.backend]}): drop --dtype, or "
+                             "pass --backend torch.")
 
     @property
     def window_rows(self):
@@ -182,6 +198,8 @@ def load_documents(source):
     csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id and `datasets`' fingerprint), every
     split in order."""
     if isinstance(source, datasets.Dataset):
+        if source._indices is not None:  # a split or a selection: rows read through an index table, which `datasets`
+            source = source.flatten_indices()  # cannot gather once no column is left (IndexError in `fast_gather`)
         return source, f"dataset:{source._fingerprint}"
     if not isinstance(source, (str, os.PathLike)):
         raise TypeError(f"`dataset` (--dataset) must be a path, a Hub id or a datasets.Dataset, got "
@@ -285,9 +303,14 @@ def check_text_column(documents, name, shown):
                          f"column with the documents (columns: {shown}).")
 
 
-def choose_device(device, dtype, shared):
+def choose_device(device, dtype, shared, backend="torch"):
     """The torch device to run on (under a launcher: this process's), with a ValueError for a device that is not
-    there and a dtype it cannot run."""
+    there and a dtype it cannot run; an exported graph (`backend`) runs on the CPU."""
+    if backend != "torch":
+        if device is not None and torch.device(device).type != "cpu":
+            raise ValueError(f"`device` (--device) {device!r}: --backend {backend} runs the exported graph on the "
+                             "CPU (onnxruntime's CPU provider); drop --device, or pass --backend torch.")
+        return torch.device("cpu")
     if device is None:
         chosen = shared.device if shared is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     else:
@@ -347,13 +370,6 @@ def load_model(model_dir, device, dtype, overrides=None):
     if dtype is None:
         model = model.float()  # the weights as saved may be half precision; float32 unless --dtype asks otherwise
     return model.to(device).eval(), tokenizer
-
-
-def model_digest(model_dir):
-    """A SHA-256 per file of `model_dir` that changes predictions (config, weights, tokenizer)."""
-    return {name: file_digest(os.path.join(model_dir, name)) for name in sorted(os.listdir(model_dir))
-            if os.path.isfile(os.path.join(model_dir, name))
-            and any(fnmatch.fnmatch(name, pattern) for pattern in MODEL_FILES)}
 
 
 def open_partial(partial, fingerprint, overwrite, shared):
@@ -430,11 +446,12 @@ def _write_atomically(path, text):
 class Reader:
     """Tokenizes windows of documents, groups them by length into batches, and turns batches into predictions."""
 
-    def __init__(self, model, tokenizer, settings, threshold):
-        self.model, self.tokenizer, self.settings, self.threshold = model, tokenizer, settings, threshold
-        # `prepare` runs in a thread beside the model; a fast tokenizer used from two threads at once can fail
-        # ("Already borrowed") when one of them sets truncation or padding, so that thread has its own copy
-        self.preparing_tokenizer = copy.deepcopy(tokenizer)
+    def __init__(self, model, tokenizer, settings, threshold, runner=None, workers=1):
+        """`runner`: what reads a padded batch instead of the model (an exported graph, `GraphRunner`); `workers`:
+        how many batches are read at once (`threads.reading_workers`), each thread with its own tokenizer."""
+        self.model, self.settings, self.threshold = model, settings, threshold
+        self.runner, self.workers = runner, workers
+        self.shared_tokenizer, self.own = tokenizer, threading.local()
         config = model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = is_multi_label(config)
@@ -445,6 +462,14 @@ class Reader:
         stride = settings.stride if settings.long == "chunks" else 0
         self.content, self.step = LongDocumentClassificationPipeline.chunk_plan(plan_owner, None, stride, self.frame)
         self.token_types = "token_type_ids" in tokenizer.model_input_names
+
+    @property
+    def tokenizer(self):
+        """This thread's copy of the tokenizer (a fast tokenizer that pads or cuts for two threads at once can fail,
+        "Already borrowed")."""
+        if not hasattr(self.own, "tokenizer"):
+            self.own.tokenizer = copy.deepcopy(self.shared_tokenizer)
+        return self.own.tokenizer
 
     def prepare(self, start, texts):
         """The batches of the window starting at row `start`: lists of documents `{"row", "text", "chunks",
@@ -459,7 +484,7 @@ class Reader:
         for first in range(0, len(documents), self.settings.batch_size):  # tokenized a batch at a time
             group = documents[first: first + self.settings.batch_size]
             texts = [document["text"] for document in group]
-            ids = self.preparing_tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+            ids = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
             for document, tokens in zip(group, ids):
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
@@ -520,6 +545,8 @@ class Reader:
         if self.token_types:
             features["token_type_ids"] = [[0] * len(sequence) for sequence in sequences]
         inputs = self.tokenizer.pad(features, padding=True, return_tensors="pt")
+        if self.runner is not None:  # the graph's inputs: ids and mask (token types are all 0, the default)
+            return self.runner(inputs["input_ids"], inputs["attention_mask"])
         inputs = {name: tensor.to(self.model.device) for name, tensor in inputs.items()}
         return self.model(**inputs).logits.float()
 
@@ -580,21 +607,26 @@ def run_windows(reader, documents, text_column, windows, window_rows, partial, s
     def prepare(start):
         return reader.prepare(start, texts[start: end_of[start]][text_column])
 
-    # the next window is tokenized in a thread while the model reads this one (fast tokenizers release the GIL)
-    with ThreadPoolExecutor(max_workers=1) as pool, torch.inference_mode():
+    def read(start, number, batch):
+        path = _shard_path(partial, start, size, number)
+        if os.path.exists(path):  # written before an interruption
+            with open(path, encoding="utf-8") as f:
+                return [json.loads(line) for line in f]
+        with torch.inference_mode():  # per thread
+            rows = reader.predict(batch)
+        _write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        return rows
+
+    # the next window is tokenized in a thread while the model reads this one (fast tokenizers release the GIL), and
+    # on the CPU `reader.workers` batches are read at once, each on one thread (`threads.reading_workers`)
+    with (ThreadPoolExecutor(max_workers=1) as pool, ThreadPoolExecutor(max_workers=reader.workers) as readers,
+          one_thread_each(reader.workers)):
         upcoming = pool.submit(prepare, todo[0]) if todo else None
         for position, start in enumerate(todo):
             batches = upcoming.result()
             upcoming = pool.submit(prepare, todo[position + 1]) if position + 1 < len(todo) else None
             stats = {"rows": end_of[start] - start, "errors": 0, "cut": 0}
-            for number, batch in enumerate(batches):
-                path = _shard_path(partial, start, size, number)
-                if os.path.exists(path):  # written before an interruption
-                    with open(path, encoding="utf-8") as f:
-                        rows = [json.loads(line) for line in f]
-                else:
-                    rows = reader.predict(batch)
-                    _write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+            for batch, rows in zip(batches, readers.map(read, [start] * len(batches), range(len(batches)), batches)):
                 stats["errors"] += sum(1 for _, prediction in rows if "error" in prediction)
                 stats["cut"] += sum(1 for _, prediction in rows if prediction.get("cut"))
                 progress.update(len(batch))
@@ -717,7 +749,7 @@ def _summary(partial, windows):
 # -- the function -----------------------------------------------------------------------------------------------------
 def predict(model_dir, dataset, output=None, *, text_column="text", id_column=None, keep_columns=None, batch_size=8,
             device=None, dtype=None, long="truncate", stride=0, aggregation="mean", top_k=None, explain=None,
-            overwrite=False, config_overrides=None):
+            overwrite=False, config_overrides=None, backend="torch", graph_dir=None):
     """Classify every row of `dataset` with the model saved in `model_dir`; returns the rows as a `datasets.Dataset`
     (on the main process; the other processes of a launcher get None) and, with `output`, writes them there.
 
@@ -744,10 +776,14 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         config_overrides: config settings that change how the saved model runs, not what it computes (its family's
             `runtime_settings`, e.g. `{"compile_gates": False}` for the S-LSTM); they do not change the rows, so a
             run may continue with others.
+        backend: `torch` runs the model; `onnxruntime` the float32 graph `hf-longdoc export` writes (on the CPU;
+            exported once into `graph_dir` when missing or older than the weights); `onnxruntime-int8` its dynamic
+            int8 quantization (made once the same way). See `hf_longdoc.onnx_runtime`.
+        graph_dir: where the graphs are; None: `MODEL_DIR/onnx`, the export's default.
     """
     settings = PredictSettings(text_column=text_column, id_column=id_column, keep_columns=keep_columns or (),
                                batch_size=batch_size, dtype=dtype, long=long, stride=stride, aggregation=aggregation,
-                               top_k=top_k, explain=explain)
+                               top_k=top_k, explain=explain, backend=backend)
     if not isinstance(overwrite, bool):
         raise TypeError(f"`overwrite` (--overwrite) must be True or False, got {overwrite!r}.")
     shared = distributed.state()
@@ -761,7 +797,7 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
         saved = saved_config(model_dir, MODEL_ARGUMENT)  # a folder with a model type we know, before the data is read
         overrides = runtime_overrides(saved, config_overrides)
-        chosen = choose_device(device, settings.dtype, shared)
+        chosen = choose_device(device, settings.dtype, shared, settings.backend)
         with shared.main_process_first() if shared is not None else contextlib.nullcontext():
             documents, input_digest = load_documents(dataset)
         if len(documents) == 0:
@@ -782,13 +818,26 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             check_explainable(model)
         threshold = decision_threshold(model.config, None, is_multi_label(model.config),
                                        where=repr(os.fspath(model_dir)))
-        reader = Reader(model, tokenizer, settings, threshold)
+        try:
+            concurrent = family_of_config(model.config).concurrent_inference
+        except ValueError:  # a Transformers checkpoint: its forward is plain eager code
+            concurrent = True
+        workers = reading_workers(chosen, concurrent)
+        runner, graph = None, None
+        if settings.backend != "torch":  # the graph, exported once by the main process when it is missing
+            from .onnx_runtime import GraphRunner, graph_for
+
+            with shared.main_process_first() if shared is not None else contextlib.nullcontext():
+                graph = graph_for(model_dir, settings.backend, graph_dir)
+            runner = GraphRunner(graph, threads=1 if workers > 1 else torch.get_num_threads())
+        reader = Reader(model, tokenizer, settings, threshold, runner, workers)
 
         # the batch size and the window's rows are not settings that change rows: a run may continue at another batch
         # size (its windows keep their rows: `open_partial`)
         row_settings = {name: value for name, value in asdict(settings).items()
                         if name not in ("batch_size", "window_batches")}
         fingerprint = {"model": model_digest(model_dir), "input": input_digest, "batch_size": settings.batch_size,
+                       **({"graph": file_digest(graph)} if graph is not None else {}),
                        "window_rows": settings.window_rows,
                        "settings": {**row_settings, "keep_columns": list(settings.keep_columns),
                                     "id_column": id_column, "device": chosen.type, "threshold": threshold}}

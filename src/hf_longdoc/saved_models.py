@@ -140,4 +140,19 @@ def load_saved_tokenizer(model_dir, argument, fix="save the model's tokenizer th
     return load_tokenizer(model_dir, argument, fix)
 
 
-__all__ = ["conversion_code", "load_saved_model", "load_saved_tokenizer", "require_safe_weights", "saved_config"]
+# The model folder's files that change predictions (its card, metrics and manifest do not)
+MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer*", "vocab*", "merges.txt",
+               "special_tokens_map.json", "added_tokens.json", "*.model")
+
+
+def model_digest(model_dir):
+    """A SHA-256 per file of `model_dir` that changes predictions (config, weights, tokenizer)."""
+    from .outputs import file_digest
+
+    return {name: file_digest(os.path.join(model_dir, name)) for name in sorted(os.listdir(model_dir))
+            if os.path.isfile(os.path.join(model_dir, name))
+            and any(fnmatch.fnmatch(name, pattern) for pattern in MODEL_FILES)}
+
+
+__all__ = ["conversion_code", "load_saved_model", "load_saved_tokenizer", "model_digest", "require_safe_weights",
+           "saved_config"]

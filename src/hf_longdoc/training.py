@@ -481,6 +481,37 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
 
 
+def documents_to_score(model_dir, config, dataset=None, text_column="text", label_column="label", split=None,
+                       seed=None, evidence="end"):
+    """(split name, its documents, multi-label) that `evaluate_model` scores the model saved in `model_dir` (with
+    `config`) on: a whole `dataset` (split None), else `split` (default test) as `train` drew it, with the seed it
+    recorded. A ValueError names a split or labels that do not fit the model."""
+    task = {}
+    if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
+        seed, task = split_seed_of(model_dir, seed)
+    known = [config.id2label[i] for i in range(config.num_labels)]
+    multi_label = config.problem_type == "multi_label_classification"
+    if dataset not in (None, BUILTIN_TASK) and split is None:
+        return "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column), multi_label
+    split = split or "test"
+    data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence,
+                                                       task.get("task_size"), task.get("task_words"),
+                                                       task.get("kind", "keywords"))
+    multi_label = multi_label or data_multi_label
+    if split not in data:
+        raise ValueError(f"`split` (--split) {split!r} not found; choose one of {', '.join(data)}.")
+    if list(label_names) != known:
+        if dataset in (None, BUILTIN_TASK):
+            raise ValueError(f"No `dataset` (--dataset) was given, so the built-in task's {split} split was read; "
+                             f"its labels {list(label_names)} are not the model's {known}: pass --dataset with the "
+                             "data the model was trained on.")
+        raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
+                         "`--label-column` and dataset the model was trained on, or leave out --split to score "
+                         "the whole file.")
+    part = data[split]
+    return split, part, multi_label
+
+
 def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=None,
                    evidence="end", threshold=None, batch_size=8, max_length=None):
     """Metrics of the model saved in `model_dir`, with the number of `documents` scored (and, for a multi-label
@@ -496,34 +527,12 @@ def evaluate_model(model_dir, dataset=None, text_column="text", label_column="la
     POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
     if seed is not None:
         SEED.check(seed, "seed", "seed")
-    task = {}
-    if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
-        seed, task = split_seed_of(model_dir, seed)
     from .saved_models import load_saved_model, load_saved_tokenizer
 
     model = load_saved_model(model_dir, "`model_dir`")
     tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
-    known = [model.config.id2label[i] for i in range(model.config.num_labels)]
-    multi_label = model.config.problem_type == "multi_label_classification"
-    if dataset not in (None, BUILTIN_TASK) and split is None:
-        split, part = "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column)
-    else:
-        split = split or "test"
-        data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence,
-                                                           task.get("task_size"), task.get("task_words"),
-                                                           task.get("kind", "keywords"))
-        multi_label = multi_label or data_multi_label
-        if split not in data:
-            raise ValueError(f"`split` (--split) {split!r} not found; choose one of {', '.join(data)}.")
-        if list(label_names) != known:
-            if dataset in (None, BUILTIN_TASK):
-                raise ValueError(f"No `dataset` (--dataset) was given, so the built-in task's {split} split was read; "
-                                 f"its labels {list(label_names)} are not the model's {known}: pass --dataset with the "
-                                 "data the model was trained on.")
-            raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
-                             "`--label-column` and dataset the model was trained on, or leave out --split to score "
-                             "the whole file.")
-        part = data[split]
+    split, part, multi_label = documents_to_score(model_dir, model.config, dataset, text_column, label_column, split,
+                                                  seed, evidence)
     threshold = decision_threshold(model.config, threshold, multi_label, model_dir)
     max_length = reading_length(model.config, max_length, tokenizer.model_max_length)  # the saved one: train's
     encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length)

@@ -1,5 +1,6 @@
-"""`hf-longdoc export`: a saved classifier as an ONNX graph, checked in onnxruntime."""
+"""`hf-longdoc export`: a saved classifier as an ONNX graph, checked in onnxruntime, and optionally quantized."""
 
+from ..numbers import POSITIVE_INTEGER
 from .options import Formatter
 
 
@@ -10,17 +11,45 @@ def add_parser(subparsers):
     parser.add_argument("model_dir", help="the folder of a saved model; without a tokenizer there, the graph is "
                                           "traced and checked with ids drawn from the config's vocabulary")
     parser.add_argument("--format", default="onnx", choices=["onnx"], help="the graph format")
-    parser.add_argument("--output-dir", required=True, help="where model.onnx is written")
+    parser.add_argument("--output-dir", default=None,
+                        help="where model.onnx is written; None: MODEL_DIR/onnx, where `predict --backend "
+                             "onnxruntime` looks for it")
+    parser.add_argument("--quantize", default=None, choices=["int8"],
+                        help="also write model.int8.onnx, onnxruntime's dynamic int8 quantization of the graph "
+                             "(`predict --backend onnxruntime-int8`), and print both graphs' accuracy on the model's "
+                             "test split")
+    parser.add_argument("--dataset", default=None,
+                        help="with --quantize: the file the model was trained on, whose test split (drawn with the "
+                             "seed train recorded) the graphs are scored on; None: the built-in task's, for a model "
+                             "trained on it")
+    parser.add_argument("--text-column", default="text", help="with --dataset: the column holding the document")
+    parser.add_argument("--label-column", default="label", help="with --dataset: the column holding the label")
+    parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
+                        help="documents per forward pass while scoring the graphs")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing OUTPUT_DIR/model.onnx that hf-longdoc did not write (or that was "
-                             "changed since); an earlier export's, unchanged, is replaced without it")
+                        help="replace an existing OUTPUT_DIR/model.onnx (or model.int8.onnx) that hf-longdoc did not "
+                             "write (or that was changed since); an earlier export's, unchanged, is replaced without "
+                             "it")
     parser.set_defaults(run=run)
 
 
 def run(args):
-    from ..export import export_onnx
+    from ..export import export_onnx, graph_accuracies, quantize_graph
 
+    if args.dataset is not None and args.quantize is None:
+        raise ValueError("`--dataset` scores the float and the quantized graph on the model's test split; it needs "
+                         "--quantize int8 (or drop --dataset).")
     report = export_onnx(args.model_dir, args.output_dir, overwrite=args.overwrite)
     shapes = " and ".join("x".join(map(str, shape)) for shape in report["checked_shapes"])
     print(f"Wrote {report['path']} (traced at {'x'.join(map(str, report['traced_shape']))}); onnxruntime agrees with "
           f"PyTorch within {report['max_abs_difference']:.1e} at input shapes {shapes}.")
+    if args.quantize is None:
+        return
+    folder = report["path"].rsplit("/", 1)[0]
+    print(f"Wrote {quantize_graph(folder, overwrite=args.overwrite)} (dynamic int8 quantization).")
+    accuracies = graph_accuracies(args.model_dir, folder, args.dataset, args.text_column, args.label_column,
+                                  args.batch_size)
+    if accuracies:
+        print("Test accuracy on the model's own test split: "
+              + ", ".join(f"{precision} graph {accuracy:.4f}" for precision, accuracy in accuracies.items())
+              + f" (recorded in {folder}/export.json).")

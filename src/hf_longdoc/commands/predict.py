@@ -49,6 +49,12 @@ def add_parser(subparsers):
                              "most in each decision (models whose weights say so; not with --long chunks, whose chunks "
                              "it cannot weigh against each other). A passage's `weight`: "
                              + "; ".join(f"{name}: {meaning}" for name, meaning in weight_meanings().items()))
+    parser.add_argument("--backend", default="torch", choices=["torch", "onnxruntime", "onnxruntime-int8"],
+                        help="torch: the model in PyTorch; onnxruntime: the float32 graph `hf-longdoc export` writes "
+                             "(exported once into --graph-dir when missing; CPU; no --explain); onnxruntime-int8: its "
+                             "dynamic int8 quantization (`export --quantize int8` measures its accuracy)")
+    parser.add_argument("--graph-dir", default=None,
+                        help="with an onnxruntime backend: the folder of the exported graphs; None: MODEL_DIR/onnx")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (an interrupted run of the same command still continues; "
                              "one of other settings is discarded)")
@@ -76,7 +82,8 @@ def run(args):
                          id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
                          device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
                          aggregation=args.aggregation, top_k=args.top_k, explain=args.explain,
-                         overwrite=args.overwrite, config_overrides=parse_config_overrides(args.config))
+                         overwrite=args.overwrite, config_overrides=parse_config_overrides(args.config),
+                         backend=args.backend, graph_dir=args.graph_dir)
     except KeyboardInterrupt:
         print(f"The finished batches are kept in {args.output}.partial; rerun the same command to continue.",
               file=sys.stderr)

@@ -60,6 +60,8 @@ class Family:
         evidence_weight (`str`): with `evidence`: what a passage's weight means (for `predict --help` and the docs).
         runtime_settings (`tuple`): config keys that change how a saved model runs (speed, memory), never its outputs
             beyond rounding: what `predict --config` may set on it.
+        concurrent_inference (`bool`): whether several threads may call one model's forward at once (`predict` reads
+            batches in parallel on the CPU); False where a forward runs compiled code.
     """
 
     name: str
@@ -84,6 +86,7 @@ class Family:
     card_settings: tuple = ("hidden_size", "num_hidden_layers", "vocab_size")
     card_limits: str = ""
     runtime_settings: tuple = ()
+    concurrent_inference: bool = True
     evidence_weight: str = ""
 
     def __repr__(self):

@@ -35,6 +35,7 @@ class SLSTMFamily(Family):
     learning_rate = 1e-3
     card_settings = ("hidden_size", "num_recurrent_steps", "window_size", "vocab_size", "max_position_embeddings")
     runtime_settings = ("compile_gates", "chunk_size")
+    concurrent_inference = False  # its steps may run through torch.compile, whose caches are not for several threads
 
     def reading_length(self, config):
         return config.max_position_embeddings
