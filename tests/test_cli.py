@@ -127,6 +127,33 @@ def test_roofline_counts_the_matrix_products_of_bert():
     assert report["forward_ms"] > 0 and report["matmul_ms"] > 0 and report["efficiency"] > 0
 
 
+def test_a_roofline_above_100_percent_is_reported_as_a_measurement_error(monkeypatch):
+    """The forward makes the products and more, so products alone slower than the forward are a timing error
+    (a load change between the two): reported as one, never as an efficiency."""
+    from transformers import BertConfig, BertModel
+
+    from hf_longdoc.commands.bench import roofline_lines
+    from hf_longdoc.experiments import profiling
+
+    model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                 intermediate_size=20, max_position_embeddings=32), add_pooling_layer=False).eval()
+    calls = []
+
+    def timed_call(function, device):  # the products twice as slow as the forward
+        calls.append(function.__name__)
+        return {"forward": 0.010, "replay": 0.020}[function.__name__]
+
+    monkeypatch.setattr(profiling, "timed_call", timed_call)
+    line = profiling.matmul_roofline(model, {"input_ids": torch.randint(1, 50, (1, 12))})
+    assert line["efficiency"] is None and "longer than the forward" in line["measurement_error"]
+    # warmed up first, then interleaved: forward, products, forward, products, ...
+    timed = calls[calls.index("replay") + 1:]
+    assert timed == ["forward", "replay"] * profiling.ROOFLINE_REPEATS
+    row = {"model": "bert", "length": 12, **{"roofline_" + key: value for key, value in line.items()}}
+    (printed,) = roofline_lines([row])
+    assert "efficiency above 100% is a measurement error, not reported" in printed
+
+
 @pytest.mark.parametrize("argv,message", [
     (["train", "--model", "transformer-xl", "--output-dir", "x"], "Unknown model family"),
     (["train", "--dataset", "/nonexistent/data.jsonl", "--output-dir", "x"], "does not exist"),

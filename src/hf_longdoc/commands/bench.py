@@ -124,6 +124,10 @@ def roofline_lines(rows):
     for row in rows:
         if "roofline_efficiency" not in row:
             continue
+        if row.get("roofline_measurement_error"):
+            lines.append(f"{row['model']}: roofline at {row['length']} ids: efficiency above 100% is a measurement "
+                         f"error, not reported: {row['roofline_measurement_error']}; run it again on idle cores")
+            continue
         lines.append(f"{row['model']}: roofline at {row['length']} ids: {row['roofline_gflop']:.2f} GFLOP of matrix "
                      f"products in {row['roofline_products']} calls; forward {row['roofline_forward_ms']:.1f} ms = "
                      f"{row['roofline_forward_gflops']:.1f} GFLOP/s, the same products alone "

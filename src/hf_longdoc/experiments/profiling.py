@@ -5,13 +5,14 @@ of families that fit them, and tokenizer throughput.
 """
 
 import math
+import statistics
 import time
 
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .measure import median_seconds
+from .measure import median_seconds, timed_call
 
 
 def kernel_efficiency(family, hidden_size=256, num_layers=1, num_heads=4, length=4096, batch_size=1, repeats=5,
@@ -158,31 +159,54 @@ class MatmulRecorder(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+ROOFLINE_REPEATS = 5  # interleaved (forward, products) pairs at least: the median of each
+
+
 def matmul_roofline(model, inputs, repeats=3, warmup=1):
     """A roofline line for any model: its forward time against the time of the same matrix products alone
     (`MatmulRecorder`: every product the forward makes, replayed as plain `torch.matmul`s of the same shapes, in the
     same run). `efficiency` = matmul time / forward time: 1.0 means the model runs at matmul speed, and the rest of
-    the time is element-wise work and memory traffic (the S-LSTM's gates, the sparse attention's gathers). Both are
-    timed here, under the same conditions."""
+    the time is element-wise work and memory traffic (the S-LSTM's gates, the sparse attention's gathers).
+
+    Both are timed here, on the path the forward takes anyway (compiled where the model compiles, this process's
+    threads), after `warmup` + 1 untimed forwards (a compiled model's graph for this mode is built before any
+    timing), and interleaved: forward, products, forward, products, ... at least `ROOFLINE_REPEATS` times, so that a
+    change of load on shared cores slows both alike. An efficiency above 1.0 cannot be (the forward makes these
+    products and more): it is returned as `measurement_error`, with `efficiency` None."""
     device = next(model.parameters()).device
     recorder = MatmulRecorder()
     with torch.inference_mode():
         # recorded eagerly (the same products): a compiled region run under a dispatch mode would be skipped for good
         with torch.compiler.set_stance("force_eager"), recorder:
             model(**inputs)
-        forward = median_seconds(lambda: model(**inputs), device, repeats, warmup)
         operands = {}  # one pair of random operands per distinct shape
         for _, shapes, dtype, where in recorder.products:
             if shapes not in operands:
                 operands[shapes] = tuple(torch.randn(shape, dtype=dtype, device=where) for shape in shapes)
         pairs = [operands[shapes] for _, shapes, _, _ in recorder.products]
 
+        def forward():
+            model(**inputs)
+
         def replay():
             for a, b in pairs:
                 torch.matmul(a, b)
 
-        matmuls = median_seconds(replay, device, repeats, warmup)
+        for _ in range(warmup + 1):
+            timed_call(forward, device)
+        timed_call(replay, device)
+        forwards, products = [], []
+        for _ in range(max(repeats, ROOFLINE_REPEATS)):
+            forwards.append(timed_call(forward, device))
+            products.append(timed_call(replay, device))
+    forward, matmuls = statistics.median(forwards), statistics.median(products)
     flops = sum(flops for flops, *_ in recorder.products)
-    return {"forward_ms": forward * 1000, "matmul_ms": matmuls * 1000, "gflop": flops / 1e9,
-            "products": len(pairs), "forward_gflops": flops / forward / 1e9, "matmul_gflops": flops / matmuls / 1e9,
-            "efficiency": matmuls / forward}
+    line = {"forward_ms": forward * 1000, "matmul_ms": matmuls * 1000, "gflop": flops / 1e9, "products": len(pairs),
+            "forward_gflops": flops / forward / 1e9, "matmul_gflops": flops / matmuls / 1e9,
+            "efficiency": matmuls / forward, "measurement_error": None}
+    if line["efficiency"] > 1.0:
+        line["measurement_error"] = (f"the products alone took {matmuls * 1000:.1f} ms, longer than the forward that "
+                                     f"makes them and more ({forward * 1000:.1f} ms): the timings are not of the same "
+                                     "conditions (load changed, or the forward ran another path)")
+        line["efficiency"] = None
+    return line
