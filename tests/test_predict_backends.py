@@ -174,3 +174,21 @@ def test_each_launched_process_takes_its_share_of_the_cores(monkeypatch, caplog)
         assert threads.share_cores("predict") == 3 and torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_speed_example_measures_every_backend_against_the_floor(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("predict_speed", os.path.join(os.path.dirname(__file__), "..",
+                                                                                "examples", "predict_speed.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    model_dir = saved_family_model("segment_lm", tmp_path / "model")
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text("".join(json.dumps({"text": text}) + "\n" for text in DOCUMENTS[:10]))
+    rows = example.main([model_dir, str(corpus), "--documents", "24", "--backends", "torch,onnxruntime",
+                         "--floor-batches", "2", "--batch-size", "4"])
+    assert [row["backend"] for row in rows] == ["torch", "onnxruntime"]
+    assert all(row["documents"] == 24 and row["documents_per_second"] > 0 and row["share_of_floor"] > 0
+               for row in rows)
+    assert rows[0]["vs_torch"] == 1.0

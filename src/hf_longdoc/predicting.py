@@ -20,6 +20,10 @@ How the work is done, and why:
 - **Several processes** (torchrun, accelerate launch): the windows are split with Accelerate's
   `split_between_processes`; each process writes its own shards; after a barrier the main process merges them in
   input order. Windows are cut the same way for any number of processes, so the output equals one process's.
+- **Threads.** On the CPU the batches of a window are read several at once, each on one intra-op thread
+  (`threads.reading_workers`; as many as the process has threads): an operation split over every core waits for the
+  slowest, and on a shared machine one core is always slow. `--backend onnxruntime` runs the exported graph in the
+  same way (`onnx_runtime.GraphRunner`).
 - **The final file** is written under a temporary name inside `OUT.partial/` and moved to OUT with `os.replace`
   (one step on one file system): nothing stands at OUT until every row is written.
 """
@@ -48,8 +52,8 @@ from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
 from .modeling.registry import family_of_config
-from .onnx_runtime import BACKENDS, PRECISIONS
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
+from .onnx_runtime import BACKENDS, PRECISIONS
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, has_visible_text, special_frame
 from .reading_length import reading_length
