@@ -16,9 +16,12 @@ uses:
 The cache lives in memory only: nothing is written into the run's folder.
 """
 
+import copy
 import logging
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +30,7 @@ from transformers import DataCollatorWithPadding, EvalPrediction
 from .metrics import compute_metrics_fn, score_name
 from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
-from .threads import small_op_phase
+from .threads import one_thread_each, reading_workers, small_op_phase
 
 logger = logging.getLogger(__name__)
 
@@ -51,18 +54,27 @@ def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=Tr
     the backbone runs as fine-tuning will run it) and kept in float32 for the head."""
     from tqdm.auto import tqdm
 
-    collator = DataCollatorWithPadding(tokenizer)
     rows = dataset.select_columns(["input_ids", "attention_mask"])
     model.eval()
-    parts = []
-    starts = range(0, len(rows), batch_size)
-    for start in tqdm(starts, desc="Encoding with the frozen backbone", unit="batch", disable=not progress):
-        batch = collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
-        with torch.autocast(model.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+    grad = torch.is_grad_enabled()  # thread-local: the readers below take the caller's
+    own = threading.local()  # each reader pads with its own tokenizer (a fast one padding for two threads can fail)
+
+    def encode(start):
+        if not hasattr(own, "collator"):
+            own.collator = DataCollatorWithPadding(copy.deepcopy(tokenizer))
+        batch = own.collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
+        with torch.set_grad_enabled(grad), torch.autocast(model.device.type, dtype=autocast_dtype,
+                                                          enabled=autocast_dtype is not None):
             features = family.frozen_features(model, batch["input_ids"].to(model.device),
                                               batch["attention_mask"].to(model.device))
-        parts.append([feature.detach().float() if feature.is_floating_point() else feature.detach()
-                      for feature in features])
+        return [feature.detach().float() if feature.is_floating_point() else feature.detach() for feature in features]
+
+    # on the CPU several batches at once, each on one thread, as `predict` reads (`threads.reading_workers`)
+    workers = reading_workers(model.device, family.concurrent_inference)
+    starts = range(0, len(rows), batch_size)
+    with ThreadPoolExecutor(max_workers=workers) as readers, one_thread_each(workers):
+        parts = list(tqdm(readers.map(encode, starts), total=len(starts), desc="Encoding with the frozen backbone",
+                          unit="batch", disable=not progress))
     return [torch.cat(tensors) for tensors in zip(*parts)]
 
 
