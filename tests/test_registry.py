@@ -212,7 +212,7 @@ FLOORS = [
     {"commands"},
     {"experiments", "predicting"},
     {"training"},
-    {"run_settings"},
+    {"run_settings", "onnx_runtime"},
     {"hub", "head_fitting", "export", "explaining", "attention_map"},
     {"pipelines", "saved_models"},
     {"reading_length"},

@@ -3,7 +3,7 @@
 onnxruntime` looks), made by PyTorch's exporter (`torch.onnx.export(dynamo=True)`, which traces with `torch.export`)
 and checked in onnxruntime. `--quantize int8` also writes `model.int8.onnx`, onnxruntime's dynamic quantization of
 it (int8 weights of the matrix products, activations quantized per batch), and both graphs' accuracy on the model's
-test split goes into `OUT/export.json` beside the weights' digests (`onnx_runtime`).
+test split goes into `OUT/export.json` beside the weights' digests.
 
 Batch size and length are dynamic: the check runs the graph at two batch sizes and two lengths other than the traced
 ones and compares the logits with PyTorch's (Transformers' Longformer export was "silently broken", fixed to the
@@ -13,6 +13,8 @@ ids and mask. The families skip their eager input checks while traced (a graph c
 graph trusts the tokenizer saved with the model.
 """
 
+import importlib.util
+import json
 import logging
 import os
 import re
@@ -129,6 +131,41 @@ def check_with_onnxruntime(path, model, batches):
     return worst
 
 
+GRAPH_FOLDER = "onnx"  # inside the model folder: the export's default output and predict's cache
+GRAPH_FILES = {"onnxruntime": "model.onnx", "onnxruntime-int8": "model.int8.onnx"}
+PRECISIONS = {"onnxruntime": "float32", "onnxruntime-int8": "int8"}  # the keys of export.json's `graphs`
+RECORD = "export.json"
+
+
+def require_onnxruntime(what):
+    """A ValueError naming the extra to install when onnx, onnxscript or onnxruntime is missing."""
+    missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ValueError(f"{what} needs {', '.join(missing)}: pip install 'hf_longdoc[onnx]'.")
+
+
+def graph_folder(model_dir, graph_dir=None):
+    """Where the graphs of the model in `model_dir` are: `graph_dir`, else `MODEL_DIR/onnx`."""
+    return os.fspath(graph_dir) if graph_dir is not None else os.path.join(os.fspath(model_dir), GRAPH_FOLDER)
+
+
+def read_record(folder):
+    """`export.json` of `folder` (`{"model": digests, "graphs": {precision: {...}}}`); empty when there is none."""
+    try:
+        with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def write_record(folder, record):
+    path = os.path.join(folder, RECORD)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+    record_outputs([path])
+
+
 QUANTIZED_OPERATIONS = ["MatMul"]  # what `--quantize int8` quantizes (`quantize_graph`)
 TRACE_ATTEMPTS = 8  # trace lengths tried (two positions apart, so each is odd) before an export is refused
 
@@ -174,7 +211,6 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     since, is replaced; any other existing model.onnx only with `overwrite`. Returns a report (path, the checked
     shapes, the largest logit difference). An `ExportBlocked` error names the operation that stops a family's
     export."""
-    from .onnx_runtime import GRAPH_FILES, graph_folder, read_record, require_onnxruntime, write_record
     from .pipelines import ids_per_position, model_reading_length
     from .reading_length import UNBOUNDED
     from .saved_models import load_saved_model, model_digest, saved_config
@@ -251,7 +287,6 @@ def quantize_graph(output_dir, overwrite=False):
     weights) of the float graph `export_onnx` wrote there; recorded in export.json. Returns its path."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from .onnx_runtime import GRAPH_FILES, read_record, write_record
     from .outputs import file_digest
 
     source = os.path.join(output_dir, GRAPH_FILES["onnxruntime"])
@@ -281,38 +316,4 @@ def quantize_graph(output_dir, overwrite=False):
     return target
 
 
-def graph_accuracies(model_dir, output_dir, dataset=None, text_column="text", label_column="label", batch_size=8):
-    """{precision: test accuracy} of each graph recorded in `output_dir`'s export.json on the model's own test split
-    (drawn as `train` drew it: from `dataset`, or the built-in task when the model was trained on it), written into
-    export.json; None when no test split can be drawn (a model trained on a file, with no `dataset` given)."""
-    from .onnx_runtime import PRECISIONS, read_record, write_record
-    from .predicting import predict
-    from .saved_models import saved_config
-    from .training import documents_to_score, split_seed_of
-
-    if dataset is None and not split_seed_of(model_dir)[1]:
-        logger.warning("No --dataset given, and %s was not trained on the built-in task: the graphs' accuracy on its "
-                       "test split is not measured (pass --dataset with the file it was trained on).", model_dir)
-        return None
-    from transformers import PretrainedConfig
-
-    config = PretrainedConfig.from_dict(saved_config(model_dir, "`model_dir`"))
-    _, part, multi_label = documents_to_score(model_dir, config, dataset, text_column, label_column, split="test")
-    names = [config.id2label[i] for i in range(config.num_labels)]
-    gold = [sorted(names[i] for i, on in enumerate(labels) if on) if multi_label else names[labels]  # multi-hot
-            for labels in part["label"]]
-    record = read_record(output_dir)
-    accuracies = {}
-    for backend, precision in PRECISIONS.items():
-        if precision not in record.get("graphs", {}):
-            continue
-        rows = predict(model_dir, part.select_columns(["text"]), text_column="text", batch_size=batch_size,
-                       backend=backend, graph_dir=output_dir)
-        predicted = [sorted(label) if multi_label else label for label in rows["label"]]
-        accuracies[precision] = sum(p == g for p, g in zip(predicted, gold)) / len(gold)
-        record["graphs"][precision].update(test_accuracy=accuracies[precision], test_documents=len(gold))
-    write_record(output_dir, record)
-    return accuracies
-
-
-__all__ = ["ExportBlocked", "FORMATS", "export_onnx", "graph_accuracies", "quantize_graph"]
+__all__ = ["ExportBlocked", "FORMATS", "GRAPH_FILES", "export_onnx", "graph_folder", "quantize_graph", "read_record"]

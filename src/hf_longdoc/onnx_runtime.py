@@ -14,57 +14,21 @@ of the cores under a launcher: `threads.share_cores`). Its threads do not spin w
 and the next operation then waits for it.
 """
 
-import importlib.util
-import json
 import logging
 import os
 
 import torch
 
+from .export import GRAPH_FILES, PRECISIONS, RECORD, export_onnx, graph_folder, quantize_graph, read_record
+
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8")
-GRAPH_FOLDER = "onnx"  # inside the model folder: the export's default output and predict's cache
-GRAPH_FILES = {"onnxruntime": "model.onnx", "onnxruntime-int8": "model.int8.onnx"}
-PRECISIONS = {"onnxruntime": "float32", "onnxruntime-int8": "int8"}  # the keys of export.json's `graphs`
-RECORD = "export.json"
-
-
-def require_onnxruntime(what):
-    """A ValueError naming the extra to install when onnx, onnxscript or onnxruntime is missing."""
-    missing = [name for name in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ValueError(f"{what} needs {', '.join(missing)}: pip install 'hf_longdoc[onnx]'.")
-
-
-def graph_folder(model_dir, graph_dir=None):
-    """Where the graphs of the model in `model_dir` are: `graph_dir`, else `MODEL_DIR/onnx`."""
-    return os.fspath(graph_dir) if graph_dir is not None else os.path.join(os.fspath(model_dir), GRAPH_FOLDER)
-
-
-def read_record(folder):
-    """`export.json` of `folder` (`{"model": digests, "graphs": {precision: {...}}}`); empty when there is none."""
-    try:
-        with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
-            record = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def write_record(folder, record):
-    from .outputs import record_outputs
-
-    path = os.path.join(folder, RECORD)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=2)
-    record_outputs([path])
 
 
 def graph_for(model_dir, backend, graph_dir=None):
     """The path of the graph `backend` runs for the model saved in `model_dir`, exported (or quantized) once into
     `graph_folder` when it is missing or was exported from other weights than the folder holds now."""
-    from .export import export_onnx, quantize_graph
     from .saved_models import model_digest
 
     folder = graph_folder(model_dir, graph_dir)
@@ -122,4 +86,4 @@ class GraphRunner:
         return torch.from_numpy(logits).float()
 
 
-__all__ = ["BACKENDS", "GRAPH_FILES", "GRAPH_FOLDER", "GraphRunner", "graph_for", "graph_folder", "read_record"]
+__all__ = ["BACKENDS", "GraphRunner", "graph_for"]

@@ -51,9 +51,10 @@ from .data.folders import load_text_folder
 from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
+from .export import PRECISIONS
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from .onnx_runtime import BACKENDS, PRECISIONS
+from .onnx_runtime import BACKENDS
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
 from .pipelines import LongDocumentClassificationPipeline, has_visible_text, special_frame
 from .reading_length import reading_length
@@ -129,7 +130,7 @@ class PredictSettings:
 
     def _check_graph_backend(self):
         """ValueErrors, before any work, for what an exported graph cannot do."""
-        from .onnx_runtime import require_onnxruntime
+        from .export import require_onnxruntime
 
         require_onnxruntime(f"`backend` (--backend) {self.backend}")
         if self.explain is not None:

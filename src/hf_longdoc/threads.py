@@ -11,7 +11,8 @@ keep every core.
 Reading a corpus (`predict` on the CPU) runs data-parallel instead: as many batches at once as the process has
 threads, each on one intra-op thread (`reading_workers`). Static splitting of every operation across the cores lets
 the slowest core set the pace; on 2 cores beside one busy process the segment LM around MiniLM read 3.05 documents a
-second on two intra-op threads and 4.11 as two one-thread readers (5.08 and 6.30 on idle cores; docs/results.md).
+second on two intra-op threads and 4.11 as two one-thread readers (5.08 and 6.30 on idle cores); on 1,000 real long
+documents 1.98 and 2.70 (3.43 and 4.31 idle; docs/results.md).
 
 Under a launcher (torchrun, accelerate launch) each process takes its share of the cores the machine lets this one
 use (its CPU affinity and cgroup quota), not all of them (`share_cores`).

@@ -1,7 +1,11 @@
 """`hf-longdoc export`: a saved classifier as an ONNX graph, checked in onnxruntime, and optionally quantized."""
 
+import logging
+
 from ..numbers import POSITIVE_INTEGER
 from .options import Formatter
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers):
@@ -34,7 +38,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..export import export_onnx, graph_accuracies, quantize_graph
+    from ..export import export_onnx, quantize_graph
 
     if args.dataset is not None and args.quantize is None:
         raise ValueError("`--dataset` scores the float and the quantized graph on the model's test split; it needs "
@@ -53,3 +57,37 @@ def run(args):
         print("Test accuracy on the model's own test split: "
               + ", ".join(f"{precision} graph {accuracy:.4f}" for precision, accuracy in accuracies.items())
               + f" (recorded in {folder}/export.json).")
+
+
+def graph_accuracies(model_dir, output_dir, dataset=None, text_column="text", label_column="label", batch_size=8):
+    """{precision: test accuracy} of each graph recorded in `output_dir`'s export.json on the model's own test split
+    (drawn as `train` drew it: from `dataset`, or the built-in task when the model was trained on it), written into
+    export.json; None when no test split can be drawn (a model trained on a file, with no `dataset` given)."""
+    from ..export import PRECISIONS, read_record, write_record
+    from ..predicting import predict
+    from ..saved_models import saved_config
+    from ..training import documents_to_score, split_seed_of
+
+    if dataset is None and not split_seed_of(model_dir)[1]:
+        logger.warning("No --dataset given, and %s was not trained on the built-in task: the graphs' accuracy on its "
+                       "test split is not measured (pass --dataset with the file it was trained on).", model_dir)
+        return None
+    from transformers import PretrainedConfig
+
+    config = PretrainedConfig.from_dict(saved_config(model_dir, "`model_dir`"))
+    _, part, multi_label = documents_to_score(model_dir, config, dataset, text_column, label_column, split="test")
+    names = [config.id2label[i] for i in range(config.num_labels)]
+    gold = [sorted(names[i] for i, on in enumerate(labels) if on) if multi_label else names[labels]  # multi-hot
+            for labels in part["label"]]
+    record = read_record(output_dir)
+    accuracies = {}
+    for backend, precision in PRECISIONS.items():
+        if precision not in record.get("graphs", {}):
+            continue
+        rows = predict(model_dir, part.select_columns(["text"]), text_column="text", batch_size=batch_size,
+                       backend=backend, graph_dir=output_dir)
+        predicted = [sorted(label) if multi_label else label for label in rows["label"]]
+        accuracies[precision] = sum(p == g for p, g in zip(predicted, gold)) / len(gold)
+        record["graphs"][precision].update(test_accuracy=accuracies[precision], test_documents=len(gold))
+    write_record(output_dir, record)
+    return accuracies
