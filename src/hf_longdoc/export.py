@@ -23,7 +23,6 @@ import tempfile
 import torch
 
 from .data.tokenizer import TOKENIZER_FILES
-from .modeling.registry import family_of_config
 from .outputs import check_files_free, record_outputs, require_writable_folder
 from .saved_models import load_saved_tokenizer
 
@@ -211,7 +210,7 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     since, is replaced; any other existing model.onnx only with `overwrite`. Returns a report (path, the checked
     shapes, the largest logit difference). An `ExportBlocked` error names the operation that stops a family's
     export."""
-    from .pipelines import ids_per_position, model_reading_length
+    from .pipelines import family_of, ids_per_position, model_reading_length
     from .reading_length import UNBOUNDED
     from .saved_models import load_saved_model, model_digest, saved_config
 
@@ -245,10 +244,7 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
         written = os.path.join(scratch, "model.onnx")
-        try:
-            family = family_of_config(model.config)
-        except ValueError:  # a Transformers checkpoint: no window or block to pad to
-            family = None
+        family = family_of(model)  # None: a Transformers checkpoint, with no window or block to pad to
         first = traced_length(reads, unit, family.padding_length(model.config) if family is not None else None)
         # the trace length decides how torch.export models the padding to a window or block (measured with the
         # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,

@@ -19,7 +19,6 @@ The cache lives in memory only: nothing is written into the run's folder.
 import copy
 import logging
 import math
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from transformers import DataCollatorWithPadding, EvalPrediction
 from .metrics import compute_metrics_fn, score_name
 from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
-from .threads import one_thread_each, reading_workers, small_op_phase
+from .threads import one_thread_each, per_thread, reading_workers, small_op_phase
 
 logger = logging.getLogger(__name__)
 
@@ -57,12 +56,11 @@ def cached_features(model, family, dataset, tokenizer, batch_size=8, progress=Tr
     rows = dataset.select_columns(["input_ids", "attention_mask"])
     model.eval()
     grad = torch.is_grad_enabled()  # thread-local: the readers below take the caller's
-    own = threading.local()  # each reader pads with its own tokenizer (a fast one padding for two threads can fail)
+    # each reader pads with its own tokenizer (a fast one padding for two threads at once can fail)
+    collators = per_thread(lambda: DataCollatorWithPadding(copy.deepcopy(tokenizer)))
 
     def encode(start):
-        if not hasattr(own, "collator"):
-            own.collator = DataCollatorWithPadding(copy.deepcopy(tokenizer))
-        batch = own.collator([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
+        batch = collators()([rows[i] for i in range(start, min(start + batch_size, len(rows)))])
         with torch.set_grad_enabled(grad), torch.autocast(model.device.type, dtype=autocast_dtype,
                                                           enabled=autocast_dtype is not None):
             features = family.frozen_features(model, batch["input_ids"].to(model.device),

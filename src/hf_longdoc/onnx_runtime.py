@@ -26,16 +26,22 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8")
 
 
-def graph_for(model_dir, backend, graph_dir=None):
-    """The path of the graph `backend` runs for the model saved in `model_dir`, exported (or quantized) once into
-    `graph_folder` when it is missing or was exported from other weights than the folder holds now."""
+def graph_for(model_dir, backend, graph_dir=None, digest=None):
+    """The path of the graph `backend` runs for the model saved in `model_dir` (whose files' `digest` is
+    `saved_models.model_digest`'s, computed when None), exported (or quantized) once into `graph_folder` when it is
+    missing or was exported from other weights than the folder holds now."""
     from .saved_models import model_digest
 
     folder = graph_folder(model_dir, graph_dir)
     path = os.path.join(folder, GRAPH_FILES[backend])
     record = read_record(folder)
-    current = model_digest(model_dir)
-    if os.path.isfile(path) and record.get("model") == current and PRECISIONS[backend] in record.get("graphs", {}):
+    current = digest if digest is not None else model_digest(model_dir)
+
+    def is_current(name):  # the graph of backend `name` is there and export.json says it is of these weights
+        return (os.path.isfile(os.path.join(folder, GRAPH_FILES[name])) and record.get("model") == current
+                and PRECISIONS[name] in record.get("graphs", {}))
+
+    if is_current(backend):
         return path
     if os.path.isfile(path) and not record:
         logger.warning("%s has no %s saying which weights it was exported from; running it as it is (export again "
@@ -43,9 +49,7 @@ def graph_for(model_dir, backend, graph_dir=None):
         return path
     why = "is missing" if not os.path.isfile(path) else "was exported from other weights than the model has now"
     float_path = os.path.join(folder, GRAPH_FILES["onnxruntime"])
-    float_current = os.path.isfile(float_path) and record.get("model") == current and "float32" in record.get(
-        "graphs", {})
-    if not float_current:
+    if not is_current("onnxruntime"):
         logger.info("The ONNX graph %s %s: exporting it once (later runs reuse it).", path, why)
         export_onnx(model_dir, folder)
     if backend == "onnxruntime-int8":

@@ -37,7 +37,6 @@ import logging
 import os
 import shutil
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
@@ -56,10 +55,10 @@ from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .onnx_runtime import BACKENDS
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
-from .pipelines import LongDocumentClassificationPipeline, has_visible_text, special_frame
+from .pipelines import LongDocumentClassificationPipeline, family_of, has_visible_text, special_frame
 from .reading_length import reading_length
 from .saved_models import load_saved_model, load_saved_tokenizer, model_digest, saved_config
-from .threads import one_thread_each, reading_workers
+from .threads import one_thread_each, per_thread, reading_workers
 
 logger = logging.getLogger(__name__)
 MODEL_ARGUMENT = "`model_dir` (MODEL_DIR)"
@@ -456,7 +455,7 @@ class Reader:
         how many batches are read at once (`threads.reading_workers`), each thread with its own tokenizer."""
         self.model, self.settings, self.threshold = model, settings, threshold
         self.runner, self.workers = runner, workers
-        self.shared_tokenizer, self.own = tokenizer, threading.local()
+        self.tokenizers = per_thread(lambda: copy.deepcopy(tokenizer))
         config = model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = is_multi_label(config)
@@ -472,9 +471,7 @@ class Reader:
     def tokenizer(self):
         """This thread's copy of the tokenizer (a fast tokenizer that pads or cuts for two threads at once can fail,
         "Already borrowed")."""
-        if not hasattr(self.own, "tokenizer"):
-            self.own.tokenizer = copy.deepcopy(self.shared_tokenizer)
-        return self.own.tokenizer
+        return self.tokenizers()
 
     def prepare(self, start, texts):
         """The batches of the window starting at row `start`: lists of documents `{"row", "text", "chunks",
@@ -823,17 +820,15 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
             check_explainable(model)
         threshold = decision_threshold(model.config, None, is_multi_label(model.config),
                                        where=repr(os.fspath(model_dir)))
-        try:
-            concurrent = family_of_config(model.config).concurrent_inference
-        except ValueError:  # a Transformers checkpoint: its forward is plain eager code
-            concurrent = True
-        workers = reading_workers(chosen, concurrent)
+        family = family_of(model)  # None: a Transformers checkpoint, whose forward is plain eager code
+        workers = reading_workers(chosen, family is None or family.concurrent_inference)
+        digest = model_digest(model_dir)
         runner, graph = None, None
         if settings.backend != "torch":  # the graph, exported once by the main process when it is missing
             from .onnx_runtime import GraphRunner, graph_for
 
             with shared.main_process_first() if shared is not None else contextlib.nullcontext():
-                graph = graph_for(model_dir, settings.backend, graph_dir)
+                graph = graph_for(model_dir, settings.backend, graph_dir, digest)
             runner = GraphRunner(graph, threads=1 if workers > 1 else torch.get_num_threads())
         reader = Reader(model, tokenizer, settings, threshold, runner, workers)
 
@@ -841,7 +836,7 @@ def predict(model_dir, dataset, output=None, *, text_column="text", id_column=No
         # size (its windows keep their rows: `open_partial`)
         row_settings = {name: value for name, value in asdict(settings).items()
                         if name not in ("batch_size", "window_batches")}
-        fingerprint = {"model": model_digest(model_dir), "input": input_digest, "batch_size": settings.batch_size,
+        fingerprint = {"model": digest, "input": input_digest, "batch_size": settings.batch_size,
                        **({"graph": file_digest(graph)} if graph is not None else {}),
                        "window_rows": settings.window_rows,
                        "settings": {**row_settings, "keep_columns": list(settings.keep_columns),

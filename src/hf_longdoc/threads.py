@@ -24,6 +24,7 @@ imported, nothing is changed.
 import contextlib
 import logging
 import os
+import threading
 
 import torch
 
@@ -65,12 +66,13 @@ def share_cores(command):
         why = ("OMP_NUM_THREADS" if os.environ.get("OMP_NUM_THREADS", "").strip() else "torch.set_num_threads")
         logger.info("hf-longdoc %s uses %d CPU thread(s) per process (%s).", command, torch.get_num_threads(), why)
         return torch.get_num_threads()
-    share = max(1, available_cores() // processes)
+    cores = available_cores()
+    share = max(1, cores // processes)
     if share != torch.get_num_threads():
         torch.set_num_threads(share)
     _expected[0] = share
     logger.info("hf-longdoc %s uses %d CPU thread(s)%s; set OMP_NUM_THREADS to choose.", command, share,
-                f" per process ({available_cores()} cores shared by {processes} processes)" if processes > 1 else "")
+                f" per process ({cores} cores shared by {processes} processes)" if processes > 1 else "")
     return share
 
 
@@ -83,22 +85,43 @@ def reading_workers(device, concurrent=True):
     return torch.get_num_threads()
 
 
+def per_thread(make):
+    """A function that returns this thread's own object, made by `make()` on its first call in each thread (for
+    what two threads must not share, such as a fast tokenizer, which can fail "Already borrowed" when it pads or cuts
+    for two at once)."""
+    own = threading.local()
+
+    def mine():
+        if not hasattr(own, "value"):
+            own.value = make()
+        return own.value
+
+    return mine
+
+
 @contextlib.contextmanager
-def one_thread_each(workers):
-    """With several `workers` reading batches at once, each runs on one intra-op thread; the count is restored
-    after."""
+def _one_thread():
+    """One intra-op thread in the block (recorded as hf_longdoc's own choice), the count restored after."""
     before = torch.get_num_threads()
-    if workers <= 1 or before == 1:
-        yield
-        return
     torch.set_num_threads(1)
     _expected[0] = 1
-    logger.info("Reading %d batches at once, each on one CPU thread.", workers)
     try:
         yield
     finally:
         torch.set_num_threads(before)
         _expected[0] = before
+
+
+@contextlib.contextmanager
+def one_thread_each(workers):
+    """With several `workers` reading batches at once, each runs on one intra-op thread; the count is restored
+    after."""
+    if workers <= 1 or torch.get_num_threads() == 1:
+        yield
+        return
+    logger.info("Reading %d batches at once, each on one CPU thread.", workers)
+    with _one_thread():
+        yield
 
 
 @contextlib.contextmanager
@@ -110,16 +133,11 @@ def small_op_phase(what, device="cpu"):
     if torch.device(device).type != "cpu" or before == 1 or user_set_threads():
         yield
         return
-    torch.set_num_threads(1)
-    _expected[0] = 1
     logger.info("%s runs on 1 CPU thread (small operations: on shared cores each would wait for the other %d); set "
                 "OMP_NUM_THREADS to choose.", what, before - 1)
-    try:
+    with _one_thread():
         yield
-    finally:
-        torch.set_num_threads(before)
-        _expected[0] = before
 
 
-__all__ = ["available_cores", "one_thread_each", "reading_workers", "share_cores", "small_op_phase",
+__all__ = ["available_cores", "one_thread_each", "per_thread", "reading_workers", "share_cores", "small_op_phase",
            "user_set_threads"]

@@ -1,6 +1,7 @@
 """`hf-longdoc export`: a saved classifier as an ONNX graph, checked in onnxruntime, and optionally quantized."""
 
 import logging
+import os
 
 from ..numbers import POSITIVE_INTEGER
 from .options import Formatter
@@ -49,7 +50,7 @@ def run(args):
           f"PyTorch within {report['max_abs_difference']:.1e} at input shapes {shapes}.")
     if args.quantize is None:
         return
-    folder = report["path"].rsplit("/", 1)[0]
+    folder = os.path.dirname(report["path"])
     print(f"Wrote {quantize_graph(folder, overwrite=args.overwrite)} (dynamic int8 quantization).")
     accuracies = graph_accuracies(args.model_dir, folder, args.dataset, args.text_column, args.label_column,
                                   args.batch_size)
