@@ -303,6 +303,74 @@ def test_the_layering_check_catches_each_kind_of_crossing(module, source):
     assert layering_problems(SRC / module, source)
 
 
+def import_graph(sources):
+    """What each module imports of ours, `sources` mapping each module's path to its text: the dotted names of the
+    modules it names (a name that is not a module, such as `from . import helper`, stands for its package), imports
+    inside functions included, since a cycle that only a late import keeps from failing is still a cycle."""
+    modules = {_module_name(path) for path in sources}
+
+    def module_of(name):
+        parts = name.split(".") if name else []
+        return next(".".join(parts[:cut]) for cut in range(len(parts), -1, -1) if ".".join(parts[:cut]) in modules)
+
+    graph = {}
+    for path, source in sources.items():
+        module = _module_name(path)
+        graph[module] = sorted({module_of(target) for target in imported_modules(path, source)} - {module})
+    return graph
+
+
+def import_cycles(graph):
+    """The cycles in `graph` (module -> the modules it imports), each as the list of its modules, the first repeated:
+    every import that leads back to a module still on the depth-first path closes one. Each cycle is listed once,
+    rotated to start at its smallest name."""
+    cycles, finished, path = set(), set(), []
+
+    def visit(module):
+        path.append(module)
+        for target in graph.get(module, ()):
+            if target in path:
+                cycle = path[path.index(target):]
+                first = cycle.index(min(cycle))
+                cycles.add(tuple(cycle[first:] + cycle[:first]))
+            elif target not in finished:
+                visit(target)
+        path.pop()
+        finished.add(module)
+
+    for module in sorted(graph):
+        if module not in finished:
+            visit(module)
+    return [[*cycle, cycle[0]] for cycle in sorted(cycles)]
+
+
+def _named(module):
+    return ".".join(["hf_longdoc", module]).rstrip(".")
+
+
+def test_no_import_cycle_between_our_modules():
+    """Imports between modules of ours form no cycle, counting imports inside functions: what two modules both need
+    moves down to one of them, or to a small module of its own (as `data.errors` holds `DatasetError` for both
+    `data.loading` and `data.folders`)."""
+    cycles = import_cycles(import_graph({path: path.read_text() for path in sorted(SRC.rglob("*.py"))}))
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(map(_named, cycle)) for cycle in cycles)
+
+
+@pytest.mark.parametrize("edits", [
+    {"data/folders.py": "from .loading import DatasetError",
+     "data/loading.py": "def read(path):\n    from .folders import load_labelled_folder"},
+    {"data/folders.py": "from . import loading", "data/loading.py": "from .tasks import tokenize",
+     "data/tasks.py": "import hf_longdoc.data.folders"},
+])
+def test_the_cycle_check_catches_a_cycle_and_names_it(edits):
+    """Two modules importing each other (one of them inside a function) and a cycle through three, each named."""
+    sources = {path: path.read_text() for path in sorted(SRC.rglob("*.py"))}
+    sources.update({SRC / module: source for module, source in edits.items()})
+    cycles = import_cycles(import_graph(sources))
+    named = {_module_name(SRC / module) for module in edits}
+    assert [cycle for cycle in cycles if set(cycle) == named], cycles
+
+
 def test_no_family_folder_imports_another_family():
     """Each family folder is self-contained, as the Hub rule needs for its shipped files and the registry for its
     entry: what two families share lives outside both (`modeling/backbones.py`), or as a marked copy."""

@@ -1,7 +1,8 @@
 """Datasets: the built-in long-document task, loading of real data, tasks and tokenizing, and tokenizer fitting."""
 
+from .errors import DatasetError
 from .inversion import document_parts, invert_parts, invert_sentences, join_parts
-from .loading import DatasetError, load_for_evaluation, load_text_classification_dataset
+from .loading import load_for_evaluation, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, TASK_KINDS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
 from .tokenizer import fit_wordpiece_tokenizer, has_tokenizer_files, load_tokenizer

@@ -18,7 +18,7 @@ import os
 import datasets
 from datasets import Features, Value
 
-from .loading import DatasetError
+from .errors import DatasetError
 
 logger = logging.getLogger(__name__)
 EXTENSION = ".txt"

@@ -22,14 +22,13 @@ from urllib.parse import urlparse
 import datasets
 from datasets import ClassLabel, DatasetDict, Sequence, Value
 
+from .errors import DatasetError
+from .folders import load_labelled_folder
+
 logger = logging.getLogger(__name__)
 LOCAL_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 # A CSV label column is integers only when every label is written as one: "01", "1.0" and "+1" keep their text.
 CSV_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")  # at most 18 digits: an int64
-
-
-class DatasetError(ValueError):
-    """A dataset that cannot be used as given; the message says what to change."""
 
 
 def require_hub(argument, name):
@@ -266,8 +265,6 @@ def _load_raw(source, label_column=None):
     path = os.path.expanduser(source)
     extension = os.path.splitext(path)[1].lower()
     if os.path.isdir(path):  # docs/<label>/*.txt, scikit-learn's `load_files` layout
-        from .folders import load_labelled_folder
-
         return DatasetDict({"train": load_labelled_folder(path, "--dataset")})
     if os.path.exists(path) or extension in LOCAL_FORMATS:
         if not os.path.isfile(path):
