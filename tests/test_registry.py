@@ -3,6 +3,7 @@ outside `modeling/` never branches on a family's name; the CLI is thin and shows
 
 import ast
 import pathlib
+import re
 
 import pytest
 import torch
@@ -193,13 +194,49 @@ def test_trains_small_model_comes_from_from_size():
             assert family.build_config().to_dict() == expected.to_dict()
 
 
+# What a shipped file must not cite: the tracker's issues and pull requests, and the work sessions and stops that made
+# the code; a reader of a saved model has none of them. A measurement is cited by its section of docs/results.md.
+INTERNAL_REFERENCE = re.compile(r"\b(?:issues?|pull requests?|PRs?)\s*#?\d+|(?<![\w&/#])#\d+\b|\bthe issue's\b|"
+                                r"\bsessions?\b|\bstops?\s*#?\d+", re.IGNORECASE)
+SHIPPED = sorted(path for pattern in ("modeling/*/*.py", "tokenization/*.py") for path in SRC.glob(pattern)
+                 if path.name != "__init__.py")  # what `save_pretrained` copies beside a model and `push` uploads
+
+
+def internal_references(text):
+    """(line, text) of each citation in `text` that only the project's own people can open (`INTERNAL_REFERENCE`)."""
+    return [(number, match.group()) for number, line in enumerate(text.splitlines(), start=1)
+            for match in INTERNAL_REFERENCE.finditer(line)]
+
+
 def test_shipped_files_cite_what_a_user_can_open():
-    """Modeling files ship to the Hub with every saved model: they cite papers by arXiv, DOI or URL, never the
-    project's own notes, which no user has."""
+    """Modeling files ship to the Hub with every saved model: they cite papers by arXiv, DOI or URL, a section of the
+    docs, or a measurement, never the project's own notes, issues or work sessions, which no user has."""
     for path in SRC.rglob("*.py"):
         text = path.read_text()
         for unreadable in ("shared/papers", "DESIGN.md", "../shared"):
             assert unreadable not in text, f"{path.relative_to(SRC)} cites {unreadable}"
+    assert SHIPPED
+    found = [f"{path.relative_to(SRC)}:{line}: {hit!r}" for path in SHIPPED
+             for line, hit in internal_references(path.read_text())]
+    assert not found, "cite the paper, the docs section or the measurement instead:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(("text", "caught"), [
+    ("# 142 ms instead of 121 ms: issue 53", True),
+    ("(see #53)", True),
+    ("Issues 12 and 14 measured it", True),
+    ("fixed in PR 7", True),
+    ('docs/results.md, "third session"', True),
+    ("as in the last GPU sessions", True),
+    ("since stop 3 the mask is cached", True),
+    ("the issue's goals", True),
+    ("Eq. (4): sentence-node update; thesis 5.4.2, Table 2, Fig. 5.2", False),
+    ('docs/results.md, "Sparse attention and the S-LSTM on a GPU"', False),
+    ("x = x.view(b, u, v * c)  # (b, u, w); a numerical issue; stop-gradient copy; stops at the end", False),
+    ("https://openreview.net/forum?id=ryxW804FPH#5 and &#39;", False),
+])
+def test_the_citation_check_catches_internal_references(text, caught):
+    assert bool(internal_references(text)) == caught
 
 
 FAMILY_FOLDERS = sorted(path.parent.name for path in (SRC / "modeling").glob("*/family.py"))

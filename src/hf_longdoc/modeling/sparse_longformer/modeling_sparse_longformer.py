@@ -303,8 +303,9 @@ def additive_mask(allowed, dtype):
 # Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
 # values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
 # where memory binds (on an H200 at 8,192 tokens a training step then needs 10.9 GB instead of 17.3 GB, 5% above dense
-# BERT's, and 142 ms instead of 121 ms: issue 53); on a CPU, where time binds, off (there it halves a step's memory
-# for half again its time). `config.attention_checkpointing` True / False overrides it.
+# BERT's, and 142 ms instead of 121 ms: docs/results.md, "Sparse attention and the S-LSTM on a GPU", "Attention
+# recomputed in the backward"); on a CPU, where time binds, off (there it halves a step's memory for half again its
+# time). `config.attention_checkpointing` True / False overrides it.
 RECOMPUTES_ATTENTION = {"cpu": False, "cuda": True}
 
 
@@ -323,11 +324,13 @@ def checkpointed(recompute, function, *args):
 
 # Elements of the gathered keys of one call of the `blocked` backend, by device: on a CPU ≈16 MiB in fp32, so a group
 # stays in cache; on a GPU ≈512 MiB in bf16, so a document of 8,192 tokens at batch 4 is one call a layer (hundreds
-# of small calls of a CPU's size left an H100 launching kernels: issue 53).
+# of small calls of a CPU's size left an H100 launching kernels: 129.4 ms a forward, against 47.4 on an H200 with one
+# call a layer; docs/results.md, "Sparse attention and the S-LSTM on a GPU", "One attention call a layer").
 GROUP_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 28}
 
 # What `auto` runs, by device, for a pass without gradients (reading) and for one with them (training). On an H200
-# (torch 2.11, 768 wide, 12 layers, 12 heads, batch 4, bf16, 8,192 tokens; docs/results.md, "third session"): a
+# (torch 2.11, 768 wide, 12 layers, 12 heads, batch 4, bf16, 8,192 tokens; docs/results.md, "Sparse attention and
+# the S-LSTM on a GPU", the table after "Where the sparse forward's time went"): a
 # forward through `blocked` took 31.1 ms, through `flex` 35.2 and dense BERT's 35.0; a training step through `flex`
 # 131.5 ms and 10,226 MiB at its peak, through `blocked` 139.8 ms and 10,287 MiB, BERT's 122.4 ms and 10,243 MiB. So
 # a GPU reads through `blocked`, which needs no compiler, and trains through `flex`, compiled once for each new input
@@ -393,7 +396,8 @@ def flex_block_mask(is_pad, slot_pos, slot_ok, c):
     O(n / 128) work (`create_block_mask` would evaluate `mask_mod` on all (b, n, G' + n) pairs to find them); a key
     block wholly inside the window of a query block and free of pads is full, where the kernel skips `mask_mod`.
     `mask_mod` reads one length and one count per document, not a flag per key: on an H200 the kernel took 7.8 ms
-    a call at 8,192 tokens when it gathered the pad and slot flags per key, 0.85 ms with these (issue 53)."""
+    a call at 8,192 tokens when it gathered the pad and slot flags per key, 0.85 ms with these (docs/results.md,
+    "Sparse attention and the S-LSTM on a GPU", "A `mask_mod` of per-document scalars")."""
     b, n = is_pad.shape
     slots = slot_ok.shape[1]
     lengths = (~is_pad).sum(dim=1)  # (b,): real keys are 0..length-1 (right padding)
