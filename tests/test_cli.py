@@ -132,8 +132,8 @@ def test_a_roofline_above_100_percent_is_reported_as_a_measurement_error(monkeyp
     (a load change between the two): reported as one, never as an efficiency."""
     from transformers import BertConfig, BertModel
 
-    from hf_longdoc.commands.bench import roofline_lines
     from hf_longdoc.experiments import profiling
+    from hf_longdoc.experiments.bench import roofline_lines
 
     model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                  intermediate_size=20, max_position_embeddings=32), add_pooling_layer=False).eval()

@@ -37,6 +37,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from ..feasibility import SquareTensors
 from ..modeling.segment_lm.modeling_segment import cut_into_segments
+from .baseline_names import ATTENTION_IMPLEMENTATIONS
 
 
 @dataclass(frozen=True)
@@ -211,7 +212,6 @@ def build_baseline(name, *sizes, **settings):
     return BASELINES[name].model_class(baseline_config(name, *sizes, **settings))
 
 
-ATTENTION_IMPLEMENTATIONS = ("auto", "sdpa", "eager", "flash_attention_2", "flex_attention")
 SUPPORT_FLAGS = {"sdpa": "_supports_sdpa", "flash_attention_2": "_supports_flash_attn",
                  "flex_attention": "_supports_flex_attn"}
 

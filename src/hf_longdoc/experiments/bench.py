@@ -17,13 +17,15 @@ backend it ran (`attention_backend_for`) has it in its row's `backend`.
 
 import copy
 import inspect
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 from ..feasibility import check_fits, family_squares
 from ..modeling import FAMILIES, Family, resolve
+from ..outputs import check_files_free, require_writable_folder
 from .baselines import (
     BASELINES,
     baseline_attention,
@@ -34,7 +36,15 @@ from .baselines import (
     too_few_tokens,
 )
 from .measure import time_forward
-from .profiling import matmul_roofline
+from .profiling import (
+    fit_cost,
+    kernel_efficiency,
+    matmul_roofline,
+    read_documents,
+    selection_cost,
+    tokenizer_throughput,
+)
+from .report import bench_output_paths, format_table, write_bench_outputs
 
 
 @dataclass
@@ -184,31 +194,112 @@ def bench_device(device):
     return device
 
 
-def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096, 8192), batch_size=1,
-              hidden_size=256, num_layers=4, num_heads=4, repeats=3, warmup=1, device=None, dtype="float32",
-              seed=0, progress=print, window=512, num_global=128, backward=False, attention_dropout=None,
-              segment_length=256, gradient_mode="paper", config_overrides=None, roofline=True, attention="auto",
-              roofline_length=None):
-    """Time every model at every length; returns rows of dicts (model, length, seconds, peak_mib, ratio fields; a
-    baseline's rows also name its `attention` implementation). `config_overrides` maps a model name to config
-    settings of that family model; `attention` picks the baselines' attention (`baseline_attention`). With
-    `roofline` (forward passes only), each model's row at `roofline_length` (None: the longest) also holds its
-    `matmul_roofline` under `roofline_*` keys."""
-    sizes = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, window=window,
-                 attention_dropout=attention_dropout, segment_length=segment_length, gradient_mode=gradient_mode)
-    config_overrides = config_overrides or {}
-    entries = check_models(models, lengths, config_overrides, **sizes)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {repeats!r}.")
-    device = bench_device(device)
-    if dtype == "float16" and device.type == "cpu":  # emulated there: times that say nothing of a GPU's fp16
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass
+class BenchSettings:
+    """A bench run: what `run_bench` (and `hf-longdoc bench`) takes, as `compare` takes `CompareSettings`. Every model
+    is built at one size and timed at every length; `check` refuses a value no run can use before any model is built.
+
+    - `models`: families (`family:variant`) and/or Transformers baselines (`baseline_names.BASELINE_NAMES`).
+    - `lengths`: the document lengths, in input ids (an elementwise model reads whole materials of v ids).
+    - `batch_size`: documents per pass.
+    - `hidden_size`, `num_layers`, `num_heads`: the size of every model, through each family's `from_size`.
+    - `repeats`: timed passes (the median is reported), after `warmup` untimed ones.
+    - `device`: a torch device (None: cuda if available, else cpu); `dtype`: the models' dtype (`DTYPES`).
+    - `seed`: of the weights, the input ids and the global tokens.
+    - `window`: Longformer-type models' attention window; `num_global`: their scattered global tokens besides [CLS].
+    - `backward`: time training steps (forward + backward of the loss) instead of forward passes.
+    - `attention_dropout`: Transformer models' attention-probability dropout (None: each config's, 0.1).
+    - `segment_length`: segment LMs' tokens per segment; `gradient_mode`: which segments the LM gets gradient through.
+    - `config_overrides`: model name -> config settings of that family model (baselines take none).
+    - `roofline`: forward passes only: each model's row at `roofline_length` (None: the longest of `lengths`) also
+      holds its `matmul_roofline`, its forward timed beside its matrix products alone.
+    - `attention`: the baselines' attention implementation where their model supports it (`baseline_attention`).
+    - `output`: the prefix of the CSV and PNG `run_bench` writes (None: it writes nothing); a file there that
+      hf-longdoc did not write is refused before any timing, unless `overwrite`.
+    """
+
+    models: tuple = ("contextualizer", "bert")
+    lengths: tuple = (512, 1024, 2048, 4096, 8192)
+    batch_size: int = 1
+    hidden_size: int = 256
+    num_layers: int = 4
+    num_heads: int = 4
+    repeats: int = 3
+    warmup: int = 1
+    device: str | None = None
+    dtype: str = "float32"
+    seed: int = 0
+    window: int = 512
+    num_global: int = 128
+    backward: bool = False
+    attention_dropout: float | None = None
+    segment_length: int = 256
+    gradient_mode: str = "paper"
+    config_overrides: dict = field(default_factory=dict)
+    roofline: bool = True
+    roofline_length: int | None = None
+    attention: str = "auto"
+    output: str | None = None
+    overwrite: bool = False
+
+    @classmethod
+    def of(cls, settings=None, **changes):
+        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one."""
+        known = [f.name for f in fields(cls)]
+        if unknown := sorted(set(changes) - set(known)):
+            raise TypeError(f"run_bench() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
+                            "BenchSettings).")
+        return replace(settings or cls(), **changes)
+
+    def sizes(self):
+        """The settings every model is built with (`BenchModel.build`'s arguments)."""
+        return dict(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
+                    window=self.window, attention_dropout=self.attention_dropout,
+                    segment_length=self.segment_length, gradient_mode=self.gradient_mode)
+
+    def check(self):
+        """The models of the run (`check_models`), or a ValueError naming the setting, its flag and the fix."""
+        entries = check_models(self.models, self.lengths, self.config_overrides or {}, **self.sizes())
+        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
+            raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {self.repeats!r}.")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"`dtype` (--dtype) must be {', '.join(DTYPES[:-1])} or {DTYPES[-1]}, got "
+                             f"{self.dtype!r}.")
+        if self.roofline_length is not None and self.roofline_length not in self.lengths:
+            raise ValueError(f"`roofline_length` (--roofline-length) {self.roofline_length} is not one of `lengths` "
+                             f"(--lengths: {','.join(map(str, self.lengths))}); pick one of them, or leave it out "
+                             "for the longest.")
+        if self.output is not None:
+            if not os.path.basename(self.output) or os.path.isdir(self.output):
+                raise ValueError(f"`output` (--output) {self.output!r} is a folder; pass a file prefix (e.g. "
+                                 "out/bench writes out/bench.csv and out/bench.png).")
+            require_writable_folder(os.path.dirname(os.path.abspath(self.output)), "`output` (--output)")
+            check_files_free(bench_output_paths(self.output), self.overwrite, "--overwrite (overwrite=True)")
+        return entries
+
+
+def run_bench(settings=None, /, progress=print, **changes):
+    """Time every model of `settings` (a `BenchSettings`) at every length; returns rows of dicts (model, length,
+    seconds, peak_mib, ratio fields; a baseline's rows also name its `attention` implementation, a model's row at the
+    roofline length its `matmul_roofline` under `roofline_*` keys). Keyword arguments instead (or as well) set its
+    fields (`run_bench(models=["slstm", "bert"], lengths=[1024])`). With an `output` prefix, the rows are also written
+    to `<output>.csv` and `<output>.png`. `progress` receives a line per measurement."""
+    settings = BenchSettings.of(settings, **changes)
+    entries = settings.check()
+    lengths, batch_size = tuple(settings.lengths), settings.batch_size
+    repeats, warmup, seed, backward = settings.repeats, settings.warmup, settings.seed, settings.backward
+    num_global, roofline, roofline_length = settings.num_global, settings.roofline, settings.roofline_length
+    sizes, config_overrides = settings.sizes(), settings.config_overrides or {}
+    device = bench_device(settings.device)
+    if settings.dtype == "float16" and device.type == "cpu":  # emulated there: times that say nothing of a GPU's
         raise ValueError("`dtype` (--dtype) float16 has no fast CPU kernels (its times and roofline would be "
                          "meaningless); on the CPU use bfloat16 or float32, or pass --device cuda.")
-    if dtype not in ("float32", "bfloat16", "float16"):
-        raise ValueError(f"`dtype` (--dtype) must be float32, bfloat16 or float16, got {dtype!r}.")
-    torch_dtype = getattr(torch, dtype)
-    check_attention(attention, device, torch_dtype)
-    attentions = {entry.name: baseline_attention(entry.baseline, attention, device, torch_dtype)
+    torch_dtype = getattr(torch, settings.dtype)
+    check_attention(settings.attention, device, torch_dtype)
+    attentions = {entry.name: baseline_attention(entry.baseline, settings.attention, device, torch_dtype)
                   for entry in entries if entry.family is None}
     check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides, attentions, torch_dtype,
                      **sizes)
@@ -311,6 +402,100 @@ def run_bench(models=("contextualizer", "bert"), lengths=(512, 1024, 2048, 4096,
                                   else None)
                 row["time_vs_" + baseline.name + "_at_length_over_v"] = (
                     row["seconds"] / same_positions["seconds"] if same_positions else None)
+    if settings.output is not None:
+        write_bench_outputs(rows, settings.output)
+    return rows
+
+
+def summary_lines(settings, rows):
+    """What a run of `settings` measured, in words: its sizes and mode, the baselines' attention, the table of `rows`,
+    the files written and each model's roofline line."""
+    s = settings
+    lines = [f"hidden_size={s.hidden_size} layers={s.num_layers} heads={s.num_heads} batch={s.batch_size} "
+             f"dtype={s.dtype}; {'training steps' if s.backward else 'forward passes'}, median of {s.repeats} "
+             f"after {s.warmup} warm-up",
+             f"Models with global attention: window {s.window}, [CLS] + {s.num_global} scattered global tokens "
+             f"(all tokens up to length {s.num_global + 1}); models over segments: segments of {s.segment_length} "
+             f"tokens, m = length / {s.segment_length - 2}, gradient mode {s.gradient_mode}"]
+    attentions = {row["model"]: row["attention"] for row in rows if "attention" in row}
+    if attentions:
+        lines.append("Baselines' attention: " + ", ".join(f"{model} {kind}" for model, kind in attentions.items()))
+    lines.append(format_table(rows))
+    if s.output is not None:
+        lines.append("Wrote {} and {}".format(*bench_output_paths(s.output)))
+    return lines + roofline_lines(rows)
+
+
+def roofline_lines(rows):
+    """One line per model measured with `matmul_roofline`: how close its forward runs to the speed of its own matrix
+    products alone."""
+    lines = []
+    for row in rows:
+        if "roofline_efficiency" not in row:
+            continue
+        if row.get("roofline_measurement_error"):
+            lines.append(f"{row['model']}: roofline at {row['length']} ids: efficiency above 100% is a measurement "
+                         f"error, not reported: {row['roofline_measurement_error']}; run it again on idle cores")
+            continue
+        lines.append(f"{row['model']}: roofline at {row['length']} ids: {row['roofline_gflop']:.2f} GFLOP of matrix "
+                     f"products in {row['roofline_products']} calls; forward {row['roofline_forward_ms']:.1f} ms = "
+                     f"{row['roofline_forward_gflops']:.1f} GFLOP/s, the same products alone "
+                     f"{row['roofline_matmul_ms']:.1f} ms = {row['roofline_matmul_gflops']:.1f} GFLOP/s; "
+                     f"efficiency {row['roofline_efficiency']:.0%}")
+    return lines
+
+
+def micro_benchmarks(settings=None, /, progress=print, **changes):
+    """Each family of `settings`' models, at the longest of its lengths: its hot kernel against matmuls of the same
+    shapes (a family with `has_profile`), and for forward passes the cost of choosing global tokens (a family with
+    statistics). Returns the measurements (`kernel_efficiency`'s and `selection_cost`'s dicts), each also said to
+    `progress` as a line."""
+    s = BenchSettings.of(settings, **changes)
+    length, found = max(s.lengths), []
+    families = dict.fromkeys(entry.family for entry in map(BenchModel.parse, s.models) if entry.family is not None)
+    for family in families:
+        if family.has_statistics and not s.backward:
+            cost = selection_cost(family, s.hidden_size, s.num_layers, s.num_heads, length, s.batch_size, s.window,
+                                  s.num_global, s.repeats, s.device)
+            progress(f"{family.name}: global-token selection at {cost['length']} tokens ({cost['pmi_pairs']} PMI "
+                     f"pairs): tfidf {cost['tfidf_ms']:.1f} ms = {cost['tfidf_share']:.1%}, pmi {cost['pmi_ms']:.1f} "
+                     f"ms = {cost['pmi_share']:.1%} of the forward pass ({cost['forward_ms']:.1f} ms)")
+            found.append({"family": family.name, **cost})
+        if family.has_profile:
+            step = kernel_efficiency(family, s.hidden_size, length=length, batch_size=s.batch_size,
+                                     repeats=s.repeats, device=s.device)
+            progress(f"{family.name}: {step['kernel']} at {step['length']} tokens, hidden {step['hidden_size']}: "
+                     f"{step['kernel_ms']:.1f} ms = {step['kernel_gflops']:.1f} GFLOP/s; torch.matmul of the same "
+                     f"shapes {step['matmul_ms']:.1f} ms = {step['matmul_gflops']:.1f} GFLOP/s; efficiency "
+                     f"{step['efficiency']:.0%}")
+            found.append({"family": family.name, **step})
+    return found
+
+
+def selection_fit_costs(documents, length, progress=print):
+    """For each family that fits selection statistics: the seconds to fit them (TF-IDF + PMI) on `documents`
+    documents of `length` ids (`profiling.fit_cost`), each also said to `progress` as a line."""
+    costs = []
+    for family in FAMILIES.values():
+        if not family.has_statistics:
+            continue
+        cost = fit_cost(family, documents, length)
+        progress(f"{family.name}: fitted TF-IDF + PMI on {cost['documents']} documents of {cost['length']} tokens "
+                 f"(vocabulary {cost['vocab_size']}) in {cost['seconds']:.1f} s: {cost['pairs_counted']} pairs "
+                 f"counted, {cost['distinct_pairs']} distinct, {cost['pairs_kept']} kept"
+                 + (f"; {cost['warning']}" if "warning" in cost else ""))
+        costs.append({"family": family.name, **cost})
+    return costs
+
+
+def tokenizer_speeds(path, megabytes=10.0, elements_per_material=4, progress=print, option="--tokenizers"):
+    """Each tokenizer's throughput on the .txt/.jsonl file at `path`, repeated to `megabytes` MB
+    (`profiling.tokenizer_throughput`; best of 3), also said to `progress`. `option` names `path` in errors."""
+    texts = read_documents(path, megabytes, option=option)
+    rows = tokenizer_throughput(texts, elements_per_material=elements_per_material)
+    progress(f"{rows[0]['megabytes']:.1f} MB of {os.path.basename(path)} ({len(texts)} documents), best of 3:")
+    for row in rows:
+        progress(f"  {row['tokenizer']:>26}: {row['mb_per_s']:8.1f} MB/s  ({row['seconds']:.2f} s)")
     return rows
 
 
