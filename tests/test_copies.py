@@ -22,6 +22,14 @@ EXPECTED_COPIES = {
         "modeling/slstm/configuration_slstm.py",
         "modeling/sparse_longformer/configuration_sparse_longformer.py",
     },
+    # the shared end of every config's `__init__`: the multi-label threshold, auto_map, Transformers' settings
+    "hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init": {
+        "modeling/elementwise/configuration_elementwise.py",
+        "modeling/segment_lm/configuration_segment.py",
+        "modeling/slstm/configuration_slstm.py",
+        "modeling/sparse_longformer/configuration_sparse_longformer.py",
+        "modeling/sparse_longformer/configuration_sparse_bigbird.py",
+    },
     CONTEXTUALIZER + "check_labels": {
         "modeling/elementwise/modeling_elementwise.py",
         "modeling/segment_lm/modeling_segment.py",

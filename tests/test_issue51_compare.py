@@ -19,7 +19,7 @@ from hf_longdoc.experiments.compare import (
     summarize,
 )
 from hf_longdoc.experiments.report import write_compare_report
-from hf_longdoc.training import decision_threshold
+from hf_longdoc.reading import decision_threshold
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,8 @@ from transformers import AutoModelForSequenceClassification, pipeline
 
 import hf_longdoc
 from hf_longdoc.cli import main
-from hf_longdoc.decisions import at_threshold, chosen_classes, decision_threshold
-from hf_longdoc.training import evaluate_model
+from hf_longdoc.evaluation import evaluate_model
+from hf_longdoc.reading import chosen_classes, decide, decision_threshold
 from test_predict import TEXTS, save_classifier
 
 # logits 0, 2, -2 whatever the text: sigmoid scores 0.5 (exactly), 0.88, 0.12
@@ -39,7 +39,7 @@ def test_the_decision_is_at_least_the_threshold_compared_in_double_precision():
     # float32(0.7) is below 0.7: the same "no" whether the score comes as a tensor, an array or a list
     score = torch.tensor([0.7])
     assert chosen_classes(score, 0.7) == chosen_classes(score.numpy(), 0.7) == chosen_classes(score.tolist(), 0.7) == []
-    assert at_threshold(np.float32([0.7, 0.5]), 0.5).tolist() == [True, True]
+    assert decide(np.float32([0.7, 0.5]), 0.5).tolist() == [True, True]
 
 
 def test_predict_the_pipeline_and_evaluate_give_the_same_labels_at_the_saved_threshold(tmp_path, capsys):

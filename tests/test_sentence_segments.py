@@ -16,7 +16,7 @@ from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.explaining import explain
 from hf_longdoc.modeling.segment_lm.modeling_segment import cut_into_segments
 from hf_longdoc.modeling.segment_lm.tokenization_segment import SegmentLMTokenizer, pack_sentences, sentence_spans
-from hf_longdoc.reading_length import reading_length
+from hf_longdoc.reading import reading_length
 from tiny_bert import save_tiny_bert
 
 SENTENCES = [

@@ -7,6 +7,7 @@ import torch
 from .modeling import FAMILIES
 from .outputs import check_files_free, record_outputs, require_writable_folder
 from .plotting import figure
+from .reading import saved_reading_length
 
 
 def selector_families():
@@ -25,7 +26,7 @@ def selected_words(model, tokenizer, text, selector=None, max_length=None):
     if not hasattr(model, "select_global_tokens"):
         raise TypeError(f"{type(model).__name__} has no global-token selector; pass a model of "
                         f"{' or '.join(selector_families())}.")
-    max_length = max_length or min(tokenizer.model_max_length, model.config.max_position_embeddings - 2)
+    max_length = max_length or saved_reading_length(model.config, tokenizer)  # what `predict` reads of it
     encoding = tokenizer(text, truncation=True, max_length=max_length, return_offsets_mapping=tokenizer.is_fast,
                          return_tensors="pt")
     input_ids = encoding["input_ids"]

@@ -11,6 +11,7 @@ import logging
 import torch
 
 from .modeling.registry import FAMILIES, family_of_config
+from .reading import saved_reading_length
 
 logger = logging.getLogger(__name__)
 _logged_cuts = []  # [True] once a cut has been logged at INFO in this process
@@ -96,21 +97,23 @@ def explain(model, tokenizer, texts, k, max_length):
     weight means depends on the family (`weight_meanings`).
 
     `texts` are tokenized as `pipeline("text-classification", truncation=True)` tokenizes them (cut at `max_length`,
-    else at the tokenizer's `model_max_length`) and read in one forward pass with `output_attentions=True`; the
-    weights are the numbers that pass returned. Raises ValueError for a model `check_explainable` refuses."""
+    else where `predict` cuts them, `reading.saved_reading_length`) and read in one forward pass with
+    `output_attentions=True`; the weights are the numbers that pass returned. Raises ValueError for a model
+    `check_explainable` refuses."""
     family = _explaining_family(model)
     _check_arguments(tokenizer, texts, k)
     if model.training:
         logger.warning("Explaining a model in training mode: dropout is active, so logits and weights vary between "
                        "runs; call `model.eval()` first.")
     texts = list(texts)
-    encoding = tokenizer(texts, truncation=True, max_length=max_length, padding=True, padding_side="right",
-                         return_offsets_mapping=True, return_tensors="pt")
+    max_length = max_length or saved_reading_length(model.config, tokenizer)  # None: the model reads any length
+    encoding = tokenizer(texts, truncation=max_length is not None, max_length=max_length, padding=True,
+                         padding_side="right", return_offsets_mapping=True, return_tensors="pt")
     pieces = encoding.encodings or [None] * len(texts)  # a tokenizer that lays documents out itself has none
     if cut := sum(bool(piece is not None and piece.overflowing) for piece in pieces):  # what truncation dropped
         # at INFO the first time only: predict calls this once a batch and counts the cut documents itself
         log = logger.debug if _logged_cuts else logger.info
-        log(f"{cut} of {len(texts)} documents are longer than the {max_length or tokenizer.model_max_length} tokens "
+        log(f"{cut} of {len(texts)} documents are longer than the {max_length} tokens "
             "read and were cut; their passages come from the part read.")
         _logged_cuts[:] = [True]
     offsets = encoding.pop("offset_mapping").tolist()  # (b, n, 2): characters of each token

@@ -210,8 +210,8 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     since, is replaced; any other existing model.onnx only with `overwrite`. Returns a report (path, the checked
     shapes, the largest logit difference). An `ExportBlocked` error names the operation that stops a family's
     export."""
-    from .pipelines import family_of, ids_per_position, model_reading_length
-    from .reading_length import UNBOUNDED
+    from .pipelines import family_of
+    from .reading import ids_per_position, saved_reading_length
     from .saved_models import load_saved_model, model_digest, saved_config
 
     require_onnxruntime("ONNX export")
@@ -227,8 +227,7 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     if any(os.path.isfile(os.path.join(model_dir, name)) for name in TOKENIZER_FILES):
         tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
     wrapped = LogitsOnly(model).eval()
-    limit = model_reading_length(model, tokenizer)
-    reads, unit = limit if limit and limit < UNBOUNDED else 4096, ids_per_position(model)
+    reads, unit = saved_reading_length(model.config, tokenizer) or 4096, ids_per_position(model.config)
     if tokenizer is None:
         logger.info("%s holds no tokenizer: tracing and checking with ids drawn from the config's vocabulary (%d ids), "
                     "as optimum does; serve the graph with the tokenizer the model was trained with.", model_dir,

@@ -29,6 +29,7 @@ from transformers import DataCollatorWithPadding, EvalPrediction
 from .metrics import compute_metrics_fn, score_name
 from .numbers import NON_NEGATIVE_INTEGER
 from .outputs import RunDiverged
+from .reading import DEFAULT_THRESHOLD
 from .threads import one_thread_each, per_thread, reading_workers, small_op_phase
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def labels_of(dataset, multi_label):
 
 
 def fit_head(model, family, head_parameters, train, validation, epochs=50, learning_rate=1e-3, batch_size=8, seed=42,
-             multi_label=False, threshold=0.3, patience=10, deadline=None):
+             multi_label=False, threshold=DEFAULT_THRESHOLD, patience=10, deadline=None):
     """Train the parameters named `head_parameters` on cached features: `train` and `validation` are
     (features, labels) from `cached_features` and `labels_of`. AdamW at `learning_rate`, mini-batches of `batch_size`
     in a seeded order, for at most `epochs`; the head of the epoch with the best validation accuracy (micro-F1 for
@@ -338,7 +339,7 @@ class FitPlan:
     head_parameters: tuple = ()
     head_learning_rate: float | None = None
     multi_label: bool = False
-    threshold: float = 0.3
+    threshold: float = DEFAULT_THRESHOLD
     deadline: float | None = None
 
     @property

@@ -24,6 +24,7 @@ from transformers import AutoConfig
 
 from .modeling import family_of_config
 from .outputs import is_unchanged, require_writable_folder
+from .reading import folder_reading_length
 from .saved_models import saved_config
 
 logger = logging.getLogger(__name__)
@@ -339,18 +340,14 @@ def _procedure(output_dir, recorded):
     return f"{how}:\n\n| setting | value |\n|---|---|\n" + "\n".join(rows)
 
 
-def _reading(output_dir, config, family):
-    """A sentence on how much of a document the model reads: the saved tokenizer's `model_max_length`, or the
-    family's reading length (a segment LM reads m·(L − 2) tokens, whatever the text's length)."""
-    limits = [family.reads(config)]
-    tokenizer_config = os.path.join(output_dir, "tokenizer_config.json")
-    if os.path.isfile(tokenizer_config):
-        with open(tokenizer_config) as f:
-            limits.append(json.load(f).get("model_max_length"))
-    limits = [int(limit) for limit in limits if isinstance(limit, (int, float)) and 0 < limit < 10**9]
-    if not limits:
+def _reading(output_dir, config):
+    """A sentence on how much of a document the model reads (`reading.folder_reading_length`: the family's reading
+    length, cut at the saved tokenizer's `model_max_length`; a segment LM reads m·(L − 2) tokens, whatever the text's
+    length)."""
+    length = folder_reading_length(config, output_dir)
+    if length is None:
         return ""
-    return (f"It reads the first {min(limits)} input ids of a document (the saved tokenizer truncates there, and "
+    return (f"It reads the first {length} input ids of a document (the saved tokenizer truncates there, and "
             "`hf-longdoc train` logs how many documents it cut): text past them is not seen. ")
 
 
@@ -455,7 +452,7 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         training_data=training_data or (f"`{dataset_name}`" if dataset_name else "Not recorded."),
         procedure=_procedure(output_dir, recorded),
         evaluation=_evaluation(metrics, recorded.get("sizes", {})),
-        reading=_reading(output_dir, config, family),
+        reading=_reading(output_dir, config),
         limits=family.card_limits,
         repo_id=repo_id,
         citation=family.paper_citation,

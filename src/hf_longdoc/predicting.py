@@ -49,14 +49,20 @@ from . import distributed
 from .data.folders import load_text_folder
 from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
-from .decisions import best_class, chosen_classes, decision_threshold, is_multi_label, scores_from_logits
 from .export import PRECISIONS
 from .modeling.registry import family_of_config
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .onnx_runtime import BACKENDS
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
-from .pipelines import LongDocumentClassificationPipeline, family_of, has_visible_text, special_frame
-from .reading_length import reading_length
+from .pipelines import family_of, has_visible_text
+from .reading import (
+    chosen_classes,
+    chunk_plan,
+    decision_threshold,
+    is_multi_label,
+    saved_reading_length,
+    scores_from_logits,
+)
 from .saved_models import load_saved_model, load_saved_tokenizer, model_digest, saved_config
 from .threads import one_thread_each, per_thread, reading_workers
 
@@ -459,12 +465,9 @@ class Reader:
         config = model.config
         self.labels = [config.id2label[index] for index in range(config.num_labels)]
         self.multi_label = is_multi_label(config)
-        self.length = reading_length(model.config, tokenizer_limit=tokenizer.model_max_length)
-        self.frame = special_frame(tokenizer)
+        self.length = saved_reading_length(config, tokenizer)
         # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
-        plan_owner = SimpleNamespace(model=model, tokenizer=tokenizer)
-        stride = settings.stride if settings.long == "chunks" else 0
-        self.content, self.step = LongDocumentClassificationPipeline.chunk_plan(plan_owner, None, stride, self.frame)
+        self.plan = chunk_plan(config, tokenizer, stride=settings.stride if settings.long == "chunks" else 0)
         self.token_types = "token_type_ids" in tokenizer.model_input_names
 
     @property
@@ -490,7 +493,7 @@ class Reader:
             for document, tokens in zip(group, ids):
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
-                document["cut"] = self.content is not None and len(tokens) > self.content
+                document["cut"] = self.plan.is_cut(tokens)
         documents.sort(key=lambda d: (-d["tokens"], d["row"]))
         size = self.settings.batch_size
         batches = [documents[first: first + size] for first in range(0, len(documents), size)]
@@ -499,12 +502,7 @@ class Reader:
     def _chunks(self, tokens):
         """The id sequences the model reads for one document (the long-document pipeline's chunks; one with
         `long="truncate"`: the document cut at the reading length, as `truncation=True` cuts it)."""
-        prefix, suffix = self.frame
-        content = self.content or len(tokens)
-        if self.settings.long == "truncate" or len(tokens) <= content:
-            return [prefix + tokens[:content] + suffix]
-        starts = list(range(0, len(tokens) - content, self.step)) + [len(tokens) - content]
-        return [prefix + tokens[s: s + content] + suffix for s in starts]
+        return self.plan.truncated(tokens) if self.settings.long == "truncate" else self.plan.chunks(tokens)
 
     def predict(self, batch):
         """`[row, prediction]` for each document of `batch`."""
@@ -556,12 +554,11 @@ class Reader:
         ranked = sorted(range(len(scores)), key=lambda index: -scores[index])
         shown = ranked[: self.settings.top_k] if self.settings.top_k else range(len(scores))
         prediction = {"scores": {self.labels[index]: scores[index] for index in sorted(shown)}}
+        chosen = chosen_classes(scores, self.threshold)  # `reading.decide`: the best class, or those at the threshold
         if self.multi_label:
-            chosen = chosen_classes(scores, self.threshold)
             prediction.update(label=[self.labels[i] for i in chosen], score=[scores[i] for i in chosen])
         else:
-            best = best_class(scores)
-            prediction.update(label=self.labels[best], score=scores[best])
+            prediction.update(label=self.labels[chosen[0]], score=scores[chosen[0]])
         return prediction
 
 

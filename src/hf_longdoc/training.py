@@ -1,11 +1,11 @@
-"""Train and evaluate any family with `Trainer`: the library functions behind `hf-longdoc train` and `evaluate`."""
+"""Train any family with `Trainer`: the library functions behind `hf-longdoc train` (`evaluate` is in
+`hf_longdoc.evaluation`)."""
 
 import dataclasses
 import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -22,21 +22,15 @@ from transformers import (
     set_seed,
 )
 
-from .data import BUILTIN_TASK, has_tokenizer_files, load_for_evaluation, load_task, load_tokenizer, tokenize
-from .decisions import decision_threshold
+from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, tokenize
 from .distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan, keep_the_better
 from .hub import make_model_card, public_name
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
-from .numbers import (
-    POSITIVE_INTEGER,
-    SEED,
-    THRESHOLD,
-)
 from .outputs import RunDiverged, RunFolder
-from .reading_length import reading_length
+from .reading import reading_length
 from .run_settings import RunSettings, check_backbone, mixed_precision
 
 logger = logging.getLogger(__name__)
@@ -480,97 +474,3 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None)
         json.dump(metrics, f, indent=2)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
 
-
-def documents_to_score(model_dir, config, dataset=None, text_column="text", label_column="label", split=None,
-                       seed=None, evidence="end"):
-    """(split name, its documents, multi-label) that `evaluate_model` scores the model saved in `model_dir` (with
-    `config`) on: a whole `dataset` (split None), else `split` (default test) as `train` drew it, with the seed it
-    recorded. A ValueError names a split or labels that do not fit the model."""
-    task = {}
-    if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
-        seed, task = split_seed_of(model_dir, seed)
-    known = [config.id2label[i] for i in range(config.num_labels)]
-    multi_label = config.problem_type == "multi_label_classification"
-    if dataset not in (None, BUILTIN_TASK) and split is None:
-        return "evaluation", load_for_evaluation(dataset, known, multi_label, text_column, label_column), multi_label
-    split = split or "test"
-    data, label_names, data_multi_label, _ = load_task(dataset, text_column, label_column, seed, evidence,
-                                                       task.get("task_size"), task.get("task_words"),
-                                                       task.get("kind", "keywords"))
-    multi_label = multi_label or data_multi_label
-    if split not in data:
-        raise ValueError(f"`split` (--split) {split!r} not found; choose one of {', '.join(data)}.")
-    if list(label_names) != known:
-        if dataset in (None, BUILTIN_TASK):
-            raise ValueError(f"No `dataset` (--dataset) was given, so the built-in task's {split} split was read; "
-                             f"its labels {list(label_names)} are not the model's {known}: pass --dataset with the "
-                             "data the model was trained on.")
-        raise ValueError(f"The dataset's labels {label_names} differ from the model's {known}; pass the same "
-                         "`--label-column` and dataset the model was trained on, or leave out --split to score "
-                         "the whole file.")
-    part = data[split]
-    return split, part, multi_label
-
-
-def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=None,
-                   evidence="end", threshold=None, batch_size=8, max_length=None):
-    """Metrics of the model saved in `model_dir`, with the number of `documents` scored (and, for a multi-label
-    model, the `threshold` it was scored at: `threshold` when given, else the model's, `decision_threshold`).
-
-    A `dataset` is scored whole (every row of a local file; a Hub dataset's test split), its labels matched to the
-    model's by name, unless `split` names one: then that split as `train` made it (the same seeded carve-out of the
-    file). Without a dataset: `split` (default test) of the built-in task. A split is drawn with the seed `train`
-    recorded with the model (`seed` None), so it holds the same documents; another `seed` is refused, since its
-    "test" split would hold documents the model trained on. Nothing is written to `model_dir`."""
-    if threshold is not None:
-        THRESHOLD.check(threshold, "threshold", "threshold")
-    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
-    if seed is not None:
-        SEED.check(seed, "seed", "seed")
-    from .saved_models import load_saved_model, load_saved_tokenizer
-
-    model = load_saved_model(model_dir, "`model_dir`")
-    tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
-    split, part, multi_label = documents_to_score(model_dir, model.config, dataset, text_column, label_column, split,
-                                                  seed, evidence)
-    threshold = decision_threshold(model.config, threshold, multi_label, model_dir)
-    max_length = reading_length(model.config, max_length, tokenizer.model_max_length)  # the saved one: train's
-    encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length)
-    with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
-        trainer = Trainer(
-            model=model,
-            args=training_arguments(scratch, batch_size=batch_size, seed=42 if seed is None else seed),
-            data_collator=DataCollatorWithPadding(tokenizer),
-            compute_metrics=compute_metrics_fn(multi_label, threshold),
-        )
-        result = trainer.evaluate(encoded[split], metric_key_prefix=split)
-    scored_at = {"threshold": threshold} if multi_label else {}
-    return {**without_prefix(result, split), "documents": len(part), **scored_at}
-
-
-def split_seed_of(model_dir, seed=None):
-    """(seed, built-in task sizes): the seed `train` drew the model's splits with and the built-in task's size (its
-    metrics.json), with a ValueError when `seed` differs; a model without the record (not saved by `hf-longdoc
-    train`, or by an older version) takes `seed` or 42."""
-    recorded, task = None, {}
-    for name, key in (("metrics.json", "split_seed"), ("training_args.json", "data_seed")):  # what train wrote
-        try:
-            with open(os.path.join(model_dir, name)) as f:
-                record = json.load(f)
-            recorded, task = record[key], record.get("task") or {}
-            if name != "metrics.json":
-                logger.warning("%s has no metrics.json; the split seed %s comes from its %s (a built-in task's size "
-                               "is not recorded there: the default size is drawn).", model_dir, recorded, name)
-            break
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    if recorded is None:
-        logger.warning("%s does not record the seed its splits were drawn with; using --seed %s. A split drawn with "
-                       "another seed than training used holds documents the model trained on.", model_dir,
-                       42 if seed is None else seed)
-        return 42 if seed is None else seed, task
-    if seed is not None and seed != recorded:
-        raise ValueError(f"`seed` (--seed) {seed} differs from the seed {recorded} the model's splits were drawn with "
-                         f"(recorded with the model in {model_dir}): that split would score documents the model "
-                         "trained on. Leave out --seed, or leave out --split to score a whole held-out file.")
-    return recorded, task

@@ -25,7 +25,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..training import evaluate_model
+    from ..evaluation import evaluate_model
 
     require_model_folder(args.model_dir)
     metrics = evaluate_model(args.model_dir, args.dataset, args.text_column, args.label_column, args.split, args.seed,

@@ -55,7 +55,7 @@ from ..modeling import Family, resolve
 from ..modeling.registry import SIZE_ARGUMENTS
 from ..numbers import POSITIVE_INTEGER
 from ..outputs import check_files_free, record_outputs, require_writable_folder
-from ..reading_length import reading_length
+from ..reading import reading_length
 from ..run_settings import (
     TrainingOptions,
     check_backbone,

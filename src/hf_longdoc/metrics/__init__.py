@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..decisions import DEFAULT_THRESHOLD, at_threshold, scores_from_logits
+from ..reading import DEFAULT_THRESHOLD, decide, scores_from_logits
 
 METRICS_DIR = os.path.dirname(os.path.abspath(__file__))
 METRIC_NAMES = ("classification", "multilabel")
@@ -33,8 +33,8 @@ def score_name(multi_label):
 
 def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
     """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 of the labels
-    `predict` and the pipelines give at `threshold` (`hf_longdoc.decisions`: the metric is handed those decisions,
-    not scores it would compare again in float32)."""
+    `predict` and the pipelines give at `threshold` (`hf_longdoc.reading.decide`: the metrics are handed those
+    decisions, not scores they would compare again in float32)."""
     metric = load_metric("multilabel" if multi_label else "classification")
 
     def compute_metrics(eval_prediction):
@@ -42,10 +42,9 @@ def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
         if isinstance(logits, tuple):
             logits = logits[0]
         if multi_label:
-            scores = scores_from_logits(logits, MULTI_LABEL)
-            decided = at_threshold(scores, threshold).astype(np.float32)  # 0/1: any threshold in (0, 1) keeps them
-            return metric.compute(predictions=decided, references=labels, threshold=0.5)
-        best = scores_from_logits(logits, SINGLE_LABEL).argmax(dim=-1).numpy()  # the class `predict` names
-        return metric.compute(predictions=best, references=labels)
+            decided = decide(scores_from_logits(logits, MULTI_LABEL), threshold).astype(np.float32)
+            return metric.compute(predictions=decided, references=labels, threshold=1.0)  # the decided 1s
+        decided = decide(scores_from_logits(logits, SINGLE_LABEL))  # one class a row: the one `predict` names
+        return metric.compute(predictions=decided.argmax(axis=-1), references=labels)  # each row's one True
 
     return compute_metrics

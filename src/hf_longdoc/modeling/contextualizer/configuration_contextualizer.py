@@ -51,6 +51,11 @@ class ContextualizerConfig(PretrainedConfig):
             Seed of the fixed evaluation draw of c(0) when `default_context="random"`.
         pad_token_id (`int`, defaults to 0):
             Id of the padding token (its embedding row is kept at zero).
+        multi_label_threshold (`float` in (0, 1), *optional*):
+            A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
+            `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
+            None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
+            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
     """
 
     model_type = "contextualizer"
@@ -72,6 +77,7 @@ class ContextualizerConfig(PretrainedConfig):
         initializer_range=0.02,
         random_context_seed=0,
         pad_token_id=0,
+        multi_label_threshold=None,
         **kwargs,
     ):
         for name, value in (
@@ -105,9 +111,22 @@ class ContextualizerConfig(PretrainedConfig):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.random_context_seed = random_context_seed
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+        kwargs["pad_token_id"] = pad_token_id
+        self._finish_init(multi_label_threshold, kwargs)
+
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        super().__init__(**kwargs)
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 

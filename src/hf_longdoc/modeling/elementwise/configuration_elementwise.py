@@ -117,6 +117,11 @@ class ElementwiseConfig(PretrainedConfig):
             backbone is then built without its pooler). With CANINE, `"pooler"` reads the molecules, so the
             upsampling layers get no gradient (DDP then needs `ddp_find_unused_parameters=True`), while
             `"first_material"` uses every layer but is not padding-invariant (CANINE's upsampling sees the padding).
+        multi_label_threshold (`float` in (0, 1), *optional*):
+            A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
+            `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
+            None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
+            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
     """
 
     model_type = "elementwise"
@@ -142,6 +147,7 @@ class ElementwiseConfig(PretrainedConfig):
         classifier_dropout=None,
         pooling=None,
         pad_token_id=0,
+        multi_label_threshold=None,
         **kwargs,
     ):
         if backbone_config is None:
@@ -213,9 +219,23 @@ class ElementwiseConfig(PretrainedConfig):
         self.pooling = pooling
         self.vocab_size = ELEMENT_VOCAB_SIZE
         kwargs.pop("vocab_size", None)
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+        kwargs["pad_token_id"] = pad_token_id
+        self._finish_init(multi_label_threshold, kwargs)
+
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
-        super().__init__(pad_token_id=pad_token_id, **kwargs)
+        super().__init__(**kwargs)
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
 

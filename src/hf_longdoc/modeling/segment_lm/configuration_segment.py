@@ -119,6 +119,11 @@ class SegmentLMConfig(PretrainedConfig):
         cls_token_id / sep_token_id (`int`, *optional*):
             The ids that wrap each segment (the tokenizer's [CLS]/[SEP]; a decoder's classification token as
             `sep_token_id`). Unset: the backbone config's, else BERT's 101/102.
+        multi_label_threshold (`float` in (0, 1), *optional*):
+            A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
+            `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
+            None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
+            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
     """
 
     model_type = "segment_lm"
@@ -144,6 +149,7 @@ class SegmentLMConfig(PretrainedConfig):
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
+        multi_label_threshold=None,
         **kwargs,
     ):
         if backbone_config is None:
@@ -196,7 +202,20 @@ class SegmentLMConfig(PretrainedConfig):
         self.sep_token_id = _first_set(sep_token_id, getattr(backbone_config, "sep_token_id", None),
                                        getattr(backbone_config, "eos_token_id", None), 102)
         kwargs.setdefault("pad_token_id", getattr(backbone_config, "pad_token_id", None) or 0)
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+        self._finish_init(multi_label_threshold, kwargs)
+
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
         if self.num_labels < 1:

@@ -83,6 +83,11 @@ class SLSTMConfig(PretrainedConfig):
             The masked-LM head: `"eq5"`, P(w | h̃) ∝ exp(E(w)ᵀ W h̃) as Eq. 5 writes it (one linear map W, then the
             tied embeddings); `"transform"`, dense → GELU → LayerNorm → tied decoder with a bias (BERT's head, which the
             released code uses).
+        multi_label_threshold (`float` in (0, 1), *optional*):
+            A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
+            `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
+            None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
+            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
     """
 
     model_type = "slstm"
@@ -112,6 +117,7 @@ class SLSTMConfig(PretrainedConfig):
         pad_token_id=0,
         tie_word_embeddings=True,
         mlm_head="eq5",
+        multi_label_threshold=None,
         **kwargs,
     ):
         num_recurrent_steps = kwargs.pop("num_hidden_layers", num_recurrent_steps)  # the standard name, mapped
@@ -163,7 +169,20 @@ class SLSTMConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.pad_token_id = pad_token_id
         self.tie_word_embeddings = tie_word_embeddings
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+        self._finish_init(multi_label_threshold, kwargs)
+
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
         if self.num_labels < 1:

@@ -22,7 +22,8 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
     (`global_selector`, `num_global_tokens`, `pmi_window`, `pmi_min_count`, `pmi_max_pairs`, `pmi_num_pairs`,
     `pmi_selection`, `unique_global_tokens`, `excluded_token_ids`, `stop_words`) mean what they mean in
     [`SparseLongformerConfig`], with one difference: `global_selector="cls"` is vanilla Big Bird (its own global,
-    sliding and random blocks, exactly Transformers' computation).
+    sliding and random blocks, exactly Transformers' computation). As there, `multi_label_threshold` is a
+    multi-label model's decision threshold (None: hf_longdoc's default).
     """
 
     model_type = "sparse_bigbird"
@@ -40,6 +41,7 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
         excluded_token_ids=None,
         pmi_selection="pairs",
         stop_words=None,
+        multi_label_threshold=None,
         **kwargs,
     ):
         self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
@@ -56,7 +58,20 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
         if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
             raise ValueError(f"`hidden_size` ({kwargs['hidden_size']}) must be a multiple of `num_attention_heads` "
                              f"({kwargs['num_attention_heads']}).")
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
+        self._finish_init(multi_label_threshold, kwargs)
+
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
         if self.num_labels < 1:

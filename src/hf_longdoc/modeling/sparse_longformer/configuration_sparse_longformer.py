@@ -136,6 +136,11 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             the head can learn which tokens carry the label (in a document whose evidence sits after unrelated text,
             those of the evidence). `hf-longdoc train --backbone` sets `"gated"` for a sentence-embedding checkpoint
             trained to embed text by its mean (all-MiniLM-L6-v2), whose [CLS] state was never trained to summarise.
+        multi_label_threshold (`float` in (0, 1), *optional*):
+            A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
+            `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
+            None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
+            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
     """
 
     model_type = "sparse_longformer"
@@ -158,6 +163,7 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         pmi_selection="pairs",
         stop_words=None,
         classifier_pooling="cls",
+        multi_label_threshold=None,
         **kwargs,
     ):
         self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
@@ -168,8 +174,6 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             raise ValueError(f"`classifier_pooling` must be one of {CLASSIFIER_POOLINGS}, got {classifier_pooling!r}.")
         for key, value in SMALL_MODEL.items():
             kwargs.setdefault(key, value)
-        if self.default_auto_map:  # a saved model then loads with any Auto class, without hf_longdoc
-            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         self._check_longformer_sizes(kwargs)
         if attention_checkpointing not in (None, True, False):
             raise ValueError("`attention_checkpointing` must be None (the device's choice), True or False, got "
@@ -177,6 +181,21 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         self.attention_backend = attention_backend
         self.attention_checkpointing = attention_checkpointing
         self.classifier_pooling = classifier_pooling
+        self._finish_init(multi_label_threshold, kwargs)
+
+    # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
+    def _finish_init(self, multi_label_threshold, kwargs):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
+        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
+        settings (`kwargs`), and `num_labels` checked."""
+        if multi_label_threshold is not None and (
+                isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
+                or not 0 < multi_label_threshold < 1):
+            raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
+                             f"default; got {multi_label_threshold!r}.")
+        self.multi_label_threshold = multi_label_threshold
+        if self.default_auto_map:
+            kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)
         if self.num_labels < 1:
             raise ValueError(f"`num_labels` must be at least 1 (1: regression), got {self.num_labels}.")
