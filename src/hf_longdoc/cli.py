@@ -6,7 +6,6 @@ import re
 import sys
 
 from .commands import COMMANDS
-from .distributed import finish
 
 
 def build_parser():
@@ -50,16 +49,20 @@ def main(argv=None):
     parser = build_parser()
     argv = attach_negative_numbers(parser, list(sys.argv[1:] if argv is None else argv))
     try:
-        args = parser.parse_args(argv)
+        args, rest = parser.parse_known_args(argv)
+        if rest and not getattr(args, "takes_trainer_flags", False):
+            parser.parse_args(argv)  # argparse's own message for a flag the command does not take
     except SystemExit as stop:  # --help, or a flag argparse refused (its message is printed): the exit code
         return stop.code
+    args.trainer_flags = rest  # train and compare read TrainingArguments fields from them
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        if args.command != "push":  # every other command computes: it takes this process's share of the cores
-            from .threads import share_cores
+        from .distributed import finish
+        from .threads import share_cores
 
+        if args.command != "push":  # every other command computes: it takes this process's share of the cores
             share_cores(args.command)
         args.run(args)
         finish()  # under torchrun: every process leaves the group together

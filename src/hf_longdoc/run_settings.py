@@ -11,77 +11,145 @@ its learning rate, the tokenizer and the head stage.
 import logging
 import os
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
-import torch
-from transformers import AutoConfig, SchedulerType
-
-from .data import BUILTIN_TASK, TASK_KINDS, load_tokenizer
-from .data.loading import dataset_fingerprint, require_hub
-from .head_fitting import HeadStage
-from .modeling import FAMILIES, Family, get_family
+from .catalog import FAMILY_NAMES
 from .numbers import (
     LEARNING_RATE,
     MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
     POSITIVE_INTEGER,
     POSITIVE_NUMBER,
     SEED,
     THRESHOLD,
     VOCAB_SIZE,
 )
-from .saved_models import require_safe_weights
+
+# Nothing heavy is imported here: `hf-longdoc train --help` builds its flags from these dataclasses without torch,
+# Transformers or the model code, which the checks import when they run.
 
 logger = logging.getLogger(__name__)
 TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
+DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold unless a run sets one
+
+
+def option(default=None, help="", *, factory=None, **flag):
+    """A settings field that is also a command-line flag: `help` is its documentation (shown by `--help`), `flag`
+    says how the CLI reads it (`type`, `nargs`, `metavar`, `flag`: another name for the flag, `trainer`: the
+    `TrainingArguments` field it is, whose name is then the flag's and this one's an alias). The default is written
+    here once, for the Python API and the CLI alike."""
+    metadata = {"help": help, **flag}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+EVIDENCE_POSITIONS = ("start", "middle", "end")  # where `compare` places the built-in task's evidence
+COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
+FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1 unless `--first-seed` moves them
+# one rate for every model from scratch: with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238 after 2
+# epochs) where 1e-3 reaches 0.929
+SCRATCH_RATE = 1e-3
+COMPARED_MODELS = ("elementwise", "contextualizer", "slstm", "sparse_longformer:tfidf", "sparse_longformer:pmi",
+                   "segment_lm:att")
+
+
+def name_list(text):
+    """`"a, b,"` -> ("a", "b"): a comma-separated option's entries."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def evidence_list(text):
+    """`--evidence start,end` -> ("start", "end"); `none` -> ()."""
+    return () if text == "none" else name_list(text)
+
+
+def length_list(text):
+    """`--bench-lengths 512,1024` -> (512, 1024); `none` -> (); an error naming the rule otherwise."""
+    import argparse
+
+    if text == "none":
+        return ()
+    try:
+        lengths = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated integers or 'none', got {text!r}") from None
+    if any(length < 1 for length in lengths):
+        raise argparse.ArgumentTypeError(f"must be positive integers, got {text!r}")
+    return lengths
+
+
+def word_pair(text):
+    """`--task-words 300,900` -> (300, 900): min,max words per built-in document."""
+    import argparse
+
+    try:
+        words = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        words = ()
+    if len(words) != 2 or not 0 < words[0] <= words[1]:
+        raise argparse.ArgumentTypeError(f"must be min,max with 0 < min <= max, got {text!r}")
+    return words
 
 
 @dataclass(kw_only=True)
 class TrainingOptions:
     """How a model trains: the options `train` (`RunSettings`) and `compare` (`CompareSettings`) share, documented and
-    checked here once (as Transformers' `TrainingArguments`; the CLI flag is the name with dashes).
+    checked here once, as Transformers' `TrainingArguments` (each field's `help` is its flag's help; the flag is the
+    name with dashes or underscores). Where an option is a `TrainingArguments` field (`epochs` is `num_train_epochs`,
+    `batch_size` `per_device_train_batch_size`), the CLI takes Transformers' name and ours as an alias.
 
-    - `dataset`: a CSV / JSONL / parquet file or a Hub dataset id with `text_column` and `label_column` (a column of
-      lists is multi-label); None: the built-in synthetic task.
-    - `max_length`: tokens (bytes for elementwise) a document is read up to; longer ones are cut, and the cut is
-      logged. A model that reads less cuts there (`reading_length`).
-    - `vocab_size`: the ids of the WordPiece tokenizer fitted on the training split when no tokenizer is given.
-    - `epochs`, `batch_size`, `learning_rate` (None: each model's own, see `RunSettings` and `CompareSettings`),
-      `weight_decay`, `lr_scheduler` (a Transformers schedule after a 10% warm-up).
-    - `backbone`: a pretrained checkpoint (folder or Hub id) the models are built around, with its tokenizer.
-    - `head_learning_rate`: from pretrained weights, the rate of the parameters they do not supply (the head, the
-      elementwise byte embeddings); None: `learning_rate`.
-    - `freeze_backbone`: from pretrained weights, train only the new head; `head_epochs`: the epochs of the head on
-      cached frozen features before fine-tuning (None: `HeadStage.DEFAULT_EPOCHS` where the family caches them,
-      else 0).
-    - `time_budget`: minutes of training (`train`: the whole run from its start, data, encoding and the head stage
-      included; `compare`: each model's training from its start): fine-tuning stops after the step that reaches it,
-      evaluates that last partial epoch, and keeps the best model so far (the stop is logged). None: `epochs` alone
-      decide.
-    - `bf16`, `fp16`: train and evaluate in mixed precision (Trainer's `bf16` / `fp16`: autocast, float32 weights;
-      the head stage's frozen encoding too). `bf16` runs on a GPU or on a CPU with bfloat16 instructions (AVX-512
-      BF16 or AMX: a sparse Longformer step over 2,048 tokens takes 0.65-0.77 of its float32 time there, results.md);
-      `fp16` needs a CUDA GPU. The saved weights are float32 either way.
-    - `overwrite`: replace files in the output folder that hf-longdoc did not write.
+    `training_args` holds any other `TrainingArguments` field by its own name (`gradient_accumulation_steps`,
+    `optim`, `report_to`, `torch_compile`, `fsdp`, `deepspeed`, ...): it goes to Trainer's fine-tuning as given. What
+    the recipe decides itself (every epoch evaluated and the best one kept, where checkpoints go) refuses a value
+    that contradicts it; a value that replaces one of the recipe's defaults (the 10% warm-up) is logged.
     """
 
-    dataset: object = None
-    text_column: str = "text"
-    label_column: str = "label"
-    max_length: int = 4096
-    vocab_size: int = 8000
-    epochs: float | None = None
-    batch_size: int = 8
-    learning_rate: float | None = None
-    weight_decay: float = 0.01
-    lr_scheduler: str = "linear"
-    backbone: str | None = None
-    head_learning_rate: float | None = None
-    freeze_backbone: bool = False
-    head_epochs: int | None = None
-    time_budget: float | None = None
-    bf16: bool = False
-    fp16: bool = False
-    overwrite: bool = False
+    dataset: Any = option(None, "Hub id, local .csv/.tsv/.json/.jsonl/.parquet file, or a folder of LABEL/*.txt "
+                                "files (one folder per class); None: the built-in long-document task", type=str)
+    text_column: str = option("text", "the column holding the document, or several comma-separated (title,text), "
+                                      "joined")
+    label_column: str = option("label", "class name/id, or a list of labels (multi-label)")
+    max_length: int = option(4096, "tokens (bytes for elementwise) a document is read up to; longer ones are cut "
+                                   "(logged); a model that reads less cuts there", type=MAX_LENGTH.parse)
+    vocab_size: int = option(8000, "ids of the WordPiece tokenizer fitted on the training split when no tokenizer is "
+                                   "given", type=VOCAB_SIZE.parse)
+    epochs: float | None = option(None, "training epochs (None: 4; from pretrained weights, the family's fine-tuning "
+                                        "epochs)", type=POSITIVE_NUMBER.parse, trainer="num_train_epochs")
+    batch_size: int = option(8, "documents per training step per process (under torchrun each process reads this "
+                                "many: a step reads it x the processes x --gradient_accumulation_steps; the model "
+                                "card gives all three)", type=POSITIVE_INTEGER.parse,
+                             trainer="per_device_train_batch_size")
+    learning_rate: float | None = option(None, "None: the family's (2e-3 Contextualizer, 1e-3 S-LSTM, 1e-4 the "
+                                               "Transformers; from pretrained weights the family's fine-tuning rate: "
+                                               "2e-5 sparse_longformer)", type=LEARNING_RATE.parse,
+                                         trainer="learning_rate")
+    weight_decay: float = option(0.01, "AdamW weight decay", type=float, trainer="weight_decay")
+    lr_scheduler: str = option("linear", "a Transformers schedule after the warm-up (linear, cosine, "
+                                         "constant_with_warmup, ...)", metavar="NAME", trainer="lr_scheduler_type")
+    backbone: str | None = option(None, "a pretrained checkpoint (folder or Hub id) the models are built around, "
+                                        "with its tokenizer (docs/models.md, \"Pretrained backbones\")", type=str,
+                                  metavar="PATH_OR_ID")
+    head_learning_rate: float | None = option(None, "from pretrained weights: the rate of the parameters they do not "
+                                                    "supply (the head; elementwise: also the byte embeddings); None: "
+                                                    "--learning-rate", type=LEARNING_RATE.parse)
+    freeze_backbone: bool = option(False, "from pretrained weights: train only the new head (on features the frozen "
+                                          "backbone computes once, where the family can cache them)")
+    head_epochs: int | None = option(None, "from pretrained weights: epochs of the new head on cached frozen features "
+                                           "before fine-tuning (linear probing, then fine-tuning); 0 skips it; None: "
+                                           "50 where the family caches features (stopping 10 epochs after the best "
+                                           "validation score), else 0", type=NON_NEGATIVE_INTEGER.parse)
+    time_budget: float | None = option(None, "minutes of training (train: the whole run from its start; compare: "
+                                             "each model's training): fine-tuning stops after the step that reaches "
+                                             "them, evaluates that partial epoch and keeps the best model so far; "
+                                             "None: the epochs alone", type=POSITIVE_NUMBER.parse, metavar="MINUTES")
+    bf16: bool = option(False, "mixed precision in bfloat16 (a GPU, or a CPU with AVX-512 BF16 / AMX); weights stay "
+                               "float32", trainer="bf16")
+    fp16: bool = option(False, "mixed precision in float16 (a CUDA GPU); weights stay float32", trainer="fp16")
+    overwrite: bool = option(False, "replace files in the output folder that hf-longdoc did not write (or that were "
+                                    "edited) but that a run writes, and discard an interrupted run kept beside it")
+    training_args: dict | None = None  # other TrainingArguments fields, by name (the CLI's unknown flags)
 
     STARTS_FROM = "--backbone"  # the flags that give pretrained weights (for an error message)
 
@@ -112,52 +180,87 @@ class TrainingOptions:
         if self.time_budget is not None:
             POSITIVE_NUMBER.check(self.time_budget, "time_budget", "time-budget")
         check_mixed_precision(self.bf16, self.fp16)
+        self.check_training_args()
 
     def trainer_arguments(self):
         """The options as `TrainingArguments` keywords (besides the epochs, batch, rate and seed `training_arguments`
-        takes by position)."""
-        return dict(weight_decay=self.weight_decay, lr_scheduler_type=self.lr_scheduler, bf16=self.bf16, fp16=self.fp16)
+        takes by position), and the user's `training_args` as `given` (`training_arguments` merges them)."""
+        return dict(weight_decay=self.weight_decay, lr_scheduler_type=self.lr_scheduler, bf16=self.bf16, fp16=self.fp16,
+                    given=self.user_trainer_arguments())
+
+    def user_trainer_arguments(self):
+        """The user's `training_args` that go to Trainer (the Hub ones are the run's: `RunSettings.hub_push`)."""
+        return {key: value for key, value in (self.training_args or {}).items() if key not in HUB_ARGUMENTS}
+
+    def check_training_args(self):
+        """A TypeError or ValueError naming the field, before any data is read, for a `training_args` entry that is
+        not a `TrainingArguments` field or that one of these options already sets (its flag is an alias)."""
+        from transformers import TrainingArguments
+
+        given = self.training_args or {}
+        if not isinstance(given, dict):
+            raise TypeError(f"`training_args` must be a dict of TrainingArguments fields, got {type(given).__name__}.")
+        known = {f.name for f in fields(TrainingArguments) if f.init}
+        if unknown := sorted(set(given) - known):
+            raise ValueError(f"`training_args` has {', '.join(unknown)}, which TrainingArguments does not take "
+                             f"(Transformers {__import__('transformers').__version__}).")
+        owned = {f.metadata["trainer"]: f.name for f in fields(self) if "trainer" in f.metadata}
+        if clash := sorted(set(given) & set(owned)):
+            raise ValueError("`training_args` sets " + ", ".join(f"{key} (the option `{owned[key]}`)" for key in clash)
+                             + ": set those options instead; on the command line both spellings are one flag.")
+        for key in sorted(set(given) & set(IGNORED_ARGUMENTS)):
+            logger.warning("--%s has no effect: %s", key, IGNORED_ARGUMENTS[key])
+
+
+# TrainingArguments fields that only pick which stages Transformers' example scripts run
+IGNORED_ARGUMENTS = {name: "train always trains, keeps the best epoch on validation and tests the kept model"
+                     for name in ("do_train", "do_eval", "do_predict")}
+# TrainingArguments fields that publish the finished model: `train` pushes its output folder (`hub.push_to_hub`)
+HUB_ARGUMENTS = ("push_to_hub", "hub_model_id", "hub_token", "hub_private_repo")
 
 
 @dataclass(kw_only=True)
 class RunSettings(TrainingOptions):
     """One training run: what `training.train` (and `hf-longdoc train`) takes, as `Trainer` takes
-    `TrainingArguments`. The options every training shares are `TrainingOptions`'; a run adds:
-
-    - `model`: the family's name (`hf-longdoc train --help` lists them).
-    - `output_dir`: where the model, its tokenizer, `metrics.json`, `training_args.json` and the card go. An earlier
-      run there is replaced only when this one succeeds; files hf-longdoc did not write are kept (`outputs.RunFolder`),
-      unless `overwrite`.
-    - `evidence`, `task_size`, `task_words` shape the built-in task (no `dataset`), and `task_kind`: `keywords`, which
-      a bag of words solves, or `context`, which needs the evidence read in context.
-    - `tokenizer`: a saved tokenizer (folder, Hub id or object); None: the backbone's, the family's own, or WordPiece
-      fitted on the training split with `vocab_size` ids.
-    - `config_overrides`: config settings ({"hidden_size": 256}); the label settings come from the data.
-    - `epochs`, `learning_rate` None: 4 epochs at the family's rate; from pretrained weights the family's fine-tuning
-      ones, `Family.backbone_epochs` and `backbone_learning_rate`.
-    - `seed` (the split and the initial weights), `threshold` (multi-label decisions), `report_to` (Trainer's loggers).
-    - `extra_scores`: name -> function(data, multi_label) -> scores, recorded in `metrics.json` under that name.
-    - `init_from`: a saved model of the same family whose encoder (and tokenizer) the run starts from (pretrained
-      weights, as `backbone`).
-    - `resume`: continue the interrupted run in `output_dir`, which must have the same settings.
+    `TrainingArguments`. The options every training shares are `TrainingOptions`'; a run adds the fields below (each
+    one's `help` says what it does). `epochs`, `learning_rate` None: 4 epochs at the family's rate; from pretrained
+    weights the family's fine-tuning ones, `Family.backbone_epochs` and `backbone_learning_rate`. An earlier run in
+    `output_dir` is replaced only when this one succeeds; files hf-longdoc did not write are kept
+    (`outputs.RunFolder`), unless `overwrite`. `tokenizer` may also be a tokenizer object, and `extra_scores` maps a
+    name to a function(data, multi_label) -> scores recorded in `metrics.json` under that name.
     """
 
-    model: str = "contextualizer"
-    output_dir: str = "out/model"
-    tokenizer: object = None
-    config_overrides: dict | None = None
-    seed: int = 42
-    threshold: float = 0.3
-    evidence: str = "end"
-    task_size: int | None = None
-    task_words: tuple | None = None
-    task_kind: str = "keywords"
+    model: str = option("contextualizer", "the family to train: " + ", ".join(FAMILY_NAMES))
+    output_dir: str = option("out/model", "where the model, tokenizer, metrics and card go: a new folder, or an "
+                                          "earlier run (replaced only when this one succeeds; files hf-longdoc did "
+                                          "not write are kept)", trainer="output_dir", required=True)
+    tokenizer: Any = option(None, "a saved tokenizer (folder or Hub id); None: the backbone's, the family's own, or "
+                                  "WordPiece fitted on the training split with --vocab-size ids", type=str)
+    config_overrides: dict | None = option(None, "config settings of the model (hidden_size=256 ...); the label "
+                                                 "settings come from the data", flag="config", nargs="*",
+                                           metavar="KEY=VALUE", type=str, convert="config")
+    seed: int = option(42, "seed of the data split, the model and training", type=SEED.parse, trainer="seed")
+    threshold: float = option(DEFAULT_THRESHOLD, "multi-label decision threshold on sigmoid scores, in (0, 1); saved "
+                                                 "with the model (`multi_label_threshold` in its config.json)",
+                              type=THRESHOLD.parse)
+    evidence: str = option("end", "built-in task only: where the label evidence sits (start, middle, end, anywhere)")
+    task_size: int | None = option(None, "built-in task: number of training documents (None: the task's default)",
+                                   type=POSITIVE_INTEGER.parse)
+    task_words: tuple | None = option(None, "built-in task: min,max words per document (None: the task's 800,3000)",
+                                      type=word_pair)
+    task_kind: str = option("keywords", "built-in task: 'keywords' (class-specific phrases; a bag of words solves "
+                                        "it) or 'context' (the same words in every document; which entity a negation "
+                                        "attaches to decides)")
     extra_scores: dict | None = None
-    report_to: str = "none"
-    init_from: str | None = None
-    resume: bool = False
-    family: Family | None = field(default=None, init=False, repr=False)  # resolved by `resolve`
-    stage: HeadStage | None = field(default=None, init=False, repr=False)
+    report_to: Any = option("none", "Trainer's loggers (tensorboard, wandb, ...; none)", nargs="+",
+                            trainer="report_to")
+    init_from: str | None = option(None, "start from the encoder saved in this model folder "
+                                         "(examples/pretrain_slstm_mlm.py) and its tokenizer", type=str,
+                                   metavar="MODEL_DIR")
+    resume: bool = option(False, "continue the interrupted run in --output-dir from its last checkpoint (a rerun "
+                                 "without --resume or --overwrite is refused while one is kept)")
+    family: Any = field(default=None, init=False, repr=False)  # the `Family`, resolved by `resolve`
+    stage: Any = field(default=None, init=False, repr=False)  # the `HeadStage`
     started: float = field(default_factory=time.monotonic, init=False, repr=False)  # when the run began
 
     STARTS_FROM = "--backbone or --init-from"
@@ -179,6 +282,9 @@ class RunSettings(TrainingOptions):
     def resolve(self):
         """Check every argument, in the order a user would fix them, and resolve the family, the epochs, the learning
         rate, the tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
+        from .head_fitting import HeadStage
+        from .modeling import get_family
+
         self.family = get_family(self.model)  # an unknown family or setting fails before any data is made
         for name in ("backbone", "init_from", "tokenizer"):  # `~/models/x` as typed inside quotes: the shell left it
             value = getattr(self, name)
@@ -204,22 +310,39 @@ class RunSettings(TrainingOptions):
         if self.backbone is not None:  # the one check of the backbone in a run: the model is built unchecked
             check_backbone(self.family, self.backbone)
         if self.init_from is not None:  # safetensors only: pickled weights are refused before any data is read
+            from .saved_models import require_safe_weights
+
             require_safe_weights(self.init_from, "`init_from` (--init-from)")
+        self.hub_push()  # --push_to_hub without a repository fails now, not after training
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
             self.learning_rate = self.family.fine_tuning_rate if self.pretrained else self.family.learning_rate
         return self
 
+    def hub_push(self):
+        """The Hub settings when `training_args` asks for `push_to_hub` (the run pushes its output folder once it
+        has succeeded, as `hf-longdoc push` does), else None; a ValueError without `hub_model_id`."""
+        hub = {key: value for key, value in (self.training_args or {}).items() if key in HUB_ARGUMENTS}
+        if not hub.get("push_to_hub"):
+            return None
+        if not hub.get("hub_model_id"):
+            raise ValueError("--push_to_hub needs --hub_model_id NAMESPACE/NAME: the repository the model goes to.")
+        return hub
+
     def recorded(self):
         """The settings as `RunFolder` records them (a resumed run must repeat them; where it writes, how it reports
         and its time budget, which starts again on resume, may differ). `dataset_contents` is the dataset's
         fingerprint (`dataset_fingerprint`: a file's SHA-256), so a file edited since (labels swapped) is refused."""
+        from .data import BUILTIN_TASK
+        from .data.loading import dataset_fingerprint
+
         left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to", "time_budget")
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
         dataset = None if self.dataset == BUILTIN_TASK else self.dataset
         settings.update(tokenizer=getattr(self.tokenizer, "name_or_path", self.tokenizer),
                         dataset_contents=dataset_fingerprint(dataset),
-                        head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}))
+                        head_epochs=self.stage.epochs, extra_scores=sorted(self.extra_scores or {}),
+                        training_args=self.user_trainer_arguments())  # never the Hub token
         return settings
 
 
@@ -232,6 +355,8 @@ def recipe_epochs(family, pretrained):
 def check_task_kind(task_kind, dataset):
     """A ValueError naming `task_kind` (--task-kind) when it is not a built-in task's, or when a dataset replaces
     the built-in task it would shape."""
+    from .data import BUILTIN_TASK, TASK_KINDS
+
     if task_kind not in TASK_KINDS:
         raise ValueError(f"`task_kind` (--task-kind) must be one of {', '.join(TASK_KINDS)}, got {task_kind!r}.")
     if task_kind != "keywords" and dataset not in (None, BUILTIN_TASK):
@@ -242,6 +367,8 @@ def check_task_kind(task_kind, dataset):
 def check_mixed_precision(bf16, fp16):
     """A TypeError or ValueError naming the flag when mixed precision cannot run here; a warning when bf16 will be
     slow (a CPU without bfloat16 instructions emulates it)."""
+    import torch
+
     for name, value in (("bf16", bf16), ("fp16", fp16)):
         if not isinstance(value, bool):
             raise TypeError(f"`{name}` (--{name}) must be True or False, got {value!r}.")
@@ -265,6 +392,8 @@ def mixed_precision(bf16, fp16):
 
 def cpu_has_bfloat16():
     """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX tiles), as PyTorch reports it."""
+    import torch
+
     checks = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
     return any(check() for check in checks if check is not None)
 
@@ -284,6 +413,8 @@ def check_head_learning_rate(head_learning_rate, pretrained, starts_from="--back
 
 def check_lr_scheduler(lr_scheduler):
     """A ValueError naming `lr_scheduler` (--lr-scheduler) unless it is a Transformers schedule name."""
+    from transformers import SchedulerType
+
     schedules = [kind.value for kind in SchedulerType]
     if lr_scheduler not in schedules:
         raise ValueError(f"`lr_scheduler` (--lr-scheduler) must be one of {', '.join(schedules)}, got "
@@ -309,6 +440,8 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
     """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
     object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
     used (`build_from_backbone` loads and checks it)."""
+    from .data import load_tokenizer
+
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
         if tokenizer.pad_token is None and backbone is None:
@@ -326,6 +459,10 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
 def check_backbone(family, backbone):
     """A ValueError, before any data is made, when `family` cannot start from a pretrained model, `backbone` is a
     local path that holds no model, or the family cannot start from that architecture (its `backbone_refusal`)."""
+    from transformers import AutoConfig
+
+    from .modeling import FAMILIES
+
     if not family.supports_backbones:
         able = ", ".join(name for name, other in FAMILIES.items() if other.supports_backbones)
         raise ValueError(f"{family.name} does not start from a pretrained backbone; `backbone` (--backbone) works with "
@@ -349,6 +486,9 @@ def check_backbone(family, backbone):
 
 def check_backbone_folder(backbone):
     """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
+    from .data.loading import require_hub
+    from .saved_models import require_safe_weights
+
     looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
     if looks_local and not os.path.exists(os.path.expanduser(backbone)):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} does not exist; pass a folder saved with "
@@ -360,3 +500,114 @@ def check_backbone_folder(backbone):
         require_safe_weights(backbone, "`backbone` (--backbone)", default_class="AutoModel")
     if not looks_local:
         require_hub("`backbone` (--backbone)", backbone)
+
+
+@dataclass(kw_only=True)
+class CompareSettings(TrainingOptions):
+    """A comparison: what `compare` (and `hf-longdoc compare`) takes, as `Trainer` takes `TrainingArguments`. The
+    training options every model shares (rates, schedule, epochs, batch, backbone, head stage, precision, time
+    budget) are `TrainingOptions`', with the defaults of a comparison from scratch below; a comparison adds the
+    fields below (each one's `help` says what it does). The budget's sizes are mapped onto each family's config by
+    its `from_size`; with a `backbone` they do not apply. `config_overrides` maps a model name (or family) to config
+    settings.
+    """
+
+    max_length: int = option(1024, "tokens every model reads (bert-N: N)", type=MAX_LENGTH.parse)
+    epochs: float | None = option(None, f"training epochs of every model; None: {COMPARE_EPOCHS}, and with --backbone "
+                                        f"each family's `train` epochs (the baselines {COMPARE_EPOCHS})",
+                                  type=POSITIVE_NUMBER.parse, trainer="num_train_epochs")
+    learning_rate: float | None = option(None, f"the same for every model; None: {SCRATCH_RATE:g} from scratch, and "
+                                               "with --backbone each family's own rate and 2e-5 for the baselines "
+                                               "that fine-tune the checkpoint (their head: 1e-3)",
+                                         type=LEARNING_RATE.parse, trainer="learning_rate")
+    backbone: str | None = option(None, "fine-tune every model from this pretrained encoder (folder or Hub id) and "
+                                        "read its tokenizer: families that can wrap it, and bert-N / bert-N-headtail "
+                                        "as the backbone itself; the size flags then do not apply", type=str,
+                                  metavar="PATH_OR_ID")
+    models: tuple = option(COMPARED_MODELS, "families or family:variant (sparse_longformer:<selector>, "
+                                            "segment_lm:<variant>), each named once, comma-separated",
+                           type=name_list)
+    baselines: tuple = option(("bert-512", "longformer"), "bert-<N>, bert-<N>-headtail (and <kind>-<N> for every "
+                                                          "kind that truncates), the whole-document baselines, tfidf; "
+                                                          "with --backbone native and bert-chunks; '' for none "
+                                                          "(docs/compare.md)", type=name_list)
+    hidden_size: int = option(128, "width of every model", type=POSITIVE_INTEGER.parse)
+    num_layers: int = option(2, "layers (or steps) of every model", type=POSITIVE_INTEGER.parse)
+    num_heads: int = option(4, "attention heads of every Transformer", type=POSITIVE_INTEGER.parse)
+    window: int = option(128, "Longformer-type models: attention window", type=POSITIVE_INTEGER.parse)
+    segment_length: int = option(128, "segment LMs: tokens per segment", type=POSITIVE_INTEGER.parse)
+    config_overrides: dict = option(help="config overrides for one model, e.g. slstm.num_recurrent_steps=6",
+                                    factory=dict, flag="config", nargs="*", metavar="MODEL.KEY=VALUE", type=str,
+                                    convert="per_model")
+    seeds: int = option(1, "seeds --first-seed, --first-seed + 1, ...: mean ± std", type=POSITIVE_INTEGER.parse)
+    first_seed: int = option(FIRST_SEED, "the first seed: 43 with --seeds 2 adds seeds 43 and 44 to a run of seed 42 "
+                                         "alone", type=SEED.parse, trainer="seed")
+    split_seed: int | None = option(None, "draw the data split (built-in task: its documents) once with this seed for "
+                                          "every --seeds run; None: each seed draws its own", type=SEED.parse)
+    evidence: tuple | None = option(None, "also train and test every model on the built-in task with the evidence at "
+                                          "these positions (start,middle,end), or 'none'; None: start,middle,end "
+                                          "without --dataset, none with it", type=evidence_list)
+    task_size: int = option(1000, "built-in task: training documents", type=POSITIVE_INTEGER.parse)
+    task_words: tuple = option((300, 900), "built-in task: min,max words per document", type=word_pair)
+    bench_lengths: tuple = option((512, 1024, 2048), "the lengths of the time/memory plot; 'none' to skip it",
+                                  type=length_list)
+    output_dir: str = option("out/compare", "where the report, CSVs and plots go (existing ones hf-longdoc did not "
+                                            "write are refused)", trainer="output_dir")
+
+    @classmethod
+    def of(cls, settings=None, **changes):
+        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one. A
+        comparison from scratch without a learning rate trains every model at SCRATCH_RATE."""
+        known = [f.name for f in fields(cls)]
+        if unknown := sorted(set(changes) - set(known)):
+            raise TypeError(f"compare() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
+                            "CompareSettings).")
+        settings = replace(settings or cls(), **changes)
+        if settings.learning_rate is None and settings.backbone is None:
+            settings = replace(settings, learning_rate=SCRATCH_RATE)
+        return settings
+
+    def check(self):
+        """A ValueError naming the setting (and its flag) for a value no run can use, before anything is read."""
+        super().check()
+        for name in ("hidden_size", "num_layers", "num_heads", "window", "segment_length"):
+            POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
+        for overrides in self.config_overrides.values():
+            check_label_overrides(overrides)
+        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"`seeds` must be a positive integer, got {self.seeds!r}.")
+        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
+            raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {self.first_seed!r}.")
+        if self.split_seed is not None and (isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int)):
+            raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {self.split_seed!r}.")
+        if unknown := [p for p in self.evidence_positions() if p not in EVIDENCE_POSITIONS]:
+            raise ValueError(f"`evidence` (--evidence) positions must be among {', '.join(EVIDENCE_POSITIONS)} (or "
+                             f"'none'), got {', '.join(map(str, unknown))}.")
+        if given := self.training_args or {}:
+            if given.get("push_to_hub"):
+                raise ValueError("--push_to_hub: compare writes a report, not one model; train the one to publish "
+                                 "with `hf-longdoc train --push_to_hub`.")
+
+    def evidence_positions(self):
+        """The evidence positions of the run: `evidence`, or when None all of them on the built-in task and none with
+        a `dataset` (the built-in task would train every model three more times on other data)."""
+        from .data import BUILTIN_TASK
+
+        if self.evidence is not None:
+            return tuple(self.evidence)
+        return EVIDENCE_POSITIONS if self.dataset in (None, BUILTIN_TASK) else ()
+
+    def size(self, max_length=None):
+        """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
+        return dict(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
+                    max_length=max_length or self.max_length, attention_window=self.window,
+                    segment_length=self.segment_length)
+
+    def backbone_settings(self, family):
+        """The budget's knobs that still apply around a pretrained backbone: the optional `from_size` arguments the
+        family names that are settings of its config (attention window, segment length), not the sizes."""
+        from .modeling.registry import SIZE_ARGUMENTS
+
+        knobs = {key: value for key, value in family.size_arguments(self.size()).items()
+                 if key not in SIZE_ARGUMENTS}
+        return {key: value for key, value in knobs.items() if family.has_setting(key)}

@@ -1,6 +1,6 @@
 """`hf-longdoc attention-map`: a document's sparse attention map as a PNG and its selected tokens as words."""
 
-from ..attention_map import selector_families
+from ..catalog import selector_families
 from ..numbers import POSITIVE_INTEGER
 from .options import Formatter, require_model_folder
 

@@ -3,7 +3,7 @@
 import argparse
 import json
 import os
-from dataclasses import fields
+from dataclasses import MISSING, fields, is_dataclass
 
 from ..numbers import SEED, THRESHOLD
 
@@ -40,11 +40,94 @@ def add_precision_arguments(parser):
     parser.add_argument("--fp16", action="store_true", help="mixed precision in float16 (a CUDA GPU)")
 
 
+def string_to_bool(text):
+    """`--flag`, `--flag true` or `--flag no`: a switch's value, read as Transformers' `HfArgumentParser` reads it."""
+    if isinstance(text, bool):
+        return text
+    words = {"yes": True, "true": True, "t": True, "y": True, "1": True,
+             "no": False, "false": False, "f": False, "n": False, "0": False}
+    if text.lower() not in words:
+        raise argparse.ArgumentTypeError(f"must be true or false, got {text!r}")
+    return words[text.lower()]
+
+
+class OneSpelling(argparse.Action):
+    """Stores a flag's value, and refuses two spellings of one flag that disagree (`--epochs 3 --num_train_epochs
+    5`): which of them the user meant cannot be guessed."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = vars(namespace).setdefault("_spellings", {})
+        earlier = given.get(self.dest)
+        if earlier is not None and earlier[0] != option_string and earlier[1] != values:
+            parser.error(f"{earlier[0]} {earlier[1]!r} and {option_string} {values!r} are one setting, given twice "
+                         "with different values; pass one of them.")
+        given[self.dest] = (option_string, values)
+        setattr(namespace, self.dest, values)
+
+
+def field_help(settings_class, name):
+    """The metadata of field `name`, from the nearest class in `settings_class`'s hierarchy that documents it (a
+    subclass may change a default without repeating the help)."""
+    for klass in settings_class.__mro__:
+        documented = {f.name: f for f in fields(klass) if "help" in f.metadata} if is_dataclass(klass) else {}
+        if name in documented:
+            return documented[name].metadata
+    return None
+
+
+def spellings(name, metadata):
+    """The option strings of a settings field: Transformers' name first where the field is a `TrainingArguments`
+    one, then the field's own; each with dashes and with underscores, as `HfArgumentParser` takes them."""
+    words = [metadata["trainer"]] if "trainer" in metadata else []
+    words.append(metadata.get("flag", name))
+    return list(dict.fromkeys(f"--{spelling}" for word in words
+                              for spelling in (word.replace("_", "-"), word)))
+
+
+def add_settings_arguments(parser, settings_class, skip=()):
+    """One flag per documented field of `settings_class` (`run_settings.option`): its help, type and default are
+    the field's, written once. A flag the user does not give is left out of the parsed arguments, so the dataclass
+    default applies (`settings_from`)."""
+    for f in fields(settings_class):
+        metadata = field_help(settings_class, f.name)
+        if metadata is None or f.name in skip:
+            continue
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        if isinstance(default, tuple):
+            default = ",".join(map(str, default))
+        shown = "" if default in (None, False, "", {}) else f" (default: {default})"
+        kwargs = dict(dest=f.name, default=argparse.SUPPRESS, action=OneSpelling,
+                      help=metadata["help"].replace("%", "%%") + shown, required=metadata.get("required", False))
+        if isinstance(default, bool) or metadata.get("switch"):
+            kwargs.update(nargs="?", const=True, type=string_to_bool, metavar="true|false")
+        else:
+            kwargs.update(type=metadata.get("type", type(default) if default is not None else str))
+            for key in ("nargs", "metavar", "choices"):
+                if key in metadata:
+                    kwargs[key] = metadata[key]
+        action = parser.add_argument(*spellings(f.name, metadata), **kwargs)
+        action.field_default = default  # what --help shows (the parsed arguments leave it out: `settings_from`)
+
+
+CONVERSIONS = {}  # filled below: what a `convert` name in a field's metadata turns the parsed text into
+
+
 def settings_from(args, settings_class, **parsed):
-    """The `settings_class` (`RunSettings`, `CompareSettings`) of the parsed `args`: each field from the flag of the
-    same name (`--max-length` -> `max_length`), `parsed` for the fields whose flag is text to convert (`--config`,
-    `--task-words`); a field without a flag keeps its default. A new option is a field plus its flag, nothing more."""
-    given = {f.name: getattr(args, f.name) for f in fields(settings_class) if f.init and hasattr(args, f.name)}
+    """The `settings_class` (`RunSettings`, `CompareSettings`) of the parsed `args`: each field from its flag when the
+    user gave it (converted as its metadata says: `--config` pairs to a dict), `parsed` for values computed from other
+    flags; every other field keeps its dataclass default. TrainingArguments fields given as flags of their own
+    (`args.trainer_flags`) become `training_args`."""
+    given = {}
+    for f in fields(settings_class):
+        if not f.init or not hasattr(args, f.name):
+            continue
+        value = getattr(args, f.name)
+        metadata = field_help(settings_class, f.name) or {}
+        if "convert" in metadata:
+            value = CONVERSIONS[metadata["convert"]](value)
+        given[f.name] = value
+    if getattr(args, "trainer_flags", None):
+        given["training_args"] = args.trainer_flags
     return settings_class(**{**given, **parsed})
 
 
@@ -101,3 +184,62 @@ def require_model_folder(path):
     """A ValueError unless `path` is a saved model folder."""
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise ValueError(f"{path!r} is not a saved model folder (no config.json).")
+
+
+CONVERSIONS.update(config=parse_config_overrides, per_model=per_model_overrides)
+
+
+# Transformers 4 spellings that Transformers 5 folded into another field: (the field, what it now reads)
+RENAMED_TRAINER_FLAGS = {"warmup_ratio": "warmup_steps"}  # a warmup_steps below 1 is a fraction of the steps
+
+
+def parse_trainer_flags(argv, command):
+    """The `TrainingArguments` fields among `argv` (what the command's own flags left), parsed by Transformers'
+    `HfArgumentParser` as its example scripts parse them: {field: value} for the ones given, nothing for the others.
+    An argument that is not a TrainingArguments field is refused, naming it."""
+    if not argv:
+        return {}
+    import logging
+
+    from transformers import HfArgumentParser, TrainingArguments
+
+    parser = HfArgumentParser(TrainingArguments, prog=f"hf-longdoc {command}", add_help=False, allow_abbrev=False)
+    for action in parser._actions:  # only what the user gave: the recipe's own values apply to the rest
+        action.default, action.required = argparse.SUPPRESS, False
+    renamed = []
+    for word in argv:
+        flag, equals, value = word.partition("=")
+        name = flag.lstrip("-").replace("-", "_")
+        if flag.startswith("--") and name in RENAMED_TRAINER_FLAGS:
+            logging.getLogger(__name__).info("--%s is Transformers 4's spelling: reading it as --%s.", name,
+                                             RENAMED_TRAINER_FLAGS[name])
+            word = f"--{RENAMED_TRAINER_FLAGS[name]}{equals}{value}"
+        renamed.append(word)
+    namespace, unknown = parser.parse_known_args(renamed)
+    if unknown:
+        raise ValueError(f"unrecognized arguments: {' '.join(unknown)} (`hf-longdoc {command} --help` lists the "
+                         "package's flags; every TrainingArguments field is taken too: `--help-trainer` lists them).")
+    return vars(namespace)
+
+
+class TrainerHelp(argparse.Action):
+    """`--help-trainer`: Transformers' own help for every `TrainingArguments` field (imports Transformers, so it
+    takes a few seconds where `--help` takes a fraction of one)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from transformers import HfArgumentParser, TrainingArguments
+
+        HfArgumentParser(TrainingArguments, prog=parser.prog).print_help()
+        parser.exit()
+
+
+def add_trainer_flags(parser):
+    """Let `parser`'s command take every `TrainingArguments` field as a flag of its own (`parse_trainer_flags`),
+    and list them with `--help-trainer`."""
+    parser.add_argument("--help-trainer", action=TrainerHelp,
+                        help="list the TrainingArguments flags this command also takes (--gradient_accumulation_steps, "
+                             "--optim, --report_to, --torch_compile, --fsdp, --deepspeed, ...), and exit")
+    parser.set_defaults(takes_trainer_flags=True)

@@ -2,7 +2,7 @@
 
 import sys
 
-from ..explaining import weight_meanings
+from ..catalog import EVIDENCE_WEIGHTS, RUNTIME_SETTINGS
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .options import Formatter, names, parse_config_overrides
 
@@ -48,7 +48,7 @@ def add_parser(subparsers):
                         help="add `evidence`: the K passages (whole words, with their character offsets) that weighed "
                              "most in each decision (models whose weights say so; not with --long chunks, whose chunks "
                              "it cannot weigh against each other). A passage's `weight`: "
-                             + "; ".join(f"{name}: {meaning}" for name, meaning in weight_meanings().items()))
+                             + "; ".join(f"{name}: {meaning}" for name, meaning in EVIDENCE_WEIGHTS.items()))
     parser.add_argument("--backend", default="torch", choices=["torch", "onnxruntime", "onnxruntime-int8"],
                         help="torch: the model in PyTorch; onnxruntime: the float32 graph `hf-longdoc export` writes "
                              "(exported once into --graph-dir when missing; CPU; no --explain); onnxruntime-int8: its "
@@ -66,10 +66,7 @@ def add_parser(subparsers):
 
 def runtime_settings():
     """The runtime settings of each family that has some, for the help text."""
-    from ..modeling import FAMILIES
-
-    return "; ".join(f"{name}: {', '.join(family.runtime_settings)}" for name, family in FAMILIES.items()
-                     if family.runtime_settings)
+    return "; ".join(f"{name}: {', '.join(settings)}" for name, settings in RUNTIME_SETTINGS.items())
 
 
 def run(args):

@@ -6,13 +6,14 @@ Hub never does.
 
 import torch
 
+from ...catalog import CONTEXT_EVIDENCE_WINDOW, EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_contextualizer import ContextualizerConfig
 from .modeling_contextualizer import ContextualizerForSequenceClassification, ContextualizerModel
 
 # tokens per passage an explanation cuts a document into: about a sentence (the Contextualizer reads no sentences of
 # its own, and its α weighs single tokens, too small to be read as evidence alone)
-EVIDENCE_WINDOW = 32
+EVIDENCE_WINDOW = CONTEXT_EVIDENCE_WINDOW
 
 
 def token_contributions(model, outputs, input_ids, attention_mask):
@@ -49,8 +50,7 @@ class ContextualizerFamily(Family):
     card_settings = ("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context")
     card_limits = ("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
                    "called with `truncation=True`.")
-    evidence_weight = (f"a window of {EVIDENCE_WINDOW} tokens' share of the updates of the context vector "
-                       "(||α ⊙ x|| of Eq. 6, averaged over the steps); a document's weights sum to 1")
+    evidence_weight = EVIDENCE_WEIGHTS["contextualizer"]
 
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Windows of `EVIDENCE_WINDOW` tokens, each weighed by its share of the document's contributions

@@ -8,6 +8,7 @@ Hub never does.
 import torch
 from transformers import AutoTokenizer
 
+from ...catalog import EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .configuration_segment import SegmentLMConfig, segments_to_read
@@ -99,8 +100,7 @@ class SegmentLMFamily(Family):
     def head_logits(self, model, z, present):
         return model.head(z, present)[0]
 
-    evidence_weight = ("a segment's attention weight α (Eq. 4), the share of the segment in the document vector the "
-                       "classifier reads; the weights of the segments read sum to 1")
+    evidence_weight = EVIDENCE_WEIGHTS["segment_lm"]
 
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4,

@@ -11,6 +11,7 @@ import logging
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoTokenizer
 
+from ...catalog import EVIDENCE_WEIGHTS
 from ..backbones import declared_pooling, sentence_transformers_file
 from ..registry import Family, register_family, special_token_ids
 from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES
@@ -149,9 +150,7 @@ class SparseLongformerFamily(SparseMapFamily):
         """The classifier on `frozen_features`: the pooled state, or every state and the mask (`"gated"`)."""
         return model.classifier(model.pooled_state(*features) if model.token_gate is not None else features[0])
 
-    evidence_weight = ("the score the selector chose the word's global token by (TF-IDF: tf·idf of the token; PMI: "
-                       "the PMI of its pairs), computed before the model reads the document: it says which words "
-                       "every position attends to, not how much each moved this label")
+    evidence_weight = EVIDENCE_WEIGHTS["sparse_longformer"]
 
     def evidence(self, model, outputs, input_ids, attention_mask):
         """The global tokens the selector chose for each document (those every position attends to; [CLS] aside),
