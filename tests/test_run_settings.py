@@ -23,7 +23,7 @@ def test_train_and_compare_share_one_definition_of_their_training_options():
         assert issubclass(settings_class, TrainingOptions)
     # neither declares a shared option again; compare only gives three of them its own defaults
     assert not set(RunSettings.__annotations__) & shared
-    assert set(CompareSettings.__annotations__) & shared == {"max_length", "epochs", "learning_rate"}
+    assert set(CompareSettings.__annotations__) & shared == {"max_length", "epochs", "learning_rate", "backbone"}
 
 
 @pytest.mark.parametrize("settings, flag", [

@@ -4,17 +4,10 @@ import os
 
 import torch
 
-from .modeling import FAMILIES
+from .catalog import selector_families
 from .outputs import check_files_free, record_outputs, require_writable_folder
 from .plotting import figure
 from .reading import saved_reading_length
-
-
-def selector_families():
-    """{family name: its global-token selectors} of the families whose models choose global tokens (a
-    `global_selector` variant in the registry): the models an attention map is drawn for."""
-    return {name: family.variants["global_selector"] for name, family in FAMILIES.items()
-            if "global_selector" in family.variants}
 
 
 def selected_words(model, tokenizer, text, selector=None, max_length=None):

@@ -1,4 +1,4 @@
-"""The families by name, without importing their code: what `hf-longdoc --help` lists.
+"""The families and baselines by name, without importing their code: what `hf-longdoc --help` lists.
 
 `--help` answers in well under a second because it imports neither torch, Transformers nor the model classes; the
 names, variants and help lists it shows come from this table. Each family's registry entry
@@ -11,6 +11,12 @@ without importing this package).
 FAMILY_NAMES = ("contextualizer", "elementwise", "slstm", "sparse_longformer", "sparse_bigbird", "segment_lm")
 # the families that start from a pretrained checkpoint (`--backbone`)
 BACKBONE_FAMILIES = ("elementwise", "sparse_longformer", "sparse_bigbird", "segment_lm")
+# the Transformers models `compare` and `bench` measure against, in `experiments.baselines.BASELINES`' order
+BASELINE_NAMES = ("bert", "albert", "canine", "roberta", "longformer", "bigbird", "modernbert", "eurobert",
+                  "nomicbert")
+# auto: flash_attention_2 on a CUDA GPU in half precision when flash-attn is installed, else flex_attention for a
+# model with a local window (ModernBERT) on a CUDA GPU, else sdpa (`baselines.baseline_attention`)
+ATTENTION_IMPLEMENTATIONS = ("auto", "sdpa", "eager", "flash_attention_2", "flex_attention")
 GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
 # family -> {config key: its choices}: `family:choice` names a variant
 VARIANTS = {
@@ -44,5 +50,7 @@ def selector_families():
     return {name: variants["global_selector"] for name, variants in VARIANTS.items() if "global_selector" in variants}
 
 
-__all__ = ["BACKBONE_FAMILIES", "CONTEXT_EVIDENCE_WINDOW", "EVIDENCE_WEIGHTS", "FAMILY_NAMES", "GLOBAL_SELECTORS",
-           "RUNTIME_SETTINGS", "VARIANTS", "selector_families"]
+__all__ = [
+    "ATTENTION_IMPLEMENTATIONS", "BACKBONE_FAMILIES", "BASELINE_NAMES", "CONTEXT_EVIDENCE_WINDOW",
+    "EVIDENCE_WEIGHTS", "FAMILY_NAMES", "GLOBAL_SELECTORS", "RUNTIME_SETTINGS", "VARIANTS", "selector_families"
+]

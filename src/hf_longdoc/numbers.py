@@ -70,6 +70,7 @@ POSITIVE_NUMBER = NumberRule(integer=False, low=0, low_open=True)
 SEED = NumberRule(integer=True, low=0, high=2**32 - 1, meaning="NumPy's seeds are 32-bit")
 THRESHOLD = NumberRule(integer=False, low=0, high=1, low_open=True, high_open=True,
                        meaning="a probability the sigmoid score must exceed")
+DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold of a model saved without one (`train --threshold`)
 DROPOUT = NumberRule(integer=False, low=0, high=1, high_open=True, meaning="a probability")
 # [CLS], one token of text and [SEP]: fewer reads nothing of a document
 MAX_LENGTH = NumberRule(integer=True, low=3, meaning="the tokens a document is cut to, special tokens included")
@@ -77,5 +78,7 @@ LEARNING_RATE = NumberRule(integer=False, low=0, low_open=True, meaning="the Ada
 # WordPiece needs its special tokens and the bytes it starts from
 VOCAB_SIZE = NumberRule(integer=True, low=100, meaning="the size of the fitted WordPiece vocabulary")
 
-__all__ = ["DROPOUT", "LEARNING_RATE", "MAX_LENGTH", "NON_NEGATIVE_INTEGER", "NumberRule", "POSITIVE_INTEGER",
-           "POSITIVE_NUMBER", "SEED", "THRESHOLD", "VOCAB_SIZE"]
+__all__ = [
+    "DEFAULT_THRESHOLD", "DROPOUT", "LEARNING_RATE", "MAX_LENGTH", "NON_NEGATIVE_INTEGER", "NumberRule",
+    "POSITIVE_INTEGER", "POSITIVE_NUMBER", "SEED", "THRESHOLD", "VOCAB_SIZE"
+]

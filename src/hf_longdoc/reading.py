@@ -34,12 +34,11 @@ import torch
 
 from .modeling.backbones import backbone_positions
 from .modeling.registry import family_of_config
-from .numbers import THRESHOLD
+from .numbers import DEFAULT_THRESHOLD, THRESHOLD
 
 logger = logging.getLogger(__name__)
 
 UNBOUNDED = 10**6  # a tokenizer's model_max_length above this means "not set" (Transformers uses 1e30)
-DEFAULT_THRESHOLD = 0.3  # the multi-label threshold of a model saved without one (`train`'s --threshold default)
 
 
 # -- reading length ---------------------------------------------------------------------------------------------------

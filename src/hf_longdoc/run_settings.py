@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .catalog import FAMILY_NAMES
+from .catalog import BASELINE_NAMES, FAMILY_NAMES
 from .numbers import (
+    DEFAULT_THRESHOLD,
     LEARNING_RATE,
     MAX_LENGTH,
     NON_NEGATIVE_INTEGER,
@@ -31,7 +32,6 @@ from .numbers import (
 
 logger = logging.getLogger(__name__)
 TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
-DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold unless a run sets one
 
 
 def option(default=None, help="", *, factory=None, **flag):
@@ -527,10 +527,14 @@ class CompareSettings(TrainingOptions):
     models: tuple = option(COMPARED_MODELS, "families or family:variant (sparse_longformer:<selector>, "
                                             "segment_lm:<variant>), each named once, comma-separated",
                            type=name_list)
-    baselines: tuple = option(("bert-512", "longformer"), "bert-<N>, bert-<N>-headtail (and <kind>-<N> for every "
-                                                          "kind that truncates), the whole-document baselines, tfidf; "
-                                                          "with --backbone native and bert-chunks; '' for none "
-                                                          "(docs/compare.md)", type=name_list)
+    baselines: tuple = option(("bert-512", "longformer"), "bert-<N> (the first N tokens), bert-<N>-headtail (the first "
+                                                          "128 and the last N - 130), and so <kind>-<N> for every "
+                                                          "kind that truncates; the whole document from scratch for "
+                                                          "the others; kinds: " + ", ".join(BASELINE_NAMES) + "; "
+                                                          "tfidf (TF-IDF + logistic regression on the full text); "
+                                                          "with --backbone, native (the checkpoint at all its "
+                                                          "positions) and bert-chunks (its logits averaged over "
+                                                          "512-token chunks); '' for none", type=name_list)
     hidden_size: int = option(128, "width of every model", type=POSITIVE_INTEGER.parse)
     num_layers: int = option(2, "layers (or steps) of every model", type=POSITIVE_INTEGER.parse)
     num_heads: int = option(4, "attention heads of every Transformer", type=POSITIVE_INTEGER.parse)

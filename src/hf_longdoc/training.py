@@ -26,7 +26,7 @@ from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, 
 from .distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan, keep_the_better
-from .hub import make_model_card, public_name
+from .hub import make_model_card, public_name, push_to_hub
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
 from .outputs import RunDiverged, RunFolder
@@ -36,14 +36,41 @@ from .run_settings import RunSettings, check_backbone, mixed_precision
 logger = logging.getLogger(__name__)
 
 
-def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, **overrides):
+# TrainingArguments fields the recipe sets for a reason a user's value would break, with the reason
+RECIPE_DECIDES = {
+    "eval_strategy": "every epoch is evaluated on validation, so that the best one is kept",
+    "save_strategy": "every epoch is checkpointed, so that the best one is kept and an interrupted run resumes",
+    "load_best_model_at_end": "the best epoch on validation is the saved model",
+    "metric_for_best_model": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
+    "greater_is_better": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
+    "save_total_limit": "one checkpoint is kept beside the run: the best epoch",
+    "output_dir": "checkpoints go to the run's staging folder; --output-dir names where the model goes",
+    "resume_from_checkpoint": "pass --resume to continue the interrupted run in --output-dir",
+}
+
+
+# TrainingArguments fields that shape Trainer's optimisation, which the head stage's own loop does not read
+OPTIMIZER_ARGUMENTS = {"optim", "optim_args", "adam_beta1", "adam_beta2", "adam_epsilon", "gradient_accumulation_steps",
+                       "max_grad_norm", "warmup_steps", "lr_scheduler_kwargs", "label_smoothing_factor", "max_steps"}
+
+
+def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, given=None, **overrides):
     """The `TrainingArguments` every hf_longdoc run starts from: linear schedule with 10% warm-up, weight decay 0.01,
-    seeded data order, no reporting, the CPU when there is no GPU; `overrides` add or replace any argument."""
+    seeded data order, no reporting, the CPU when there is no GPU; `overrides` add or replace any argument (the
+    recipe of `train` or `compare`). `given` are the user's own TrainingArguments fields: each replaces the recipe's
+    value (logged), except where the recipe decides (`RECIPE_DECIDES`), where a different value is refused."""
     settings = dict(output_dir=output_dir, num_train_epochs=epochs, per_device_train_batch_size=batch_size,
                     per_device_eval_batch_size=batch_size, learning_rate=learning_rate, weight_decay=0.01,
                     warmup_steps=0.1, lr_scheduler_type="linear", seed=seed, data_seed=seed, report_to="none",
                     use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
     settings.update(overrides)
+    for key, value in (given or {}).items():
+        if key in RECIPE_DECIDES and settings.get(key) != value:
+            raise ValueError(f"--{key} {value!r} cannot apply: this run sets it to {settings.get(key)!r} because "
+                             f"{RECIPE_DECIDES[key]}.")
+        if key in settings and settings[key] != value:
+            logger.info("TrainingArguments: --%s %r replaces the recipe's %r.", key, value, settings[key])
+        settings[key] = value
     return TrainingArguments(**settings)
 
 
@@ -214,6 +241,10 @@ def train(settings=None, /, **keywords):
         if folder.owner:  # under torchrun every process trained; the main one writes (`RunFolder.commit` waits)
             save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
         folder.commit()
+    if (hub := run.hub_push()) is not None and folder.owner:  # --push_to_hub: the finished folder, as `push` sends it
+        push_to_hub(run.output_dir, hub["hub_model_id"], private=hub.get("hub_private_repo", True),
+                    token=hub.get("hub_token"))
+        logger.info("Pushed %s to the Hub as %s.", run.output_dir, hub["hub_model_id"])
     return metrics
 
 
@@ -306,6 +337,9 @@ def fit(run, task, model, tokenizer, encoded, folder):
         metric_for_best_model=score_name(task.multi_label), greater_is_better=True, logging_steps=20,
         **run.trainer_arguments(),
     )
+    if run.stage.epochs and (fine_tuning_only := sorted(set(run.user_trainer_arguments()) & OPTIMIZER_ARGUMENTS)):
+        logger.info("%s apply to fine-tuning; the head stage before it keeps its own optimizer (HeadStage).",
+                    ", ".join(f"--{key}" for key in fine_tuning_only))
     budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
     plan = FitPlan(args, run.stage, run.family, tuple(head_parameters), run.head_learning_rate, task.multi_label,
                    run.threshold, budget.deadline if budget else None)

@@ -5,8 +5,7 @@ instead, `--fit-documents` the cost of fitting selection statistics. The flags b
 `experiments.bench.run_bench`; nothing heavy is imported until the command runs, so `--help` answers at once.
 """
 
-from ..catalog import FAMILY_NAMES
-from ..experiments.baseline_names import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES
+from ..catalog import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES, FAMILY_NAMES
 from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
 from .options import Formatter, integers, names, per_model_overrides
 

@@ -2,7 +2,7 @@
 
 import json
 
-from ..numbers import POSITIVE_INTEGER
+from ..numbers import DEFAULT_THRESHOLD, POSITIVE_INTEGER
 from .options import Formatter, add_data_arguments, require_model_folder
 
 
@@ -19,7 +19,8 @@ def add_parser(subparsers):
                                  "with the model (another is refused: its split would hold training documents)",
                        threshold_default=None,
                        threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); None: the one "
-                                      "saved with the model (`multi_label_threshold` in its config.json), else 0.3; "
+                                      "saved with the model (`multi_label_threshold` in its config.json), else "
+                                      f"{DEFAULT_THRESHOLD}; "
                                       "a given one overrides it (logged)")
     parser.set_defaults(run=run)
 

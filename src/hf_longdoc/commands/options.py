@@ -5,7 +5,7 @@ import json
 import os
 from dataclasses import MISSING, fields, is_dataclass
 
-from ..numbers import SEED, THRESHOLD
+from ..numbers import DEFAULT_THRESHOLD, SEED, THRESHOLD
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -17,7 +17,7 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42,
-                       threshold_default=0.3,
+                       threshold_default=DEFAULT_THRESHOLD,
                        threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); saved with the "
                                       "model (`multi_label_threshold` in its config.json)"):
     parser.add_argument("--dataset", default=None,

@@ -35,9 +35,9 @@ from transformers import (
 )
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from ..catalog import ATTENTION_IMPLEMENTATIONS
 from ..feasibility import SquareTensors
 from ..modeling.segment_lm.modeling_segment import cut_into_segments
-from .baseline_names import ATTENTION_IMPLEMENTATIONS
 
 
 @dataclass(frozen=True)

@@ -202,7 +202,7 @@ class BenchSettings:
     """A bench run: what `run_bench` (and `hf-longdoc bench`) takes, as `compare` takes `CompareSettings`. Every model
     is built at one size and timed at every length; `check` refuses a value no run can use before any model is built.
 
-    - `models`: families (`family:variant`) and/or Transformers baselines (`baseline_names.BASELINE_NAMES`).
+    - `models`: families (`family:variant`) and/or Transformers baselines (`catalog.BASELINE_NAMES`).
     - `lengths`: the document lengths, in input ids (an elementwise model reads whole materials of v ids).
     - `batch_size`: documents per pass.
     - `hidden_size`, `num_layers`, `num_heads`: the size of every model, through each family's `from_size`.

@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 
 from datasets import DatasetDict
 from transformers import (
@@ -52,15 +52,13 @@ from ..data import (
 from ..distributed import is_main_process, on_main_then_share, wait_for_everyone
 from ..head_fitting import FitPlan, HeadStage
 from ..modeling import Family, resolve
-from ..modeling.registry import SIZE_ARGUMENTS
-from ..numbers import POSITIVE_INTEGER
 from ..outputs import check_files_free, record_outputs, require_writable_folder
 from ..reading import reading_length
 from ..run_settings import (
-    TrainingOptions,
+    COMPARE_EPOCHS,
+    CompareSettings,
     check_backbone,
     check_backbone_folder,
-    check_label_overrides,
     recipe_epochs,
 )
 from ..training import (
@@ -94,104 +92,12 @@ from .report import COMPARE_OUTPUTS, write_compare_report, write_csv
 logger = logging.getLogger(__name__)
 
 METRICS = ("accuracy", "macro_f1", "micro_f1")
-EVIDENCE_POSITIONS = ("start", "middle", "end")
-COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
-FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1 unless `--first-seed` moves them
 TFIDF = "tfidf"  # the bag-of-words baseline: TF-IDF + logistic regression over the full text
 # baselines of a pretrained `--backbone` only: the checkpoint through its own AutoModelForSequenceClassification at all
 # its positions, and the checkpoint over every chunk of the document with the logits averaged
 NATIVE, CHUNKS = "native", "bert-chunks"
 CHUNK_TOKENS = 512  # `bert-chunks` reads chunks of 512 tokens (fewer when the checkpoint has fewer positions)
 DEFAULT_POSITIONS = 512  # what `native` reads of a checkpoint that declares no positions (nor its tokenizer a limit)
-
-
-@dataclass(kw_only=True)
-class CompareSettings(TrainingOptions):
-    """A comparison: what `compare` (and `hf-longdoc compare`) takes, as `Trainer` takes `TrainingArguments`. The
-    training options every model shares (rates, schedule, epochs, batch, backbone, head stage, precision, time
-    budget) are `TrainingOptions`', with the defaults of a comparison from scratch below; a comparison adds:
-
-    - `models` (families or `family:variant`) and `baselines` (see `baseline_names`), each named once.
-    - the budget's size: `hidden_size`, `num_layers`, `num_heads`, `window` (Longformer-type attention window),
-      `segment_length` (segment LMs' tokens per segment), mapped onto each family's config by its `from_size`; with
-      a `backbone` they do not apply.
-    - `config_overrides`: model name (or family) -> config settings.
-    - `seeds` runs seeds `first_seed` ... `first_seed + seeds - 1`; `split_seed` draws one data split for all of them
-      (None: each seed draws its own).
-    - `evidence`: the built-in task's evidence positions each model is also trained and tested at (None: start,
-      middle and end on the built-in task, none with a `dataset`); `task_size` and `task_words` size that task (and
-      the default dataset).
-    - `bench_lengths`: the lengths of the time/memory bench (empty: none).
-    - `output_dir`: where the report, CSVs and plots go.
-    """
-
-    max_length: int = 1024  # tokens read per document (a `bert-N` baseline reads N)
-    epochs: float | None = COMPARE_EPOCHS  # None: 3, and with a backbone each family's `train` epochs
-    # one rate for every model: from scratch with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238
-    # after 2 epochs) where 1e-3 reaches 0.929; None: each family's `hf-longdoc train` default (baselines 1e-4)
-    learning_rate: float | None = 1e-3
-    models: tuple = ("contextualizer", "slstm")
-    baselines: tuple = ("bert-512",)
-    hidden_size: int = 128
-    num_layers: int = 2
-    num_heads: int = 4
-    window: int = 128
-    segment_length: int = 128
-    config_overrides: dict = field(default_factory=dict)
-    seeds: int = 1
-    first_seed: int = FIRST_SEED
-    split_seed: int | None = None
-    evidence: tuple | None = None  # None: EVIDENCE_POSITIONS on the built-in task, none with a `dataset`
-    task_size: int = 1000
-    task_words: tuple = (300, 900)
-    bench_lengths: tuple = (512, 1024, 2048)
-    output_dir: str = "out/compare"
-
-    @classmethod
-    def of(cls, settings=None, **changes):
-        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls)]
-        if unknown := sorted(set(changes) - set(known)):
-            raise TypeError(f"compare() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                            "CompareSettings).")
-        return replace(settings or cls(), **changes)
-
-    def check(self):
-        """A ValueError naming the setting (and its flag) for a value no run can use, before anything is read."""
-        super().check()
-        for name in ("hidden_size", "num_layers", "num_heads", "window", "segment_length"):
-            POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
-        for overrides in self.config_overrides.values():
-            check_label_overrides(overrides)
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"`seeds` must be a positive integer, got {self.seeds!r}.")
-        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
-            raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {self.first_seed!r}.")
-        if self.split_seed is not None and (isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int)):
-            raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {self.split_seed!r}.")
-        if unknown := [p for p in self.evidence_positions() if p not in EVIDENCE_POSITIONS]:
-            raise ValueError(f"`evidence` (--evidence) positions must be among {', '.join(EVIDENCE_POSITIONS)} (or "
-                             f"'none'), got {', '.join(map(str, unknown))}.")
-
-    def evidence_positions(self):
-        """The evidence positions of the run: `evidence`, or when None all of them on the built-in task and none with
-        a `dataset` (the built-in task would train every model three more times on other data)."""
-        if self.evidence is not None:
-            return tuple(self.evidence)
-        return EVIDENCE_POSITIONS if self.dataset in (None, BUILTIN_TASK) else ()
-
-    def size(self, max_length=None):
-        """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
-        return dict(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
-                    max_length=max_length or self.max_length, attention_window=self.window,
-                    segment_length=self.segment_length)
-
-    def backbone_settings(self, family):
-        """The budget's knobs that still apply around a pretrained backbone: the optional `from_size` arguments the
-        family names that are settings of its config (attention window, segment length), not the sizes."""
-        knobs = {key: value for key, value in family.size_arguments(self.size()).items()
-                 if key not in SIZE_ARGUMENTS}
-        return {key: value for key, value in knobs.items() if family.has_setting(key)}
 
 
 @dataclass
