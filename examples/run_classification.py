@@ -166,8 +166,9 @@ def load_model(model_args, data_args, saved, data, label_names, multi_label):
 
 def write_predictions(trainer, test, model, threshold, output_dir):
     """`predict_results.txt` as Transformers' script writes it: index and predicted label(s), tab-separated."""
-    logits = trainer.predict(test.remove_columns([c for c in ("labels", "label") if c in test.column_names]))
-    scores = scores_from_logits(logits.predictions, model.config).numpy()
+    output = trainer.predict(test.remove_columns([c for c in ("labels", "label") if c in test.column_names]))
+    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions  # then weights
+    scores = scores_from_logits(logits, model.config).numpy()
     names = model.config.id2label
     path = os.path.join(output_dir, "predict_results.txt")
     with open(path, "w") as writer:
@@ -179,6 +180,15 @@ def write_predictions(trainer, test, model, threshold, output_dir):
                 chosen = names[int(np.argmax(row))]
             writer.write(f"{index}\t{chosen}\n")
     logger.info("Predictions written to %s", path)
+
+
+def keep_arguments_as_json(training_args):
+    """`training_args.json` in place of the pickle Trainer saves beside the model (nothing saved is pickled)."""
+    pickled = os.path.join(training_args.output_dir, "training_args.bin")
+    if os.path.exists(pickled):
+        os.remove(pickled)
+    with open(os.path.join(training_args.output_dir, "training_args.json"), "w") as f:
+        f.write(training_args.to_json_string())
 
 
 def multi_label_of(model):
@@ -216,6 +226,7 @@ def main(argv=None):
         if multi_label:
             model.config.multi_label_threshold = threshold
         trainer.save_model()  # the model, its config and tokenizer, safetensors
+        keep_arguments_as_json(training_args)
         trainer.log_metrics("train", result.metrics)
         trainer.save_metrics("train", result.metrics)
         trainer.save_state()

@@ -212,6 +212,20 @@ class TrainingOptions:
             logger.warning("--%s has no effect: %s", key, IGNORED_ARGUMENTS[key])
 
 
+# TrainingArguments fields the recipe sets for a reason a user's value would break, with the reason
+RECIPE_DECIDES = {
+    "eval_strategy": "every epoch is evaluated on validation, so that the best one is kept",
+    "save_strategy": "every epoch is checkpointed, so that the best one is kept and an interrupted run resumes",
+    "load_best_model_at_end": "the best epoch on validation is the saved model",
+    "metric_for_best_model": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
+    "greater_is_better": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
+    "save_total_limit": "one checkpoint is kept beside the run: the best epoch",
+    "output_dir": "checkpoints go to the run's staging folder; --output-dir names where the model goes",
+    "resume_from_checkpoint": "pass --resume to continue the interrupted run in --output-dir",
+}
+# what `train` sets them to (`metric_for_best_model` follows the labels: accuracy, or micro F1 multi-label)
+TRAIN_RECIPE = dict(eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
+                    greater_is_better=True)
 # TrainingArguments fields that only pick which stages Transformers' example scripts run
 IGNORED_ARGUMENTS = {name: "train always trains, keeps the best epoch on validation and tests the kept model"
                      for name in ("do_train", "do_eval", "do_predict")}
@@ -314,6 +328,9 @@ class RunSettings(TrainingOptions):
 
             require_safe_weights(self.init_from, "`init_from` (--init-from)")
         self.hub_push()  # --push_to_hub without a repository fails now, not after training
+        for key, value in (self.training_args or {}).items():  # what the recipe decides, refused before any data
+            if key in RECIPE_DECIDES and TRAIN_RECIPE.get(key, not value) != value:
+                raise ValueError(f"--{key} {value!r} cannot apply: {RECIPE_DECIDES[key]}.")
         self.tokenizer = resolve_tokenizer(self.family, self.tokenizer, self.backbone, self.init_from)
         if self.learning_rate is None:
             self.learning_rate = self.family.fine_tuning_rate if self.pretrained else self.family.learning_rate

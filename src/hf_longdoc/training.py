@@ -31,22 +31,11 @@ from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
 from .outputs import RunDiverged, RunFolder
 from .reading import reading_length
-from .run_settings import RunSettings, check_backbone, mixed_precision
+from .run_settings import RECIPE_DECIDES, TRAIN_RECIPE, RunSettings, check_backbone, mixed_precision
 
 logger = logging.getLogger(__name__)
 
 
-# TrainingArguments fields the recipe sets for a reason a user's value would break, with the reason
-RECIPE_DECIDES = {
-    "eval_strategy": "every epoch is evaluated on validation, so that the best one is kept",
-    "save_strategy": "every epoch is checkpointed, so that the best one is kept and an interrupted run resumes",
-    "load_best_model_at_end": "the best epoch on validation is the saved model",
-    "metric_for_best_model": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
-    "greater_is_better": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
-    "save_total_limit": "one checkpoint is kept beside the run: the best epoch",
-    "output_dir": "checkpoints go to the run's staging folder; --output-dir names where the model goes",
-    "resume_from_checkpoint": "pass --resume to continue the interrupted run in --output-dir",
-}
 
 
 # TrainingArguments fields that shape Trainer's optimisation, which the head stage's own loop does not read
@@ -333,8 +322,7 @@ def fit(run, task, model, tokenizer, encoded, folder):
                     len(head_parameters), ", ".join(head_parameters[:3]), run.head_learning_rate, run.learning_rate)
     args = training_arguments(
         folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, report_to=run.report_to,
-        eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
-        metric_for_best_model=score_name(task.multi_label), greater_is_better=True, logging_steps=20,
+        metric_for_best_model=score_name(task.multi_label), logging_steps=20, **TRAIN_RECIPE,
         **run.trainer_arguments(),
     )
     if run.stage.epochs and (fine_tuning_only := sorted(set(run.user_trainer_arguments()) & OPTIMIZER_ARGUMENTS)):

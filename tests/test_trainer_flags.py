@@ -1,0 +1,165 @@
+"""`hf-longdoc train` speaks Transformers' `TrainingArguments` as its own: every field under its own name, the package's
+flags as the settings dataclass declares them, aliases where both mean one thing, and a refusal where two spellings
+disagree or a value would contradict what the recipe decides. Run through the CLI, as a user runs it."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from hf_longdoc.cli import build_parser, main
+from hf_longdoc.run_settings import RunSettings
+from hf_longdoc.training import train
+
+TINY = ["--model", "contextualizer", "--config", "hidden_size=16", "num_hidden_layers=1", "hidden_dropout_prob=0.0",
+        "--max-length", "96"]
+
+
+def write_documents(path, count):
+    """`count` short labelled documents (two classes, alternating) as JSONL."""
+    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+    with open(path, "w") as f:
+        for i in range(count):
+            label = ("sport", "business")[i % 2]
+            text = " ".join(words[(i * 7 + j) % len(words)] for j in range(40 + i % 9))
+            f.write(json.dumps({"text": f"{text} the {label} news of the day", "label": label}) + "\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory):
+    # 40 documents: 8 are carved for test and 4 for validation, leaving 28 to train on, a multiple of 4, so every
+    # step of a batch of 4 is two whole steps of 2
+    return write_documents(tmp_path_factory.mktemp("data") / "docs.jsonl", 40)
+
+
+def run_cli(arguments):
+    assert main(["train", *arguments]) == 0
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_gives_the_weights_of_a_batch_twice_the_size(documents, tmp_path):
+    """`--gradient_accumulation_steps 2` at batch 2 and batch 4 alone take the same optimizer steps on the same
+    documents (no dropout, no batch-dependent layer), so they end at the same weights. The Transformers spellings and
+    ours are one flag, and `--report_to tensorboard` writes its event files; `--warmup_ratio`, Transformers 4's
+    spelling, reads as v5's fractional `--warmup_steps`."""
+    common = [*TINY, "--dataset", documents, "--num_train_epochs", "2", "--learning_rate", "3e-3",
+              "--warmup_ratio", "0.2"]
+    run_cli([*common, "--per_device_train_batch_size", "4", "--output-dir", str(tmp_path / "whole")])
+    run_cli([*common, "--batch-size", "2", "--gradient_accumulation_steps", "2", "--report_to", "tensorboard",
+             "--logging_steps", "1", "--output_dir", str(tmp_path / "accumulated")])
+    whole, accumulated = (load_file(tmp_path / name / "model.safetensors") for name in ("whole", "accumulated"))
+    assert whole.keys() == accumulated.keys()
+    for name in whole:
+        torch.testing.assert_close(accumulated[name], whole[name], atol=2e-5, rtol=1e-4, msg=name)
+    arguments = json.loads((tmp_path / "accumulated" / "training_args.json").read_text())
+    assert arguments["gradient_accumulation_steps"] == 2 and arguments["per_device_train_batch_size"] == 2
+    assert arguments["warmup_steps"] == 0.2 and arguments["report_to"] == ["tensorboard"]
+    metrics = json.loads((tmp_path / "accumulated" / "metrics.json").read_text())
+    assert metrics["batch_size"] == {"per_process": 2, "processes": 1, "gradient_accumulation": 2,
+                                     "per_optimizer_step": 4}
+    events = [name for _, _, files in os.walk(tmp_path / "accumulated") for name in files
+              if name.startswith("events.out.tfevents")]
+    assert events, "tensorboard wrote no event file"
+
+
+@pytest.mark.slow
+def test_torch_compile_trains(documents, tmp_path):
+    """`--torch_compile` reaches Trainer, which compiles the model; the saved weights are the plain module's."""
+    run_cli([*TINY, "--dataset", documents, "--epochs", "1", "--torch_compile", "--output-dir", str(tmp_path / "run")])
+    arguments = json.loads((tmp_path / "run" / "training_args.json").read_text())
+    assert arguments["torch_compile"] is True
+    assert not any("_orig_mod" in name for name in load_file(tmp_path / "run" / "model.safetensors"))
+
+
+@pytest.mark.slow
+def test_fsdp_trains_under_torchrun_on_the_cpu(documents, tmp_path):
+    """Two processes (gloo) train one model with `--fsdp full_shard`, as Accelerate supports on the CPU; the main
+    process saves the whole model, not its shard."""
+    sys.path.insert(0, os.path.dirname(__file__))
+    from torchrun_cli import launch_cli
+
+    result = launch_cli(["train", *TINY, "--dataset", documents, "--epochs", "1", "--fsdp", "full_shard",
+                         "--output-dir", "run"], tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    arguments = json.loads((tmp_path / "run" / "training_args.json").read_text())
+    assert arguments["fsdp"]
+    weights = load_file(tmp_path / "run" / "model.safetensors")
+    assert weights["classifier.weight"].shape == (2, 16)  # whole: a shard of 2 processes would hold half
+    assert result.stdout.count("Saved model") == 1
+
+
+def parse(arguments):
+    """The parsed `train` arguments and the TrainingArguments flags left for `HfArgumentParser`."""
+    return build_parser().parse_known_args(["train", "--output-dir", "out", *arguments])
+
+
+def test_both_spellings_of_one_setting_are_one_flag():
+    for spelling in ("--epochs", "--num_train_epochs", "--num-train-epochs"):
+        args, rest = parse([spelling, "3"])
+        assert args.epochs == 3.0 and rest == []
+    args, rest = parse(["--batch_size", "4", "--per-device-train-batch-size", "4", "--lr-scheduler", "cosine"])
+    assert args.batch_size == 4 and args.lr_scheduler == "cosine"
+
+
+def test_two_spellings_that_disagree_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        parse(["--epochs", "3", "--num_train_epochs", "5"])
+    assert "--epochs 3.0 and --num_train_epochs 5.0 are one setting" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--eval_strategy", "no"], "--eval_strategy 'no' cannot apply: every epoch is evaluated"),
+    (["--save_total_limit", "3"], "--save_total_limit 3 cannot apply"),
+    (["--resume_from_checkpoint", "x"], "pass --resume"),
+    (["--gradient_acumulation_steps", "2"], "unrecognized arguments: --gradient_acumulation_steps 2"),
+    (["--push_to_hub"], "--push_to_hub needs --hub_model_id"),
+])
+def test_what_the_recipe_decides_is_refused_before_any_data_is_read(flags, message, capsys, tmp_path):
+    assert main(["train", *TINY, "--dataset", str(tmp_path / "none.jsonl"), "--output-dir", str(tmp_path / "o"),
+                 *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_the_python_api_takes_trainer_fields_by_name_and_refuses_what_the_settings_own(tmp_path):
+    with pytest.raises(ValueError, match=r"num_train_epochs \(the option `epochs`\)"):
+        train(model="contextualizer", output_dir=str(tmp_path / "o"), training_args={"num_train_epochs": 2})
+    with pytest.raises(ValueError, match="gradient_acumulation_steps, which TrainingArguments does not take"):
+        train(model="contextualizer", output_dir=str(tmp_path / "o"), training_args={"gradient_acumulation_steps": 2})
+
+
+def test_each_default_and_help_is_written_once():
+    """The train flags come from `RunSettings`' fields: a flag's default is the field's, shown in --help, and the
+    command module writes none of them again."""
+    from dataclasses import fields
+
+    source = open(os.path.join(os.path.dirname(build_parser.__code__.co_filename), "commands", "train.py")).read()
+    assert "default=" not in source and "help=" in source  # --baseline's help, the one CLI-only flag
+    documented = [f.name for f in fields(RunSettings) if "help" in f.metadata]
+    assert {"max_length", "epochs", "batch_size", "backbone", "freeze_backbone", "time_budget"} <= set(documented)
+    help_text = " ".join(build_parser()._subparsers._group_actions[0].choices["train"].format_help().split())
+    assert "(default: 4096)" in help_text and "--per-device-train-batch-size BATCH_SIZE" in help_text
+
+
+def test_help_imports_neither_torch_nor_transformers():
+    """`hf-longdoc --help` and `hf-longdoc train --help` import no torch, Transformers or model code (what made them
+    take seconds); `import hf_longdoc` registers the families once Transformers is imported."""
+    code = ("import sys; from hf_longdoc.cli import main; code = main(sys.argv[1:]);"
+            "heavy = [m for m in ('torch', 'transformers', 'hf_longdoc.modeling') if m in sys.modules];"
+            "print('HEAVY', heavy)")
+    for argv in ([], ["train"], ["compare"], ["predict"], ["bench"], ["attention-map"]):
+        result = subprocess.run([sys.executable, "-c", code, *argv, "--help"], capture_output=True, text=True,
+                                timeout=120)
+        assert "HEAVY []" in result.stdout, (argv, result.stdout[-500:], result.stderr[-2000:])
+    registered = subprocess.run([sys.executable, "-c", (
+        "import hf_longdoc\nfrom transformers import AutoConfig\nfrom transformers.pipelines import PIPELINE_REGISTRY\n"
+        "print(AutoConfig.for_model('contextualizer').model_type, "
+        "'long-document-classification' in PIPELINE_REGISTRY.supported_tasks)")],
+        capture_output=True, text=True, timeout=300)
+    assert "contextualizer True" in registered.stdout, registered.stderr[-2000:]
