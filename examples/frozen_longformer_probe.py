@@ -33,7 +33,7 @@ from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.modeling import get_family
 from hf_longdoc.modeling.sparse_longformer.configuration_sparse_longformer import GLOBAL_SELECTORS
-from hf_longdoc.training import build_from_backbone, fit_statistics
+from hf_longdoc.recipe import build_from_backbone, fit_statistics
 
 READOUTS = ("cls", "mean", "global_mean", "last_512_mean")
 SPLITS = ("train", "validation", "test")

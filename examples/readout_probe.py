@@ -30,7 +30,7 @@ from hf_longdoc.data import load_task, load_tokenizer, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.head_fitting import cached_features, fit_head
 from hf_longdoc.modeling import get_family
-from hf_longdoc.training import build_from_backbone, new_parameter_names
+from hf_longdoc.recipe import build_from_backbone, new_parameter_names
 
 VARIANTS = ("att", "att_ablated", "rnn", "cat", "base")
 SPLIT_SEEDS = (42, 43, 44)

@@ -47,7 +47,7 @@ from hf_longdoc.data.loading import load_for_evaluation
 from hf_longdoc.metrics import compute_metrics_fn
 from hf_longdoc.modeling import get_family
 from hf_longdoc.reading import chosen_classes, decision_threshold, reading_length, scores_from_logits
-from hf_longdoc.training import build_from_backbone, build_model, fit_statistics
+from hf_longdoc.recipe import build_from_backbone, build_model, fit_statistics
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.head_fitting import cached_features, fit_head, labels_of
 from hf_longdoc.modeling import get_family
-from hf_longdoc.training import build_from_backbone, new_parameter_names
+from hf_longdoc.recipe import build_from_backbone, new_parameter_names
 
 
 def probe(dataset, backbone, max_length, lengths, seeds=(42, 43, 44), split_seed=42, batch_size=8):

@@ -71,7 +71,7 @@ def test_pretrain_slstm_mlm_lowers_perplexity_and_fine_tunes_with_init_from(tmp_
 
     from hf_longdoc import SLSTMForMaskedLM
     from hf_longdoc.cli import main as cli
-    from hf_longdoc.training import build_model
+    from hf_longdoc.recipe import build_model
 
     rng = random.Random(0)
     subjects, verbs, objects = ["the cat", "a dog", "my bird"], ["sees", "chases", "likes"], ["the ball", "a hat"]
@@ -372,3 +372,14 @@ def test_half_precision_check_prints_every_mode(tmp_path, capsys, monkeypatch):
     assert "6 documents, 5 of them padded" in out
     for mode in ("autocast-bf16", "autocast-fp16", "bf16 weights", "fp16 .half()"):
         assert f"{mode}: finite True" in out
+
+
+@pytest.mark.slow
+def test_cli_help_speed_times_every_command_and_the_imports(capsys):
+    import cli_help_speed
+
+    rows = cli_help_speed.main(["--repeats", "1"])
+    names = [name for name, _, _ in rows]
+    assert "hf-longdoc train --help" in names and "hf-longdoc --help" in names
+    assert len(rows) == len(cli_help_speed.COMMANDS) + len(cli_help_speed.IMPORTS)
+    assert all(wall > 0 and cpu >= 0 for _, wall, cpu in rows)

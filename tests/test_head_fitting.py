@@ -14,7 +14,7 @@ from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
 from hf_longdoc.hub import make_model_card
-from hf_longdoc.training import build_from_backbone, new_parameter_names, training_arguments
+from hf_longdoc.recipe import build_from_backbone, new_parameter_names, training_arguments
 from tiny_bert import save_tiny_bert
 
 
@@ -342,11 +342,11 @@ def test_a_half_precision_checkpoint_trains_with_float32_weights(caplog):
 
     from transformers import BertConfig, BertForSequenceClassification
 
-    from hf_longdoc.training import master_weights_in_float32
+    from hf_longdoc.recipe import master_weights_in_float32
 
     model = BertForSequenceClassification(BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                      intermediate_size=32, vocab_size=50)).to(torch.bfloat16)
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.recipe"):
         master_weights_in_float32(model)
     assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
     assert "bfloat16" in caplog.text and "float32" in caplog.text

@@ -394,7 +394,7 @@ def test_attention_map_never_overwrites_a_users_file(tmp_path, capsys):
 def test_non_finite_weights_after_training_are_an_error(tmp_path):
     """The last optimizer step can make weights non-finite after the last finite loss: `check_finite_weights`."""
     from hf_longdoc.outputs import RunDiverged
-    from hf_longdoc.training import HeadRateTrainer, training_arguments
+    from hf_longdoc.recipe import HeadRateTrainer, training_arguments
 
     model = torch.nn.Linear(2, 2)
     trainer = HeadRateTrainer(model=model, args=training_arguments(str(tmp_path), learning_rate=0.5))

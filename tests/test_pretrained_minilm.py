@@ -105,7 +105,7 @@ def test_half_precision_around_minilm_is_finite_and_keeps_fp32s_predictions(path
     """The pretrained MiniLM inside each family, on a padded batch of English reviews of several lengths, in bf16
     (autocast and bf16 weights) and fp16."""
     from half_precision import assert_half_precision_agrees
-    from hf_longdoc.training import build_from_backbone, fit_statistics
+    from hf_longdoc.recipe import build_from_backbone, fit_statistics
 
     model, tokenizer = build_from_backbone(family, path, ["neg", "pos", "mixed"], False, max_length=512)
     sentences = REVIEW.split(" . ")

@@ -261,6 +261,7 @@ FLOORS = [
     {"commands"},
     {"experiments", "predicting", "evaluation"},
     {"training"},
+    {"recipe"},  # what every training follows: train's and compare's
     {"run_settings", "onnx_runtime"},
     {"hub", "head_fitting", "export", "explaining", "attention_map"},
     {"pipelines", "saved_models", "metrics"},

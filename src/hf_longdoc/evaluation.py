@@ -14,7 +14,7 @@ from .data import BUILTIN_TASK, load_for_evaluation, load_task, tokenize
 from .metrics import compute_metrics_fn
 from .numbers import POSITIVE_INTEGER, SEED, THRESHOLD
 from .reading import decision_threshold, is_multi_label, reading_length, saved_tokenizer_limit
-from .training import training_arguments, without_prefix
+from .recipe import training_arguments, without_prefix
 
 logger = logging.getLogger(__name__)
 

@@ -1,12 +1,11 @@
-"""Train any family with `Trainer`: the library functions behind `hf-longdoc train` (`evaluate` is in
-`hf_longdoc.evaluation`)."""
+"""One `hf-longdoc train` run: check the settings, load the data, build the model, fit it with the shared recipe
+(`recipe`), score it and save it with its tokenizer, metrics and card (`evaluate` is in `hf_longdoc.evaluation`)."""
 
 import dataclasses
 import json
 import logging
 import os
 import shutil
-import time
 from dataclasses import dataclass
 
 import torch
@@ -14,192 +13,32 @@ from datasets import DatasetDict
 from transformers import (
     AutoConfig,
     AutoModel,
-    DataCollatorWithPadding,
-    PreTrainedConfig,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
     set_seed,
 )
 
 from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, tokenize
 from .distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
-from .head_fitting import FitPlan, keep_the_better
+from .head_fitting import FitPlan
 from .hub import make_model_card, public_name, push_to_hub
-from .metrics import compute_metrics_fn, score_name
-from .modeling import Family, get_family
-from .outputs import RunDiverged, RunFolder
+from .metrics import score_name
+from .outputs import RunFolder
 from .reading import reading_length
-from .run_settings import RECIPE_DECIDES, TRAIN_RECIPE, RunSettings, check_backbone, mixed_precision
+from .recipe import (
+    OPTIMIZER_ARGUMENTS,
+    TimeBudget,
+    batch_sizes,
+    build_model,
+    fit_model,
+    fit_statistics,
+    new_parameter_names,
+    training_arguments,
+    without_prefix,
+    wrap_backbone,
+)
+from .run_settings import TRAIN_RECIPE, RunSettings, mixed_precision
 
 logger = logging.getLogger(__name__)
-
-
-
-
-# TrainingArguments fields that shape Trainer's optimisation, which the head stage's own loop does not read
-OPTIMIZER_ARGUMENTS = {"optim", "optim_args", "adam_beta1", "adam_beta2", "adam_epsilon", "gradient_accumulation_steps",
-                       "max_grad_norm", "warmup_steps", "lr_scheduler_kwargs", "label_smoothing_factor", "max_steps"}
-
-
-def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, given=None, **overrides):
-    """The `TrainingArguments` every hf_longdoc run starts from: linear schedule with 10% warm-up, weight decay 0.01,
-    seeded data order, no reporting, the CPU when there is no GPU; `overrides` add or replace any argument (the
-    recipe of `train` or `compare`). `given` are the user's own TrainingArguments fields: each replaces the recipe's
-    value (logged), except where the recipe decides (`RECIPE_DECIDES`), where a different value is refused."""
-    settings = dict(output_dir=output_dir, num_train_epochs=epochs, per_device_train_batch_size=batch_size,
-                    per_device_eval_batch_size=batch_size, learning_rate=learning_rate, weight_decay=0.01,
-                    warmup_steps=0.1, lr_scheduler_type="linear", seed=seed, data_seed=seed, report_to="none",
-                    use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
-    settings.update(overrides)
-    for key, value in (given or {}).items():
-        if key in RECIPE_DECIDES and settings.get(key) != value:
-            raise ValueError(f"--{key} {value!r} cannot apply: this run sets it to {settings.get(key)!r} because "
-                             f"{RECIPE_DECIDES[key]}.")
-        if key in settings and settings[key] != value:
-            logger.info("TrainingArguments: --%s %r replaces the recipe's %r.", key, value, settings[key])
-        settings[key] = value
-    return TrainingArguments(**settings)
-
-
-def new_parameter_names(model, family=None):
-    """The parameters a pretrained backbone does not supply: those outside `model.base_model` (its head, which is
-    what Transformers leaves newly initialised when a base checkpoint loads into a head model) and, inside it, those
-    under the family's `new_with_backbone` prefixes (the elementwise byte and focus embeddings)."""
-    base = model.base_model_prefix + "."
-    extra = family.new_with_backbone if family is not None else ()
-    return [name for name, _ in model.named_parameters() if not name.startswith(base) or name.startswith(extra)]
-
-
-class HeadRateTrainer(Trainer):
-    """A `Trainer` that stops on divergence and whose new parameters (`head_parameters`, names) learn at
-    `head_learning_rate` while the pretrained ones keep `args.learning_rate`; the schedule scales both alike. A head
-    that starts from random weights is far from where it should be, while the pretrained body must move little: one
-    rate for both either leaves the head barely trained within one epoch or disturbs the body (per-group rates as in
-    ULMFiT's discriminative fine-tuning, Howard & Ruder 2018, https://arxiv.org/abs/1801.06146). Measured: the MiniLM
-    segment LM on BBC articles after 600+ tokens of filler, one epoch at 1e-4, .850 test accuracy with the head at
-    1e-3 against .806 with one rate (one seed). Without `head_learning_rate` it is a plain `Trainer` for the rates.
-
-    Divergence is an error (`RunDiverged`, naming the rates): a non-finite training loss stops the run at that step,
-    where Trainer would filter it out of the logs (`logging_nan_inf_filter`) and go on to save NaN weights as a
-    result."""
-
-    def __init__(self, *args, head_parameters=(), head_learning_rate=None, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.head_parameters, self.head_learning_rate = set(head_parameters), head_learning_rate
-
-    def training_step(self, model, inputs, num_items_in_batch=None):
-        loss = super().training_step(model, inputs, num_items_in_batch)
-        if not torch.isfinite(loss).all():
-            raise RunDiverged(f"Training diverged at step {self.state.global_step + 1}: the loss is {loss.item()} "
-                              f"{self.rates()}. Nothing was saved as a result; lower --learning-rate (e.g. 1e-4 to "
-                              "fine-tune, 1e-3 from scratch).")
-        return loss
-
-    def rates(self):
-        """The learning rates of the run, in words, for an error message."""
-        text = f"with learning_rate={self.args.learning_rate:g}"
-        return text + (f" and head_learning_rate={self.head_learning_rate:g}" if self.head_learning_rate else "")
-
-    def check_finite_weights(self):
-        """A `RunDiverged` when a trained weight is NaN or infinite (the last optimizer step can make them so after
-        the last finite loss)."""
-        broken = [name for name, p in self.model.named_parameters() if not torch.isfinite(p).all()]
-        if broken:
-            raise RunDiverged(f"Training diverged: {len(broken)} weight tensors ({', '.join(broken[:3])}, ...) are "
-                              f"NaN or infinite {self.rates()}. Nothing was saved as a result; lower "
-                              "--learning-rate.")
-
-    def create_optimizer(self, model=None):
-        fresh = self.optimizer is None
-        optimizer = super().create_optimizer(model)
-        if not fresh or self.head_learning_rate is None or not self.head_parameters:
-            return optimizer
-        model = self.model if model is None else model
-        head = {id(p) for name, p in model.named_parameters() if name in self.head_parameters}
-        for group in list(optimizer.param_groups):  # before the first step: no optimizer state to move
-            moved = [p for p in group["params"] if id(p) in head]
-            if moved:
-                group["params"] = [p for p in group["params"] if id(p) not in head]
-                settings = {key: value for key, value in group.items() if key != "params"}
-                optimizer.add_param_group({**settings, "params": moved, "lr": self.head_learning_rate})
-        return optimizer
-
-
-def label_settings(label_names, multi_label):
-    """The config's label settings: `num_labels`, `id2label`, `label2id` and `problem_type`."""
-    return dict(
-        num_labels=len(label_names),
-        id2label=dict(enumerate(label_names)),
-        label2id={name: i for i, name in enumerate(label_names)},
-        problem_type="multi_label_classification" if multi_label else "single_label_classification",
-    )
-
-
-def build_model(family, tokenizer, label_names, multi_label, config_overrides=None, init_from=None, size=None):
-    """A classification model of `family` (a `Family` or its name) for the tokenizer and the labels: fresh, sized by
-    `size` (the family's `from_size` arguments) or by the family's `hf-longdoc train` defaults; or with the encoder
-    weights of the model saved in `init_from` (e.g. a masked-LM pre-training run) and a new classification head."""
-    family = family if isinstance(family, Family) else get_family(family)
-    labels = label_settings(label_names, multi_label)
-    if init_from is not None:
-        saved = AutoConfig.from_pretrained(init_from)
-        if saved.model_type != family.config_class.model_type:
-            raise ValueError(f"`init_from` holds a {saved.model_type!r} model, not {family.name!r}; pass the matching "
-                             "--model or another folder.")
-        if saved.vocab_size < len(tokenizer):
-            raise ValueError(f"The tokenizer has {len(tokenizer)} ids but the model in {init_from} knows "
-                             f"{saved.vocab_size}; fine-tune with the tokenizer saved alongside it.")
-        return family.classification_class.from_pretrained(init_from, **labels, **(config_overrides or {}))
-    settings = dict(vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id, **labels)
-    settings.update(family.token_settings(tokenizer))
-    settings.update(config_overrides or {})
-    return family.classification_class(family.build_config(size, **settings))
-
-
-def build_from_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096,
-                        tokenizer=None):
-    """(model, tokenizer): `family` around the pretrained `backbone` (a folder or Hub id; the family's registry
-    `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
-    classification head for the labels. The tokenizer is `tokenizer` when given, else the backbone's own (or the
-    family's, for the elementwise bytes), with `model_max_length` set to what the model really reads
-    (`reading_length`). The backbone is checked first (`check_backbone`)."""
-    family = family if isinstance(family, Family) else get_family(family)
-    backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone  # a pathlib.Path too
-    check_backbone(family, backbone)
-    model, tokenizer = wrap_backbone(family, backbone, label_names, multi_label, config_overrides, max_length,
-                                     tokenizer)
-    length = reading_length(model.config, max_length)
-    if length is not None:
-        tokenizer.model_max_length = length
-    return model, tokenizer
-
-
-def wrap_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096, tokenizer=None):
-    """`build_from_backbone` for settings checked already (`check_backbone` ran once for the run), leaving the
-    tokenizer's `model_max_length` as it is: the caller sets it from `reading_length` before tokenizing."""
-    backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone
-    if isinstance(tokenizer, str):
-        tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
-    elif tokenizer is None and not family.has_own_tokenizer:  # the backbone's own: refused when it has none
-        tokenizer = load_tokenizer(backbone, "`backbone` (--backbone)", "save the backbone's tokenizer there with "
-                                   "`tokenizer.save_pretrained`, or pass --tokenizer")
-    settings = {**label_settings(label_names, multi_label), **(config_overrides or {})}
-    model, tokenizer = family.from_backbone(backbone, tokenizer, max_length, **settings)
-    if tokenizer.pad_token is None:
-        raise ValueError(f"The tokenizer of `backbone` {backbone!r} has no pad token; set one and save it there, or "
-                         "pass a tokenizer with one.")
-    return model, tokenizer
-
-
-def fit_statistics(family, model, train_input_ids, tokenizer):
-    """Fit what the family computes from the training documents before training (the sparse-map Longformer's TF-IDF
-    and PMI statistics), unless the model holds it already (a model started from a fitted one)."""
-    report = family.fit_statistics(model, train_input_ids, tokenizer)  # None: nothing to fit (the default)
-    if report is not None:
-        logger.info("Fitted the statistics of %s on %d training documents: %s", family.name, report["documents"],
-                    report)
 
 
 def train(settings=None, /, **keywords):
@@ -339,74 +178,6 @@ def fit(run, task, model, tokenizer, encoded, folder):
     return trainer, head_report, budget
 
 
-class TimeBudget(TrainerCallback):
-    """Stops fine-tuning after the step at which `minutes` since `started` (a `time.monotonic()` reading) have
-    passed. Trainer then ends the epoch as it ends any (evaluating and saving it, with `eval_strategy="epoch"`) and
-    loads the best epoch, so a budget cuts training short without losing the best model."""
-
-    def __init__(self, minutes, started):
-        self.minutes, self.deadline, self.stopped_at_step = minutes, started + 60 * minutes, None
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.stopped_at_step is None and time.monotonic() >= self.deadline:
-            self.stopped_at_step = state.global_step
-            control.should_training_stop = True
-            logger.warning("The time budget of %g minutes is spent: fine-tuning stops after step %d of %d (epoch "
-                           "%.2f); the best model so far is kept.", self.minutes, state.global_step, state.max_steps,
-                           state.epoch)
-        return control
-
-    def report(self):
-        """What `metrics.json` records: the budget, and the step it stopped training at (None: it did not)."""
-        return {"minutes": self.minutes, "stopped_at_step": self.stopped_at_step}
-
-
-def master_weights_in_float32(model, mixed_precision=False):
-    """Cast a model with weights not in float32 (a bf16 or fp16 checkpoint: Transformers loads it in the dtype it was
-    saved in) to float32, config included (each sub-model's too, so a model rebuilt from the saved config is float32),
-    logging it: training keeps float32 weights, and --bf16/--fp16 mixed precision computes in half precision from
-    them (Trainer cannot unscale fp16 gradients of fp16 weights)."""
-    stored = {parameter.dtype for parameter in model.parameters() if parameter.is_floating_point()}
-    if not stored - {torch.float32}:
-        return
-    logger.warning("The model's weights are %s; training casts them to float32%s.",
-                   ", ".join(sorted(str(dtype).removeprefix("torch.") for dtype in stored)),
-                   "" if mixed_precision else " (--bf16 or --fp16 computes in half precision from them)")
-    model.float()
-    for module in model.modules():
-        if isinstance(getattr(module, "config", None), PreTrainedConfig):
-            module.config.dtype = torch.float32
-
-
-def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
-    """The recipe every run trains with (`train` and `compare`), as `plan` (a `FitPlan`) says: the head stage on
-    cached frozen features where it applies (`HeadStage`), then Trainer end to end with `plan.args` unless only the
-    head trains; the head stage's warm start is kept instead when fine-tuning ends clearly below it on validation
-    (`keep_the_better`). `checkpoint`: resume an interrupted run from there (its head comes from the checkpoint);
-    `callbacks` go to Trainer. Returns (trainer, the head stage's report)."""
-    args = plan.args
-    master_weights_in_float32(model, args.bf16 or args.fp16)
-    model.to(args.device)  # the head stage encodes where Trainer will train
-    head_report, warm_state = plan.stage.run(model, plan, encoded, tokenizer, fit=checkpoint is None)
-    trainer = HeadRateTrainer(
-        model=model, args=args, head_parameters=plan.head_parameters, head_learning_rate=plan.head_learning_rate,
-        train_dataset=encoded["train"], eval_dataset=encoded["validation"],
-        data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
-        compute_metrics=compute_metrics_fn(plan.multi_label, plan.threshold), callbacks=list(callbacks),
-    )
-    if plan.stage.trains_end_to_end:
-        trainer.train(resume_from_checkpoint=checkpoint)
-    trainer.check_finite_weights()
-    if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
-        key = score_name(plan.multi_label)
-        tuned = trainer.state.best_metric  # Trainer loaded its best epoch, when it evaluated every epoch
-        if tuned is None:
-            tuned = trainer.evaluate(encoded["validation"])[f"eval_{key}"]
-        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"], tuned,
-                                              len(encoded["validation"]))
-    return trainer, head_report
-
-
 def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=None):
     """What `metrics.json` records: the run's settings that shape the result, test and validation scores."""
     test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
@@ -433,15 +204,6 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
     }
     metrics.update(task.scores)
     return metrics
-
-
-def batch_sizes(args):
-    """The batch of a run as the card and reports give it: documents per process (`--batch-size`), the processes
-    (torchrun's), the batches accumulated per step, and the documents per optimizer step (their product)."""
-    processes, accumulation = args.world_size, args.gradient_accumulation_steps
-    return {"per_process": args.per_device_train_batch_size, "processes": processes,
-            "gradient_accumulation": accumulation,
-            "per_optimizer_step": args.per_device_train_batch_size * processes * accumulation}
 
 
 # Config entries that say how a model is called or where it came from, not what it is
@@ -472,11 +234,6 @@ def check_resume_matches(checkpoint, config):
                          "--resume.")
 
 
-def without_prefix(metrics, split):
-    """Trainer's `{split}_accuracy`-style metrics as `accuracy` (its unprefixed `epoch` is dropped)."""
-    return {key[len(split) + 1:]: value for key, value in metrics.items() if key.startswith(split + "_")}
-
-
 def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None):
     """Write the trained model, its tokenizer, the arguments as JSON, `metrics.json` and the model card into
     `output_dir` (the run's staging folder; `target_dir` is where it goes, recorded as the arguments' output_dir)."""
@@ -495,4 +252,3 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None)
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))
-

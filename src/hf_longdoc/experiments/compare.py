@@ -54,14 +54,7 @@ from ..head_fitting import FitPlan, HeadStage
 from ..modeling import Family, resolve
 from ..outputs import check_files_free, record_outputs, require_writable_folder
 from ..reading import reading_length
-from ..run_settings import (
-    COMPARE_EPOCHS,
-    CompareSettings,
-    check_backbone,
-    check_backbone_folder,
-    recipe_epochs,
-)
-from ..training import (
+from ..recipe import (
     TimeBudget,
     batch_sizes,
     build_model,
@@ -71,6 +64,13 @@ from ..training import (
     new_parameter_names,
     training_arguments,
     wrap_backbone,
+)
+from ..run_settings import (
+    COMPARE_EPOCHS,
+    CompareSettings,
+    check_backbone,
+    check_backbone_folder,
+    recipe_epochs,
 )
 from .baselines import (
     BASELINES,
