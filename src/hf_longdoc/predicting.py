@@ -39,7 +39,6 @@ import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from types import SimpleNamespace
 
 import datasets
 import torch
@@ -50,7 +49,7 @@ from .data.folders import load_text_folder
 from .data.inversion import join_parts
 from .data.loading import DatasetError, _load_raw
 from .export import PRECISIONS
-from .modeling.registry import family_of_config
+from .modeling.registry import family_of_model_type
 from .numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from .onnx_runtime import BACKENDS
 from .outputs import acquire_or_refuse, file_digest, lock_beside, release_lock, require_writable_folder
@@ -94,6 +93,7 @@ class PredictSettings:
     top_k: int | None = None
     explain: int | None = None
     backend: str = "torch"
+    raw_scores: bool = False  # each prediction also holds its `logits` (what `hf-longdoc serve` returns raw)
     window_batches: int | None = field(default=None, repr=False)  # None: WINDOW_BATCHES
 
     def __post_init__(self):
@@ -350,10 +350,7 @@ def runtime_overrides(saved, overrides):
     if not isinstance(overrides, dict):
         raise TypeError(f"`config_overrides` (--config) must be a dict of config settings, got "
                         f"{type(overrides).__name__}.")
-    try:
-        family = family_of_config(SimpleNamespace(model_type=saved.get("model_type")))
-    except ValueError:  # a Transformers checkpoint: nothing of ours to set
-        family = None
+    family = family_of_model_type(saved.get("model_type"))  # None: a Transformers checkpoint, nothing of ours to set
     allowed = family.runtime_settings if family is not None else ()
     if unknown := sorted(set(overrides) - set(allowed)):
         raise ValueError(f"`config_overrides` (--config) sets how a saved model runs, which for this "
@@ -479,9 +476,15 @@ class Reader:
     def prepare(self, start, texts):
         """The batches of the window starting at row `start`: lists of documents `{"row", "text", "chunks",
         "tokens", "cut"}`, longest first; documents without text come last, in a batch of their own, with `error`."""
+        return self.batches(self.documents(start, texts))
+
+    def documents(self, start, texts):
+        """`texts` (rows `start`, `start` + 1, ...) tokenized as the model reads them: documents `{"row", "text",
+        "tokens" (ids without special tokens), "chunks" (the id sequences read), "cut"}`, or `{"row", "error"}` for a
+        text there is nothing to classify in (`no_text_reason`)."""
         documents, empty = [], []
         for offset, text in enumerate(texts):
-            reason = _no_text(text)
+            reason = no_text_reason(text)
             if reason:
                 empty.append({"row": start + offset, "error": reason})
             else:
@@ -494,7 +497,13 @@ class Reader:
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
                 document["cut"] = self.plan.is_cut(tokens)
-        documents.sort(key=lambda d: (-d["tokens"], d["row"]))
+        return documents + empty
+
+    def batches(self, documents):
+        """`documents` (`documents`'s, of one window or of several requests) grouped by length into batches of
+        `batch_size`, longest first; those without text last, in a batch of their own."""
+        empty = [document for document in documents if "error" in document]
+        documents = sorted((d for d in documents if "error" not in d), key=lambda d: (-d["tokens"], d["row"]))
         size = self.settings.batch_size
         batches = [documents[first: first + size] for first in range(0, len(documents), size)]
         return batches + ([empty] if empty else [])
@@ -520,6 +529,8 @@ class Reader:
         results = []
         for number, (document, row_scores) in enumerate(zip(batch, scores)):
             prediction = self._prediction(row_scores)
+            if self.settings.raw_scores:  # the logits too, in label order (a server's `raw_scores`)
+                prediction["logits"] = logits[number].float().tolist()
             prediction["cut"] = document["cut"] and self.settings.long == "truncate"
             if self.settings.long == "chunks":
                 prediction["chunks"] = len(document["chunks"])
@@ -562,7 +573,7 @@ class Reader:
         return prediction
 
 
-def _no_text(text):
+def no_text_reason(text):
     """Why `text` cannot be classified (None when it can)."""
     if text is None:
         return "missing text"

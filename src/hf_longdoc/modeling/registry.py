@@ -341,13 +341,19 @@ def resolve(name):
     return family, family.variant_setting(variant) if variant else {}
 
 
+def family_of_model_type(model_type):
+    """The family whose config class has `model_type` (a saved config.json's), or None for a model of no family (a
+    Transformers checkpoint)."""
+    return next((family for family in FAMILIES.values() if family.config_class.model_type == model_type), None)
+
+
 def family_of_config(config):
     """The family whose config class built `config`."""
-    for family in FAMILIES.values():
-        if family.config_class.model_type == config.model_type:
-            return family
-    raise ValueError(f"Model type {config.model_type!r} is not an hf_longdoc family ({', '.join(FAMILIES)}).")
+    family = family_of_model_type(config.model_type)
+    if family is None:
+        raise ValueError(f"Model type {config.model_type!r} is not an hf_longdoc family ({', '.join(FAMILIES)}).")
+    return family
 
 
-__all__ = ["FAMILIES", "Family", "backbone_positions", "family_of_config", "get_family", "register_family",
-           "resolve"]
+__all__ = ["FAMILIES", "Family", "backbone_positions", "family_of_config", "family_of_model_type", "get_family",
+           "register_family", "resolve"]
