@@ -118,7 +118,8 @@ def test_special_tokens_come_from_the_tokenizer():
 def test_cli_only_wires_the_commands():
     assert len((SRC / "cli.py").read_text().splitlines()) < 80
     verbs = {command.__name__.rsplit(".", 1)[-1] for command in COMMANDS}
-    assert verbs == {"train", "evaluate", "predict", "demo", "bench", "compare", "push", "attention_map", "export"}
+    assert verbs == {"train", "evaluate", "predict", "serve", "demo", "bench", "compare", "push", "attention_map",
+                     "export"}
     for command in COMMANDS:
         assert callable(command.add_parser) and callable(command.run)
 
@@ -259,6 +260,7 @@ FLOORS = [
     {"__main__"},
     {"", "cli"},
     {"commands"},
+    {"serving"},  # the model behind HTTP: predict's reader, batched across clients
     {"experiments", "predicting", "evaluation"},
     {"training"},
     {"recipe"},  # what every training follows: train's and compare's

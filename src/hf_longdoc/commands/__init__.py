@@ -3,8 +3,8 @@
 `add_parser(subparsers)` builds a verb's parser; `run(args)` calls one library function and prints what it returns.
 """
 
-from . import attention_map, bench, compare, demo, evaluate, export, predict, push, train
+from . import attention_map, bench, compare, demo, evaluate, export, predict, push, serve, train
 
-COMMANDS = (train, evaluate, predict, bench, compare, attention_map, export, push, demo)
+COMMANDS = (train, evaluate, predict, serve, bench, compare, attention_map, export, push, demo)
 
 __all__ = ["COMMANDS"]
