@@ -75,15 +75,14 @@ class Service:
         self.readers = {}
         self.metrics = Metrics()
         self.batcher = Batcher(self.reader_for, settings.max_batch_tokens, settings.max_concurrent_requests, workers,
-                               self.metrics)
+                               self.metrics, settings.batch_size)
         self.labels = [self.config.id2label[index] for index in range(self.config.num_labels)]
         self.max_body = settings.max_client_batch_size * (settings.max_input_chars * 4 + 2) + BODY_SLACK
 
     def reader_for(self, explain):
         if explain not in self.readers:
             settings = self.reading if explain is None else replace(self.reading, explain=explain)
-            self.readers[explain] = Reader(self.model, self.tokenizer, settings, self.threshold,
-                                           workers=self.batcher.workers if explain is None else 1)
+            self.readers[explain] = Reader(self.model, self.tokenizer, settings, self.threshold)
         return self.readers[explain]
 
     def info(self):

@@ -1,15 +1,17 @@
 """One small queue that batches documents across clients: what arrives while the model reads waits, and is then read
 together, grouped by length, up to `max_batch_tokens` input ids.
 
-A request's documents are tokenized (off the event loop) as `predict` tokenizes them, `Reader.documents`; the
-worker takes queued requests in arrival order while their ids fit the budget (a request alone may exceed it), and reads
-them with `Reader.batches` and `Reader.predict`, several batches at once on the CPU, each on one thread, as `predict`
-reads them. Requests that ask for evidence (`explain`) are read with a reader that explains, never in a batch with
-others. There is no wait for more requests: the worker reads whatever is queued as soon as it is free, so a lone
-request is read at once and a busy server batches more.
+A request's documents are tokenized (off the event loop) as `predict` tokenizes them, `Reader.documents`. Each reading
+thread (on the CPU one per core, each on one intra-op thread, as `predict` reads; one on a GPU) takes, as soon as it
+is free, the queued requests in arrival order while their documents fit one batch (`batch_size` documents and
+`max_batch_tokens` ids; a request alone may exceed both), and reads them with `Reader.batches` and `Reader.predict`.
+So while one thread reads, the requests it answered are sent again and queue for the next free thread: the model is
+never idle while requests wait. Requests that ask for evidence (`explain`) are read with a reader that explains,
+never in a batch with others. There is no timer: a lone request is read at once, a busy server batches more.
 """
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections import deque
@@ -44,19 +46,21 @@ class Batcher:
     """Queues requests and reads them in batches across clients (see the module docstring). `reader_for(explain)`
     gives the `predicting.Reader` for an `explain` (None: none); `metrics` records the queue and the batches."""
 
-    def __init__(self, reader_for, max_batch_tokens, max_requests, workers, metrics):
+    def __init__(self, reader_for, max_batch_tokens, max_requests, workers, metrics, batch_size):
         self.reader_for, self.max_batch_tokens, self.max_requests = reader_for, max_batch_tokens, max_requests
-        self.workers, self.metrics = workers, metrics
+        self.workers, self.metrics, self.batch_size = workers, metrics, batch_size
         self.waiting = deque()
         self.in_flight = 0  # requests accepted and not yet answered
         self.ready = asyncio.Event()
         self.rows = itertools.count()
         self.tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
-        self.reading = ThreadPoolExecutor(max_workers=1, thread_name_prefix="read")
-        self.batches = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="batch")
+        self.reading = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read")
+        self.threads = contextlib.ExitStack()
         self.task = None
 
     def start(self):
+        self.threads.enter_context(one_thread_each(self.workers))  # each reading thread on one intra-op thread
+        self.free = asyncio.Semaphore(self.workers)
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     async def stop(self):
@@ -67,8 +71,9 @@ class Batcher:
                 await self.task
             except asyncio.CancelledError:
                 pass
-        for pool in (self.tokenizing, self.reading, self.batches):
+        for pool in (self.tokenizing, self.reading):
             pool.shutdown(wait=True)
+        self.threads.close()
 
     async def submit(self, texts, explain=None):
         """The predictions of `texts` (`Reader.predict`'s, in order) and their prepared documents; `Overloaded`
@@ -95,56 +100,58 @@ class Batcher:
             self.metrics.queue_depth.set(self.in_flight)
 
     def take(self):
-        """The next jobs to read together: the oldest, and the later ones of the same `explain` while their ids fit
-        `max_batch_tokens`."""
+        """The next jobs to read together: the oldest, and the later ones of the same `explain` while their documents
+        fit one batch (`batch_size` documents, `max_batch_tokens` ids)."""
         first = self.waiting[0]
-        chosen, ids = [], 0
+        chosen, ids, documents = [], 0, 0
         for job in self.waiting:
             if job.explain != first.explain:
                 continue
-            if chosen and ids + job.ids > self.max_batch_tokens:
+            if chosen and (ids + job.ids > self.max_batch_tokens or documents + len(job.documents) > self.batch_size):
                 break
             chosen.append(job)
             ids += job.ids
+            documents += len(job.documents)
         for job in chosen:
             self.waiting.remove(job)
         return chosen
 
     async def run(self):
-        loop = asyncio.get_running_loop()
+        """Whenever a reading thread is free and requests wait: read the next batch of them on it."""
         while True:
             await self.ready.wait()
             if not self.waiting:
                 self.ready.clear()
                 continue
-            jobs = self.take()
-            try:
-                predictions = await loop.run_in_executor(self.reading, self.read, jobs)
-            except Exception as error:  # the model failed: every request of the batch gets a 500 naming the error
-                logger.exception("Reading a batch of %d requests failed.", len(jobs))
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(error)
+            await self.free.acquire()
+            if not self.waiting:  # taken while this one waited for a thread
+                self.free.release()
                 continue
+            asyncio.get_running_loop().create_task(self.answer(self.take()))
+
+    async def answer(self, jobs):
+        try:
+            predictions = await asyncio.get_running_loop().run_in_executor(self.reading, self.read, jobs)
+        except Exception as error:  # the model failed: every request of the batch gets a 500 naming the error
+            logger.exception("Reading a batch of %d requests failed.", len(jobs))
             for job in jobs:
-                if not job.future.done():  # a client that hung up cancelled its future
-                    job.future.set_result(predictions)
+                if not job.future.done():
+                    job.future.set_exception(error)
+            return
+        finally:
+            self.free.release()
+        for job in jobs:
+            if not job.future.done():  # a client that hung up cancelled its future
+                job.future.set_result(predictions)
 
     def read(self, jobs):
         """`{row: prediction}` of every document of `jobs`, read as `predict` reads a window of rows."""
         reader = self.reader_for(jobs[0].explain)
         documents = [document for job in jobs for document in job.documents]
-        batches = reader.batches(documents)
         self.metrics.batch_documents.observe(len(documents))
         self.metrics.input_ids.inc(sum(job.ids for job in jobs))
-
-        def predict(batch):
-            with torch.inference_mode():
-                return reader.predict(batch)
-
-        with one_thread_each(self.workers):
-            results = list(self.batches.map(predict, batches))
-        return {row: prediction for rows in results for row, prediction in rows}
+        with torch.inference_mode():
+            return {row: prediction for batch in reader.batches(documents) for row, prediction in reader.predict(batch)}
 
 
 __all__ = ["Batcher", "Overloaded"]
