@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import tempfile
+from dataclasses import dataclass, fields, replace
 
 from datasets import DatasetDict
 from transformers import DataCollatorWithPadding, Trainer
@@ -50,34 +51,86 @@ def documents_to_score(model_dir, config, dataset=None, text_column="text", labe
     return split, part, multi_label
 
 
-def evaluate_model(model_dir, dataset=None, text_column="text", label_column="label", split=None, seed=None,
-                   evidence="end", threshold=None, batch_size=8, max_length=None):
+@dataclass(frozen=True)
+class EvaluateSettings:
+    """How `evaluate_model` (and `hf-longdoc evaluate`) scores a saved model: what its keyword arguments set, with
+    their defaults written here once, and checked once before the model is read.
+
+    Args:
+        text_column: the column with the documents, or several comma-separated, joined as `train` joins them.
+        label_column: the column with the gold labels.
+        split: the split to score, as `train` drew it; None: all of `dataset` (a Hub dataset: its test split), or
+            the built-in task's test split.
+        seed: with `split`: the seed it was drawn with; None: the one `train` recorded with the model (another is
+            refused, since its "test" split would hold documents the model trained on).
+        evidence: the built-in task only: where the label evidence sits (`start`, `middle`, `end`, `anywhere`), as
+            `train` made it.
+        threshold: the multi-label decision threshold, in (0, 1); None: the model's (`decision_threshold`).
+        batch_size: documents per forward pass.
+        max_length: the most ids read of a document; None: what the model was trained to read.
+    """
+
+    text_column: str = "text"
+    label_column: str = "label"
+    split: str | None = None
+    seed: int | None = None
+    evidence: str = "end"
+    threshold: float | None = None
+    batch_size: int = 8
+    max_length: int | None = None
+
+    def __post_init__(self):
+        if self.threshold is not None:
+            THRESHOLD.check(self.threshold, "threshold", "threshold")
+        POSITIVE_INTEGER.check(self.batch_size, "batch_size", "batch-size")
+        if self.seed is not None:
+            SEED.check(self.seed, "seed", "seed")
+
+    @classmethod
+    def of(cls, settings=None, **changes):
+        """`settings` (None: the defaults) with `changes` to its fields (`evaluate_model`'s keyword arguments), and a
+        TypeError naming any unknown one."""
+        known = [f.name for f in fields(cls)]
+        if unknown := sorted(set(changes) - set(known)):
+            raise TypeError(f"evaluate_model() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
+                            "EvaluateSettings).")
+        if settings is None:
+            return cls(**changes)
+        if not isinstance(settings, cls):
+            raise TypeError(f"`settings` must be an EvaluateSettings, got {type(settings).__name__}; or pass its "
+                            "fields as keyword arguments (`evaluate_model(model_dir, dataset, split='test')`).")
+        return replace(settings, **changes) if changes else settings
+
+
+def evaluate_model(model_dir, dataset=None, settings=None, **keywords):
     """Metrics of the model saved in `model_dir`, with the number of `documents` scored (and, for a multi-label
-    model, the `threshold` it was scored at: `threshold` when given, else the model's, `decision_threshold`).
+    model, the `threshold` it was scored at: `settings.threshold` when given, else the model's, `decision_threshold`).
 
     A `dataset` is scored whole (every row of a local file; a Hub dataset's test split), its labels matched to the
     model's by name, unless `split` names one: then that split as `train` made it (the same seeded carve-out of the
     file). Without a dataset: `split` (default test) of the built-in task. A split is drawn with the seed `train`
     recorded with the model (`seed` None), so it holds the same documents; another `seed` is refused, since its
-    "test" split would hold documents the model trained on. Nothing is written to `model_dir`."""
-    if threshold is not None:
-        THRESHOLD.check(threshold, "threshold", "threshold")
-    POSITIVE_INTEGER.check(batch_size, "batch_size", "batch-size")
-    if seed is not None:
-        SEED.check(seed, "seed", "seed")
+    "test" split would hold documents the model trained on. Nothing is written to `model_dir`.
+
+    `settings` is an `EvaluateSettings` (None: the defaults); keyword arguments set its fields instead, or change them
+    (`evaluate_model(model_dir, "data.csv", label_column="gold")`)."""
+    settings = EvaluateSettings.of(settings, **keywords)
     from .saved_models import load_saved_model, load_saved_tokenizer
 
     model = load_saved_model(model_dir, "`model_dir`")
     tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
-    split, part, multi_label = documents_to_score(model_dir, model.config, dataset, text_column, label_column, split,
-                                                  seed, evidence)
-    threshold = decision_threshold(model.config, threshold, multi_label, model_dir)
-    max_length = reading_length(model.config, max_length, saved_tokenizer_limit(tokenizer))  # the saved one: train's
+    split, part, multi_label = documents_to_score(model_dir, model.config, dataset, settings.text_column,
+                                                  settings.label_column, settings.split, settings.seed,
+                                                  settings.evidence)
+    threshold = decision_threshold(model.config, settings.threshold, multi_label, model_dir)
+    # the saved tokenizer's limit: what train read
+    max_length = reading_length(model.config, settings.max_length, saved_tokenizer_limit(tokenizer))
     encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
         trainer = Trainer(
             model=model,
-            args=training_arguments(scratch, batch_size=batch_size, seed=42 if seed is None else seed),
+            args=training_arguments(scratch, batch_size=settings.batch_size,
+                                    seed=42 if settings.seed is None else settings.seed),
             data_collator=DataCollatorWithPadding(tokenizer),
             compute_metrics=compute_metrics_fn(multi_label, threshold),
         )
@@ -114,4 +167,4 @@ def split_seed_of(model_dir, seed=None):
     return recorded, task
 
 
-__all__ = ["documents_to_score", "evaluate_model", "split_seed_of"]
+__all__ = ["EvaluateSettings", "documents_to_score", "evaluate_model", "split_seed_of"]

@@ -26,9 +26,11 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..evaluation import evaluate_model
+    from ..evaluation import EvaluateSettings, evaluate_model
 
     require_model_folder(args.model_dir)
-    metrics = evaluate_model(args.model_dir, args.dataset, args.text_column, args.label_column, args.split, args.seed,
-                             args.evidence, args.threshold, args.batch_size)
+    settings = EvaluateSettings(text_column=args.text_column, label_column=args.label_column, split=args.split,
+                                seed=args.seed, evidence=args.evidence, threshold=args.threshold,
+                                batch_size=args.batch_size)
+    metrics = evaluate_model(args.model_dir, args.dataset, settings)
     print(json.dumps(metrics, indent=2))

@@ -72,15 +72,16 @@ def runtime_settings():
 def run(args):
     import torch
 
-    from ..predicting import predict
+    from ..predicting import PredictSettings, predict
 
+    settings = PredictSettings(text_column=args.text_column, id_column=args.id_column, keep_columns=args.keep_columns,
+                               batch_size=args.batch_size, device=args.device, dtype=args.dtype, long=args.long,
+                               stride=args.stride, aggregation=args.aggregation, top_k=args.top_k,
+                               explain=args.explain, overwrite=args.overwrite,
+                               config_overrides=parse_config_overrides(args.config), backend=args.backend,
+                               graph_dir=args.graph_dir)
     try:
-        result = predict(args.model_dir, args.dataset, args.output, text_column=args.text_column,
-                         id_column=args.id_column, keep_columns=args.keep_columns, batch_size=args.batch_size,
-                         device=args.device, dtype=args.dtype, long=args.long, stride=args.stride,
-                         aggregation=args.aggregation, top_k=args.top_k, explain=args.explain,
-                         overwrite=args.overwrite, config_overrides=parse_config_overrides(args.config),
-                         backend=args.backend, graph_dir=args.graph_dir)
+        result = predict(args.model_dir, args.dataset, args.output, settings)
     except KeyboardInterrupt:
         print(f"The finished batches are kept in {args.output}.partial; rerun the same command to continue.",
               file=sys.stderr)

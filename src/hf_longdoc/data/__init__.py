@@ -2,7 +2,7 @@
 
 from .errors import DatasetError
 from .inversion import document_parts, invert_parts, invert_sentences, join_parts
-from .loading import load_for_evaluation, load_text_classification_dataset
+from .loading import load_for_evaluation, load_splits, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, TASK_KINDS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
 from .tokenizer import fit_wordpiece_tokenizer, has_tokenizer_files, load_tokenizer
@@ -19,6 +19,7 @@ __all__ = [
     "document_parts",
     "join_parts",
     "load_for_evaluation",
+    "load_splits",
     "load_tokenizer",
     "load_task",
     "load_text_classification_dataset",

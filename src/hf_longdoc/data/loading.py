@@ -304,6 +304,13 @@ def _load_raw(source, label_column=None):
         ) from error
 
 
+def load_splits(source):
+    """Every split of `source` (a .csv/.tsv/.json/.jsonl/.parquet file, a folder of `<label>/*.txt`, or a Hub id) as
+    `datasets` reads it, in a DatasetDict: the rows `predict` classifies, after the checks `train` makes of a file
+    (its encoding, its rows). A DatasetError names a source that cannot be read, and the fix."""
+    return _load_raw(source)
+
+
 def _report_mixed_json_labels(raw, path, label_column):
     """Log a JSON label column that mixes types (1 and "1", true and 1): `datasets` reads it as a `Json` column, in
     which text that spells a number becomes that number, so 1 and "1" are one class, and true and 1 are two."""
