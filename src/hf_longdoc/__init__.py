@@ -23,6 +23,7 @@ _EXPORTS = {
     "LongDocumentClassificationPipeline": ".pipelines",
     "register_pipeline": ".pipelines",
     "predict": ".predicting",
+    "PredictSettings": ".predicting",
     "ContextualizerConfig": ".modeling.contextualizer",
     "ContextualizerModel": ".modeling.contextualizer",
     "ContextualizerForSequenceClassification": ".modeling.contextualizer",

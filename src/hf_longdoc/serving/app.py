@@ -18,7 +18,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from ..catalog import EVIDENCE_WEIGHTS
-from ..predicting import PredictSettings, Reader, choose_device, load_model, no_text_reason
+from ..predicting import PredictSettings
+from ..predicting.model import Reader, choose_device, load_model, no_text_reason
 from ..reading import decision_threshold, is_multi_label, saved_reading_length
 from ..saved_models import saved_config
 from ..threads import reading_workers
