@@ -383,3 +383,18 @@ def test_cli_help_speed_times_every_command_and_the_imports(capsys):
     assert "hf-longdoc train --help" in names and "hf-longdoc --help" in names
     assert len(rows) == len(cli_help_speed.COMMANDS) + len(cli_help_speed.IMPORTS)
     assert all(wall > 0 and cpu >= 0 for _, wall, cpu in rows)
+
+
+@pytest.mark.slow
+def test_serve_load_runs_clients_against_a_real_server_and_compares_with_predict(tmp_path):
+    import serve_load
+    from test_serving import TEXTS, save_contextualizer
+
+    model = save_contextualizer(tmp_path / "model")
+    dataset = tmp_path / "docs.jsonl"
+    dataset.write_text("".join(json.dumps({"text": text}) + "\n" for text in TEXTS))
+    result = serve_load.main([model, "--dataset", str(dataset), "--documents", "12", "--clients", "4",
+                              "--seconds", "3"])
+    assert result["errors"] == 0 and result["requests"] > 0
+    assert result["documents_per_second"] > 0 and result["offline_documents_per_second"] > 0
+    assert result["server_peak_memory_mib"] > 0 and result["latency_p50_s"] <= result["latency_p99_s"]

@@ -12,10 +12,11 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from starlette.datastructures import Headers
 
 from ..catalog import EVIDENCE_WEIGHTS
 from ..predicting import PredictSettings
@@ -117,14 +118,57 @@ class Service:
                 return error(422, f"`inputs[{index}]` {reason}: there is nothing to classify.", "validation")
         return None
 
-    def authorized(self, request):
-        if self.key is None or request.url.path in OPEN_PATHS:
+    def authorized(self, path, headers):
+        if self.key is None or path in OPEN_PATHS:
             return True
-        sent = request.headers.get("x-api-key") or ""
-        bearer = request.headers.get("authorization", "")
+        sent = headers.get("x-api-key") or ""
+        bearer = headers.get("authorization", "")
         if bearer.lower().startswith("bearer "):
             sent = sent or bearer[7:].strip()
         return hmac.compare_digest(sent.encode("utf-8"), self.key.encode("utf-8"))
+
+
+class Guard:
+    """The API key, the body's size and the metrics, checked and recorded around every request before FastAPI parses
+    it (a plain ASGI middleware: Starlette's `BaseHTTPMiddleware` costs a task per request)."""
+
+    ENDPOINTS = ("/", "/health", "/info", "/metrics", "/predict", "/classify")
+
+    def __init__(self, app, service):
+        self.app, self.service = app, service
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, service, path = time.perf_counter(), self.service, scope["path"]
+        headers = Headers(scope=scope)
+        status = []
+
+        async def recorded(message):
+            if message["type"] == "http.response.start":
+                status.append(message["status"])
+            await send(message)
+
+        settings = service.settings
+        if not service.authorized(path, headers):
+            await error(401, "A missing or wrong API key: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`.",
+                        "unauthorized")(scope, receive, recorded)
+        elif int(headers.get("content-length") or 0) > service.max_body:
+            await error(413, f"The request body has {headers['content-length']} bytes, more than "
+                             f"--max-client-batch-size {settings.max_client_batch_size} documents of "
+                             f"--max-input-chars {settings.max_input_chars} characters can take.",
+                        "payload_too_large")(scope, receive, recorded)
+        else:
+            try:
+                await self.app(scope, receive, recorded)
+            except Exception:  # a bug, not the client's: logged here, a message without the traceback there
+                logger.exception("%s %s failed.", scope.get("method"), path)
+                if not status:
+                    await error(500, "The server failed to read this request; its log says why.",
+                                "backend")(scope, receive, recorded)
+        endpoint = path if path in self.ENDPOINTS else "other"
+        service.metrics.requests.labels(endpoint, str(status[0] if status else 500)).inc()
+        service.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
 
 
 def coverage(document, plan, long):
@@ -155,28 +199,7 @@ def build_app(model_dir, settings=None, **keywords):
                   description="Long-document classification: the whole document read, its evidence returned.")
     app.state.service = service
 
-    @app.middleware("http")
-    async def limits_keys_and_metrics(request: Request, call_next):
-        started = time.perf_counter()
-        endpoint = request.url.path if request.url.path in ("/", "/health", "/info", "/metrics", "/predict",
-                                                           "/classify") else "other"
-        if not service.authorized(request):
-            response = error(401, "A missing or wrong API key: send it as `Authorization: Bearer KEY` or "
-                                  "`X-API-Key: KEY`.", "unauthorized")
-        elif int(request.headers.get("content-length") or 0) > service.max_body:
-            response = error(413, f"The request body has {request.headers['content-length']} bytes, more than "
-                                  f"--max-client-batch-size {settings.max_client_batch_size} documents of "
-                                  f"--max-input-chars {settings.max_input_chars} characters can take.",
-                             "payload_too_large")
-        else:
-            try:
-                response = await call_next(request)
-            except Exception:  # a bug, not the client's: logged here, a message without the traceback there
-                logger.exception("%s %s failed.", request.method, request.url.path)
-                response = error(500, "The server failed to read this request; its log says why.", "backend")
-        service.metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        service.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
-        return response
+    app.add_middleware(Guard, service=service)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request, exc):
@@ -220,7 +243,7 @@ def build_app(model_dir, settings=None, **keywords):
                 scores = prediction["scores"]
             answers.append([{"label": label, "score": score}
                             for label, score in sorted(scores.items(), key=lambda item: -item[1])])
-        return answers[0] if single else answers
+        return JSONResponse(answers[0] if single else answers)
 
     @app.post("/classify")
     async def classify(request: ClassifyRequest):
@@ -254,7 +277,7 @@ def build_app(model_dir, settings=None, **keywords):
             if request.explain is not None:
                 answer["evidence"] = prediction["evidence"]
             answers.append(answer)
-        return answers
+        return JSONResponse(answers)
 
     @app.get("/health")
     async def health():
