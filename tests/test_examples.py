@@ -388,6 +388,7 @@ def test_cli_help_speed_times_every_command_and_the_imports(capsys):
 @pytest.mark.slow
 def test_serve_load_runs_clients_against_a_real_server_and_compares_with_predict(tmp_path):
     import serve_load
+
     from test_serving import TEXTS, save_contextualizer
 
     model = save_contextualizer(tmp_path / "model")

@@ -6,7 +6,7 @@ import json
 import logging
 import os
 import tempfile
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 from datasets import DatasetDict
 from transformers import DataCollatorWithPadding, Trainer
@@ -16,6 +16,7 @@ from .metrics import compute_metrics_fn
 from .numbers import POSITIVE_INTEGER, SEED, THRESHOLD
 from .reading import decision_threshold, is_multi_label, reading_length, saved_tokenizer_limit
 from .recipe import training_arguments, without_prefix
+from .run_settings import settings_of
 
 logger = logging.getLogger(__name__)
 
@@ -90,16 +91,8 @@ class EvaluateSettings:
     def of(cls, settings=None, **changes):
         """`settings` (None: the defaults) with `changes` to its fields (`evaluate_model`'s keyword arguments), and a
         TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls)]
-        if unknown := sorted(set(changes) - set(known)):
-            raise TypeError(f"evaluate_model() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                            "EvaluateSettings).")
-        if settings is None:
-            return cls(**changes)
-        if not isinstance(settings, cls):
-            raise TypeError(f"`settings` must be an EvaluateSettings, got {type(settings).__name__}; or pass its "
-                            "fields as keyword arguments (`evaluate_model(model_dir, dataset, split='test')`).")
-        return replace(settings, **changes) if changes else settings
+        return settings_of(cls, settings, changes, "evaluate_model()",
+                           "`evaluate_model(model_dir, dataset, split='test')`")
 
 
 def evaluate_model(model_dir, dataset=None, settings=None, **keywords):

@@ -93,6 +93,22 @@ def word_pair(text):
     return words
 
 
+def settings_of(settings_class, settings, changes, caller, example):
+    """`settings` (a `settings_class`; None: its defaults) with `changes` to its fields: what a library function
+    (`caller`, e.g. "predict()") builds from its keyword arguments. A TypeError names an unknown argument, or
+    `settings` of another class (`example` shows the keyword spelling)."""
+    known = [f.name for f in fields(settings_class) if f.init]
+    if unknown := sorted(set(changes) - set(known)):
+        raise TypeError(f"{caller} got unknown arguments {unknown}; it takes {', '.join(known)} (see "
+                        f"{settings_class.__name__}).")
+    if settings is None:
+        return settings_class(**changes)
+    if not isinstance(settings, settings_class):
+        raise TypeError(f"`settings` must be a {settings_class.__name__}, got {type(settings).__name__}; or pass its "
+                        f"fields as keyword arguments ({example}).")
+    return replace(settings, **changes) if changes else settings
+
+
 @dataclass(kw_only=True)
 class TrainingOptions:
     """How a model trains: the options `train` (`RunSettings`) and `compare` (`CompareSettings`) share, documented and
@@ -282,11 +298,7 @@ class RunSettings(TrainingOptions):
     @classmethod
     def of(cls, **settings):
         """The settings from `train`'s keyword arguments, with a TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls) if f.init]  # the resolved fields are not arguments
-        unknown = sorted(set(settings) - set(known))
-        if unknown:
-            raise TypeError(f"train() got unknown arguments {unknown}; it takes {', '.join(known)} (see RunSettings).")
-        return cls(**settings)
+        return settings_of(cls, None, settings, "train()", "`train(model='slstm', dataset='data.csv')`")
 
     @property
     def pretrained(self):
@@ -579,11 +591,7 @@ class CompareSettings(TrainingOptions):
     def of(cls, settings=None, **changes):
         """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one. A
         comparison from scratch without a learning rate trains every model at SCRATCH_RATE."""
-        known = [f.name for f in fields(cls)]
-        if unknown := sorted(set(changes) - set(known)):
-            raise TypeError(f"compare() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                            "CompareSettings).")
-        settings = replace(settings or cls(), **changes)
+        settings = settings_of(cls, settings, changes, "compare()", "`compare(models=['slstm'], epochs=1)`")
         if settings.learning_rate is None and settings.backbone is None:
             settings = replace(settings, learning_rate=SCRATCH_RATE)
         return settings

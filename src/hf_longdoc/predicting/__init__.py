@@ -40,7 +40,7 @@ import os
 import shutil
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 import datasets
 import torch
@@ -52,6 +52,7 @@ from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 from ..onnx_runtime import BACKENDS
 from ..pipelines import family_of
 from ..reading import decision_threshold, is_multi_label
+from ..run_settings import settings_of
 from ..saved_models import model_digest, saved_config
 from ..threads import one_thread_each, reading_workers
 from .inputs import load_documents, refuse_output_over_inputs, resolve_columns
@@ -125,16 +126,7 @@ class PredictSettings:
     def of(cls, settings=None, **changes):
         """`settings` (None: the defaults) with `changes` to its fields (`predict`'s keyword arguments), and a
         TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls)]
-        if unknown := sorted(set(changes) - set(known)):
-            raise TypeError(f"predict() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                            "PredictSettings).")
-        if settings is None:
-            return cls(**changes)
-        if not isinstance(settings, cls):
-            raise TypeError(f"`settings` must be a PredictSettings, got {type(settings).__name__}; or pass its fields "
-                            "as keyword arguments (`predict(model_dir, dataset, output, batch_size=4)`).")
-        return replace(settings, **changes) if changes else settings
+        return settings_of(cls, settings, changes, "predict()", "`predict(model_dir, dataset, output, batch_size=4)`")
 
     def __post_init__(self):
         for name in ("text_column", "id_column"):
