@@ -220,7 +220,8 @@ def numeric_flags():
     found = []
     for command, subparser in commands.choices.items():
         for action in subparser._actions:
-            rule = getattr(action.type, "__self__", None)
+            parse = getattr(action, "convert", None) or action.type  # a settings field's flag converts in its action
+            rule = getattr(parse, "__self__", None)
             if isinstance(rule, NumberRule):
                 found.append((command, action.option_strings[0], rule.integer))
     return found

@@ -17,6 +17,13 @@ BASELINE_NAMES = ("bert", "albert", "canine", "roberta", "longformer", "bigbird"
 # auto: flash_attention_2 on a CUDA GPU in half precision when flash-attn is installed, else flex_attention for a
 # model with a local window (ModernBERT) on a CUDA GPU, else sdpa (`baselines.baseline_attention`)
 ATTENTION_IMPLEMENTATIONS = ("auto", "sdpa", "eager", "flash_attention_2", "flex_attention")
+# `bert-N-headtail` reads the first HEAD_TOKENS and the last N - 2 - HEAD_TOKENS tokens: 128 + 382 at N = 512, the best
+# truncation of Sun et al. (2019), "How to Fine-Tune BERT for Text Classification?", Section 5.3.1
+# (https://arxiv.org/abs/1905.05583)
+HEAD_TOKENS = 128
+# `<kind>-N` reads at least MIN_TOKENS tokens ([CLS], text and [SEP]); `<kind>-N-headtail` at least the head, [CLS],
+# [SEP] and one token of the tail
+MIN_TOKENS = 8
 GLOBAL_SELECTORS = ("cls", "first_n", "random", "tfidf", "pmi")
 # family -> {config key: its choices}: `family:choice` names a variant
 VARIANTS = {
@@ -52,5 +59,6 @@ def selector_families():
 
 __all__ = [
     "ATTENTION_IMPLEMENTATIONS", "BACKBONE_FAMILIES", "BASELINE_NAMES", "CONTEXT_EVIDENCE_WINDOW",
-    "EVIDENCE_WEIGHTS", "FAMILY_NAMES", "GLOBAL_SELECTORS", "RUNTIME_SETTINGS", "VARIANTS", "selector_families"
+    "EVIDENCE_WEIGHTS", "FAMILY_NAMES", "GLOBAL_SELECTORS", "HEAD_TOKENS", "MIN_TOKENS", "RUNTIME_SETTINGS",
+    "VARIANTS", "selector_families"
 ]

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .catalog import BASELINE_NAMES, FAMILY_NAMES
+from .catalog import BASELINE_NAMES, FAMILY_NAMES, HEAD_TOKENS, MIN_TOKENS
 from .numbers import (
     DEFAULT_THRESHOLD,
     LEARNING_RATE,
@@ -89,7 +89,7 @@ def word_pair(text):
     except ValueError:
         words = ()
     if len(words) != 2 or not 0 < words[0] <= words[1]:
-        raise argparse.ArgumentTypeError(f"must be min,max with 0 < min <= max, got {text!r}")
+        raise argparse.ArgumentTypeError(f"must be two positive integers min,max with min <= max, got {text!r}")
     return words
 
 
@@ -556,10 +556,13 @@ class CompareSettings(TrainingOptions):
     models: tuple = option(COMPARED_MODELS, "families or family:variant (sparse_longformer:<selector>, "
                                             "segment_lm:<variant>), each named once, comma-separated",
                            type=name_list)
-    baselines: tuple = option(("bert-512", "longformer"), "bert-<N> (the first N tokens), bert-<N>-headtail (the first "
-                                                          "128 and the last N - 130), and so <kind>-<N> for every "
-                                                          "kind that truncates; the whole document from scratch for "
-                                                          "the others; kinds: " + ", ".join(BASELINE_NAMES) + "; "
+    baselines: tuple = option(("bert-512", "longformer"), f"bert-<N> (reading the first N tokens, N at least "
+                                                          f"{MIN_TOKENS}, e.g. bert-512), bert-<N>-headtail (the "
+                                                          f"first {HEAD_TOKENS} and the last N - {HEAD_TOKENS + 2} "
+                                                          f"tokens, N at least {HEAD_TOKENS + 3}), and so <kind>-<N> "
+                                                          "for every kind that truncates; the whole document from "
+                                                          "scratch for the others; kinds: "
+                                                          + ", ".join(BASELINE_NAMES) + "; "
                                                           "tfidf (TF-IDF + logistic regression on the full text); "
                                                           "with --backbone, native (the checkpoint at all its "
                                                           "positions) and bert-chunks (its logits averaged over "

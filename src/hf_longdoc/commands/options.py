@@ -55,7 +55,17 @@ class OneSpelling(argparse.Action):
     """Stores a flag's value, and refuses two spellings of one flag that disagree (`--epochs 3 --num_train_epochs
     5`): which of them the user meant cannot be guessed."""
 
+    def __init__(self, *args, convert=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.convert = convert
+
     def __call__(self, parser, namespace, values, option_string=None):
+        if self.convert is not None and values is not self.const:  # `--flag VALUE`: named as the user spelled it
+            try:
+                values = ([self.convert(value) for value in values] if isinstance(values, list)
+                          else self.convert(values))
+            except (argparse.ArgumentTypeError, ValueError, TypeError) as error:
+                parser.error(f"argument {option_string}: {error}")
         given = vars(namespace).setdefault("_spellings", {})
         earlier = given.get(self.dest)
         if earlier is not None and earlier[0] != option_string and earlier[1] != values:
@@ -99,9 +109,9 @@ def add_settings_arguments(parser, settings_class, skip=()):
         kwargs = dict(dest=f.name, default=argparse.SUPPRESS, action=OneSpelling,
                       help=metadata["help"].replace("%", "%%") + shown, required=metadata.get("required", False))
         if isinstance(default, bool) or metadata.get("switch"):
-            kwargs.update(nargs="?", const=True, type=string_to_bool, metavar="true|false")
+            kwargs.update(nargs="?", const=True, convert=string_to_bool, metavar="true|false")
         else:
-            kwargs.update(type=metadata.get("type", type(default) if default is not None else str))
+            kwargs.update(convert=metadata.get("type", type(default) if default is not None else str))
             for key in ("nargs", "metavar", "choices"):
                 if key in metadata:
                     kwargs[key] = metadata[key]

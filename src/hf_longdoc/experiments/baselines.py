@@ -35,7 +35,7 @@ from transformers import (
 )
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from ..catalog import ATTENTION_IMPLEMENTATIONS
+from ..catalog import ATTENTION_IMPLEMENTATIONS, HEAD_TOKENS, MIN_TOKENS
 from ..feasibility import SquareTensors
 from ..modeling.segment_lm.modeling_segment import cut_into_segments
 
@@ -139,15 +139,7 @@ BASELINES = {
 # body moves little, as the long models' head stage does.
 CHECKPOINT_RATE, CHECKPOINT_HEAD_RATE = 2e-5, 1e-3
 
-# `bert-N-headtail` reads the first HEAD_TOKENS and the last N - 2 - HEAD_TOKENS tokens: 128 + 382 at N = 512, the best
-# truncation of Sun et al. (2019), "How to Fine-Tune BERT for Text Classification?", Section 5.3.1
-# (https://arxiv.org/abs/1905.05583)
-HEAD_TOKENS = 128
-
-
-# `<kind>-N` reads at least MIN_TOKENS tokens ([CLS], text and [SEP]); `<kind>-N-headtail` at least the head, [CLS],
-# [SEP] and one token of the tail
-MIN_TOKENS = 8
+# HEAD_TOKENS, MIN_TOKENS: in the catalog, which `compare --help` reads without importing this module
 
 
 def fewest_tokens(reading=""):
