@@ -375,7 +375,7 @@ def test_half_precision_check_prints_every_mode(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.slow
-def test_cli_help_speed_times_every_command_and_the_imports(capsys):
+def test_cli_help_speed_times_every_command(capsys):
     import cli_help_speed
 
     rows = cli_help_speed.main(["--repeats", "1", "--commands-only"])  # the imports: seconds each, not tested here
