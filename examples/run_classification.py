@@ -41,13 +41,13 @@ from transformers import (
 
 import hf_longdoc  # noqa: F401  (registers the families with the Auto classes)
 from hf_longdoc.catalog import FAMILY_NAMES
-from hf_longdoc.commands.options import parse_config_overrides
 from hf_longdoc.data import load_text_classification_dataset, tokenize
 from hf_longdoc.data.loading import load_for_evaluation
 from hf_longdoc.metrics import compute_metrics_fn
 from hf_longdoc.modeling import get_family
 from hf_longdoc.reading import chosen_classes, decision_threshold, reading_length, scores_from_logits
 from hf_longdoc.recipe import build_from_backbone, build_model, fit_statistics
+from hf_longdoc.run_settings import parse_config_overrides
 
 logger = logging.getLogger(__name__)
 

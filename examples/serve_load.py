@@ -16,6 +16,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 import httpx
@@ -51,8 +52,11 @@ def offline_rate(model_dir, texts, flags):
 
 
 def start_server(model_dir, port, flags):
+    """`hf-longdoc serve` in a process of its own, once /health answers: (process, url). Its log goes to a temporary
+    file (a pipe nobody reads would fill and stop the server), shown if it fails to start."""
+    log = tempfile.TemporaryFile(mode="w+")
     process = subprocess.Popen([sys.executable, "-m", "hf_longdoc", "serve", model_dir, "--port", str(port), *flags],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               stdout=log, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -61,7 +65,9 @@ def start_server(model_dir, port, flags):
         except httpx.HTTPError:
             time.sleep(0.2)
         if process.poll() is not None:
-            raise SystemExit(process.stderr.read())
+            log.seek(0)
+            raise SystemExit(log.read())
+    process.kill()
     raise SystemExit("the server did not start")
 
 

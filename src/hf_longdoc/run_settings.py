@@ -8,6 +8,7 @@ settings, the backbone folder, the tokenizer, the head stage) and resolves what 
 its learning rate, the tokenizer and the head stage.
 """
 
+import json
 import logging
 import os
 import time
@@ -36,8 +37,9 @@ TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained wei
 
 def option(default=None, help="", *, factory=None, **flag):
     """A settings field that is also a command-line flag: `help` is its documentation (shown by `--help`), `flag`
-    says how the CLI reads it (`type`, `nargs`, `metavar`, `flag`: another name for the flag, `trainer`: the
-    `TrainingArguments` field it is, whose name is then the flag's and this one's an alias). The default is written
+    says how the CLI reads it (`type`: what parses each value, `combine`: what the values become together, `nargs`,
+    `metavar`, `flag`: another name for the flag, `trainer`: the `TrainingArguments` field it is, whose name is then
+    the flag's and this one's an alias). The default is written
     here once, for the Python API and the CLI alike."""
     metadata = {"help": help, **flag}
     if factory is not None:
@@ -65,6 +67,19 @@ def evidence_list(text):
     return () if text == "none" else name_list(text)
 
 
+def positive_integers(text):
+    """`"512,1024"` -> (512, 1024); an argparse error that says what they must be otherwise."""
+    import argparse
+
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or any(value < 1 for value in values):
+        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}")
+    return values
+
+
 def length_list(text):
     """`--bench-lengths 512,1024` -> (512, 1024); `none` -> (); an error naming the rule otherwise."""
     import argparse
@@ -72,12 +87,9 @@ def length_list(text):
     if text == "none":
         return ()
     try:
-        lengths = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated integers or 'none', got {text!r}") from None
-    if any(length < 1 for length in lengths):
-        raise argparse.ArgumentTypeError(f"must be positive integers, got {text!r}")
-    return lengths
+        return positive_integers(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers or 'none', got {text!r}") from None
 
 
 def word_pair(text):
@@ -85,12 +97,37 @@ def word_pair(text):
     import argparse
 
     try:
-        words = tuple(int(part) for part in text.split(","))
-    except ValueError:
+        words = positive_integers(text)
+    except argparse.ArgumentTypeError:
         words = ()
-    if len(words) != 2 or not 0 < words[0] <= words[1]:
+    if len(words) != 2 or words[0] > words[1]:
         raise argparse.ArgumentTypeError(f"must be two positive integers min,max with min <= max, got {text!r}")
     return words
+
+
+def parse_config_overrides(pairs):
+    """`["hidden_size=64", "default_context=random"]` -> `{"hidden_size": 64, "default_context": "random"}`."""
+    overrides = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ValueError(f"`--config` takes key=value pairs, got {pair!r}.")
+        key, value = pair.split("=", 1)
+        try:
+            overrides[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            overrides[key.strip()] = value  # a bare string such as `random`
+    return overrides
+
+
+def per_model_overrides(pairs):
+    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
+    per_model = {}
+    for key, value in parse_config_overrides(pairs).items():
+        model, dot, setting = key.rpartition(".")
+        if not dot or not model:
+            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs (e.g. slstm.compile_gates=true), got {key!r}.")
+        per_model.setdefault(model, {})[setting] = value
+    return per_model
 
 
 def settings_of(settings_class, settings, changes, caller, example):
@@ -268,7 +305,7 @@ class RunSettings(TrainingOptions):
                                   "WordPiece fitted on the training split with --vocab-size ids", type=str)
     config_overrides: dict | None = option(None, "config settings of the model (hidden_size=256 ...); the label "
                                                  "settings come from the data", flag="config", nargs="*",
-                                           metavar="KEY=VALUE", type=str, convert="config")
+                                           metavar="KEY=VALUE", type=str, combine=parse_config_overrides)
     seed: int = option(42, "seed of the data split, the model and training", type=SEED.parse, trainer="seed")
     threshold: float = option(DEFAULT_THRESHOLD, "multi-label decision threshold on sigmoid scores, in (0, 1); saved "
                                                  "with the model (`multi_label_threshold` in its config.json)",
@@ -574,7 +611,7 @@ class CompareSettings(TrainingOptions):
     segment_length: int = option(128, "segment LMs: tokens per segment", type=POSITIVE_INTEGER.parse)
     config_overrides: dict = option(help="config overrides for one model, e.g. slstm.num_recurrent_steps=6",
                                     factory=dict, flag="config", nargs="*", metavar="MODEL.KEY=VALUE", type=str,
-                                    convert="per_model")
+                                    combine=per_model_overrides)
     seeds: int = option(1, "seeds --first-seed, --first-seed + 1, ...: mean ± std", type=POSITIVE_INTEGER.parse)
     first_seed: int = option(FIRST_SEED, "the first seed: 43 with --seeds 2 adds seeds 43 and 44 to a run of seed 42 "
                                          "alone", type=SEED.parse, trainer="seed")

@@ -7,7 +7,8 @@ instead, `--fit-documents` the cost of fitting selection statistics. The flags b
 
 from ..catalog import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES, FAMILY_NAMES
 from ..numbers import DROPOUT, NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, POSITIVE_NUMBER
-from .options import Formatter, integers, names, per_model_overrides
+from ..run_settings import per_model_overrides
+from .options import Formatter, integers, names
 
 
 def add_parser(subparsers):

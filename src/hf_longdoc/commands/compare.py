@@ -27,8 +27,8 @@ def run(args):
     from ..experiments.compare import compare
     from .options import parse_trainer_flags, settings_from
 
-    args.trainer_flags = parse_trainer_flags(args.trainer_flags, "compare")
-    settings = settings_from(args, CompareSettings)
+    settings = settings_from(args, CompareSettings,
+                             training_args=parse_trainer_flags(args.trainer_flags, "compare") or None)
     compare(settings)
     if is_main_process():  # under torchrun the main process wrote the report
         with open(os.path.join(settings.output_dir, "report.md")) as f:

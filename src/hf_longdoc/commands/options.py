@@ -1,11 +1,11 @@
 """Parsing helpers the verbs share: the dataset options, `--config` pairs and comma-separated lists."""
 
 import argparse
-import json
 import os
 from dataclasses import MISSING, fields, is_dataclass
 
 from ..numbers import DEFAULT_THRESHOLD, SEED, THRESHOLD
+from ..run_settings import name_list, positive_integers, word_pair
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -119,84 +119,47 @@ def add_settings_arguments(parser, settings_class, skip=()):
         action.field_default = default  # what --help shows (the parsed arguments leave it out: `settings_from`)
 
 
-CONVERSIONS = {}  # filled below: what a `convert` name in a field's metadata turns the parsed text into
-
-
 def settings_from(args, settings_class, **parsed):
-    """The `settings_class` (`RunSettings`, `CompareSettings`) of the parsed `args`: each field from its flag when the
-    user gave it (converted as its metadata says: `--config` pairs to a dict), `parsed` for values computed from other
-    flags; every other field keeps its dataclass default. TrainingArguments fields given as flags of their own
-    (`args.trainer_flags`) become `training_args`."""
+    """The `settings_class` (`RunSettings`, `CompareSettings`, `ServeSettings`) of the parsed `args`: each field from
+    its flag when the user gave it (combined as its metadata says: `--config` pairs to a dict), `parsed` for the
+    others that are set (`training_args`); every other field keeps its dataclass default."""
     given = {}
     for f in fields(settings_class):
         if not f.init or not hasattr(args, f.name):
             continue
         value = getattr(args, f.name)
         metadata = field_help(settings_class, f.name) or {}
-        if "convert" in metadata:
-            value = CONVERSIONS[metadata["convert"]](value)
-        given[f.name] = value
-    if getattr(args, "trainer_flags", None):
-        given["training_args"] = args.trainer_flags
+        given[f.name] = metadata["combine"](value) if "combine" in metadata else value
     return settings_class(**{**given, **parsed})
+
+
+def named(parse, value, flag):
+    """`parse(value)` (a `run_settings` parser), its argparse error turned into a ValueError naming `flag`."""
+    try:
+        return parse(value)
+    except argparse.ArgumentTypeError as error:
+        raise ValueError(f"`{flag}` {error}.") from None
 
 
 def word_range(value):
     """`"300,900"` -> (300, 900), the built-in task's min,max words per document; a ValueError naming the flag."""
-    words = integers(value, "--task-words")
-    if len(words) != 2 or not 0 < words[0] <= words[1]:
-        raise ValueError(f"`--task-words` must be min,max with 0 < min <= max, got {value!r}.")
-    return tuple(words)
-
-
-def parse_config_overrides(pairs):
-    """`["hidden_size=64", "default_context=random"]` -> `{"hidden_size": 64, "default_context": "random"}`."""
-    overrides = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ValueError(f"`--config` takes key=value pairs, got {pair!r}.")
-        key, value = pair.split("=", 1)
-        try:
-            overrides[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key.strip()] = value  # a bare string such as `random`
-    return overrides
-
-
-def per_model_overrides(pairs):
-    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
-    per_model = {}
-    for key, value in parse_config_overrides(pairs).items():
-        model, dot, setting = key.rpartition(".")
-        if not dot or not model:
-            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs (e.g. slstm.compile_gates=true), got {key!r}.")
-        per_model.setdefault(model, {})[setting] = value
-    return per_model
+    return named(word_pair, value, "--task-words")
 
 
 def integers(value, name):
     """`"512,1024"` -> (512, 1024): positive integers, or a ValueError naming the option."""
-    try:
-        parsed = tuple(int(part) for part in value.split(","))
-    except ValueError:
-        raise ValueError(f"`{name}` must be comma-separated integers, got {value!r}.") from None
-    if any(part < 1 for part in parsed):
-        raise ValueError(f"`{name}` must be comma-separated positive integers, got {value!r}.")
-    return parsed
+    return named(positive_integers, value, name)
 
 
 def names(value):
     """`"a, b,"` -> ["a", "b"]: the entries of a comma-separated option."""
-    return [part.strip() for part in value.split(",") if part.strip()]
+    return list(name_list(value))
 
 
 def require_model_folder(path):
     """A ValueError unless `path` is a saved model folder."""
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise ValueError(f"{path!r} is not a saved model folder (no config.json).")
-
-
-CONVERSIONS.update(config=parse_config_overrides, per_model=per_model_overrides)
 
 
 # Transformers 4 spellings that Transformers 5 folded into another field: (the field, what it now reads)

@@ -4,7 +4,8 @@ import sys
 
 from ..catalog import EVIDENCE_WEIGHTS, RUNTIME_SETTINGS
 from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from .options import Formatter, names, parse_config_overrides
+from ..run_settings import parse_config_overrides
+from .options import Formatter, names
 
 
 def add_parser(subparsers):

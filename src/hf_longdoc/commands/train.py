@@ -32,9 +32,8 @@ def run(args):
     from ..training import train
     from .options import parse_trainer_flags, settings_from
 
-    args.trainer_flags = parse_trainer_flags(args.trainer_flags, "train")
     settings = settings_from(
-        args, RunSettings,
+        args, RunSettings, training_args=parse_trainer_flags(args.trainer_flags, "train") or None,
         extra_scores={"truncating_baseline_tfidf": truncating_baseline} if args.baseline else None)
     metrics = train(settings)
     if not is_main_process():  # under torchrun the main process reports

@@ -214,11 +214,9 @@ def build_app(model_dir, settings=None, **keywords):
             problems.append(f"`{where}`: {problem.get('msg', 'invalid')}")
         return error(422, "; ".join(problems) or "The request is not valid JSON.", "validation")
 
-    async def read(texts, explain=None):
-        try:
-            return await service.batcher.submit(texts, explain)
-        except Overloaded as overloaded:
-            return error(429, str(overloaded), "overloaded"), None
+    @app.exception_handler(Overloaded)
+    async def overloaded(request, exc):
+        return error(429, str(exc), "overloaded")
 
     @app.post("/predict")
     async def predict(request: PredictRequest):
@@ -232,9 +230,7 @@ def build_app(model_dir, settings=None, **keywords):
             texts.append(item[0] if isinstance(item, list) else item)
         if (refused := service.check_documents(texts)) is not None:
             return refused
-        predictions, _ = await read(texts)
-        if isinstance(predictions, Response):
-            return predictions
+        predictions, _ = await service.batcher.submit(texts)
         answers = []
         for prediction in predictions:
             if request.raw_scores:
@@ -263,9 +259,7 @@ def build_app(model_dir, settings=None, **keywords):
             if request.explain > settings.max_explain:
                 return error(422, f"`explain` {request.explain} is more passages than this server returns "
                                   f"(--max-explain {settings.max_explain}).", "validation")
-        predictions, documents = await read(texts, request.explain)
-        if isinstance(predictions, Response):
-            return predictions
+        predictions, documents = await service.batcher.submit(texts, request.explain)
         plan = service.reader_for(request.explain).plan
         answers = []
         for prediction, document in zip(predictions, documents):
@@ -291,10 +285,12 @@ def build_app(model_dir, settings=None, **keywords):
     async def metrics():
         return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
+    with open(PAGE, encoding="utf-8") as f:
+        page_html = f.read()
+
     @app.get("/", response_class=HTMLResponse)
     async def page():
-        with open(PAGE, encoding="utf-8") as f:
-            return f.read()
+        return page_html
 
     return app
 
