@@ -260,7 +260,9 @@ def test_sigterm_answers_every_accepted_request_then_exits(model_dir):
     threads = [threading.Thread(target=client, args=(number,)) for number in range(12)]
     for thread in threads:
         thread.start()
-    time.sleep(0.5)  # every request connected and queued, the first ones being read
+    deadline = time.monotonic() + 120  # every request connected and queued, the first ones being read
+    while time.monotonic() < deadline and queue_depth(url) < len(threads):
+        time.sleep(0.05)
     signalled = time.monotonic()
     process.send_signal(signal.SIGTERM)
     for thread in threads:
@@ -276,6 +278,14 @@ def test_sigterm_answers_every_accepted_request_then_exits(model_dir):
         raise AssertionError("the server took a request after SIGTERM")
     except httpx.ConnectError:
         pass
+
+
+def queue_depth(url):
+    """The requests the server at `url` holds (its `hf_longdoc_queue_depth` metric)."""
+    for line in httpx.get(f"{url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("hf_longdoc_queue_depth "):
+            return float(line.split()[1])
+    return 0
 
 
 def browser():

@@ -130,16 +130,8 @@ def hub_id_of_folder(folder):
         return cached.group("id").replace("--", "/", 1)
     if not os.path.isdir(path):
         return None
-    try:
-        with open(os.path.join(path, "README.md"), encoding="utf-8") as f:
-            card = f.read()
-    except (OSError, UnicodeDecodeError):
-        card = ""
-    found = [name for name in CARD_ID.findall(card) if _looks_like_hub_id(name) and not name.startswith("your-name/")]
-    if found:
-        title = re.search(r"^#\s+(\S+)", card, re.M)
-        titled = [name for name in found if title and name.split("/")[-1].lower() == title.group(1).lower()]
-        return max(titled or found, key=(titled or found).count)
+    if found := card_model_id(path):
+        return found
     for saved, key in (("config.json", "_name_or_path"), ("tokenizer_config.json", "name_or_path")):
         try:
             with open(os.path.join(path, saved), encoding="utf-8") as f:
@@ -149,6 +141,21 @@ def hub_id_of_folder(folder):
         if _looks_like_hub_id(recorded):
             return recorded
     return None
+
+
+def card_model_id(folder):
+    """The Hub id the model card (README.md) of `folder` loads, the one matching the card's title first; else None."""
+    try:
+        with open(os.path.join(folder, "README.md"), encoding="utf-8") as f:
+            card = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    found = [name for name in CARD_ID.findall(card) if _looks_like_hub_id(name) and not name.startswith("your-name/")]
+    if not found:
+        return None
+    title = re.search(r"^#\s+(\S+)", card, re.M)
+    titled = [name for name in found if title and name.split("/")[-1].lower() == title.group(1).lower()]
+    return max(titled or found, key=(titled or found).count)
 
 
 def public_model_name(name):

@@ -33,6 +33,9 @@ def run(args):
         raise ValueError('`hf-longdoc serve` needs the server packages: pip install "hf_longdoc[serve]".') from None
     require_model_folder(args.model_dir)
     settings = settings_from(args, ServeSettings)
+    if settings.allowed_hosts is None:  # a server of its own checks `Host`: the loopback names and --host
+        settings.allowed_hosts = ()
     app = create_app(args.model_dir, settings)  # the model loads here, before the port opens
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
                 timeout_graceful_shutdown=settings.shutdown_timeout)
+

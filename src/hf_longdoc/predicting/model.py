@@ -131,7 +131,22 @@ class Reader:
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
                 document["cut"] = self.plan.is_cut(tokens)
+                read = tokens[: self.plan.content] if document["cut"] and self.settings.long == "truncate" else tokens
+                document["text_ids"], document["text_ids_read"] = self._text_ids(tokens), self._text_ids(read)
         return documents + empty
+
+    def _text_ids(self, ids):
+        """How many of `ids` are the document's text: a tokenizer that lays a document out (the segment LM's sentence
+        packing) fills with [PAD] ids, which hold no text."""
+        pad = self.tokenizer.pad_token_id
+        return len(ids) - (ids.count(pad) if pad is not None else 0)
+
+    def coverage(self, document):
+        """How much of a prepared document (`documents`'s) the model read: its text's ids (special tokens and a
+        layout's [PAD] fill excluded), how many of them were read, whether it was cut, and the chunks it was read in
+        (1 unless `long="chunks"`)."""
+        return {"document_ids": document["text_ids"], "ids_read": document["text_ids_read"],
+                "cut": document["cut"] and self.settings.long == "truncate", "chunks": len(document["chunks"])}
 
     def batches(self, documents):
         """`documents` (`documents`'s, of one window or of several requests) grouped by length into batches of

@@ -23,10 +23,15 @@ import torch
 from ..threads import one_thread_each
 
 logger = logging.getLogger(__name__)
+TOKENIZING_THREADS = 4
 
 
 class Overloaded(Exception):
     """The queue holds `max_concurrent_requests` requests already (429)."""
+
+
+class Unavailable(Exception):
+    """The server is stopping: nothing more is read (503)."""
 
 
 @dataclass(eq=False)
@@ -51,20 +56,36 @@ class Batcher:
         self.workers, self.metrics, self.batch_size = workers, metrics, batch_size
         self.waiting = deque()
         self.in_flight = 0  # requests accepted and not yet answered
-        self.ready = asyncio.Event()
         self.rows = itertools.count()
-        self.tokenizing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tokenize")
+        # several tokenizing threads (the fast tokenizer leaves Python's lock while it works), so that a request of
+        # long documents does not hold a small one back behind it
+        self.tokenizing = ThreadPoolExecutor(max_workers=TOKENIZING_THREADS, thread_name_prefix="tokenize")
         self.reading = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="read")
         self.threads = contextlib.ExitStack()
-        self.task = None
+        self.task = self.loop = None
+        self.stopped = False
 
     def start(self):
-        self.threads.enter_context(one_thread_each(self.workers))  # each reading thread on one intra-op thread
-        self.free = asyncio.Semaphore(self.workers)
-        self.task = asyncio.get_running_loop().create_task(self.run())
+        """Read what is queued from now on, on the running event loop: from the app's lifespan, or from the first
+        request of an app whose lifespan does not run (mounted in another). Nothing happens when it reads already; an
+        `Unavailable` once it has stopped."""
+        if self.stopped:
+            raise Unavailable("The server is shutting down; send the request again (to another replica).")
+        loop = asyncio.get_running_loop()
+        if self.task is not None and self.loop is loop and not self.task.done():
+            return
+        if self.loop is None:
+            self.threads.enter_context(one_thread_each(self.workers))  # each reading thread on one intra-op thread
+        elif self.loop is not loop:  # a new event loop (a test client's): what waited on the old one cannot be answered
+            self.waiting.clear()
+        self.loop, self.ready, self.free = loop, asyncio.Event(), asyncio.Semaphore(self.workers)
+        self.task = loop.create_task(self.run())
+        if self.waiting:
+            self.ready.set()
 
     async def stop(self):
         """Cancel the worker (after the server has answered every request in flight) and free its threads."""
+        self.stopped = True
         if self.task is not None:
             self.task.cancel()
             try:
@@ -78,6 +99,7 @@ class Batcher:
     async def submit(self, texts, explain=None):
         """The predictions of `texts` (`Reader.predict`'s, in order) and their prepared documents; `Overloaded`
         when the queue is full."""
+        self.start()
         if self.in_flight >= self.max_requests:
             raise Overloaded(f"{self.in_flight} requests are queued or being read, the most this server takes "
                              "(--max-concurrent-requests); retry shortly.")
@@ -154,4 +176,4 @@ class Batcher:
             return {row: prediction for batch in reader.batches(documents) for row, prediction in reader.predict(batch)}
 
 
-__all__ = ["Batcher", "Overloaded"]
+__all__ = ["Batcher", "Overloaded", "Unavailable"]

@@ -37,7 +37,8 @@ class ClassifyRequest(Strict):
 
 
 class Coverage(BaseModel):
-    """How much of the document the model read: its ids (special tokens excluded), how many of them were read,
+    """How much of the document the model read: its text's ids (special tokens and the [PAD] fill of a sentence
+    layout excluded), how many of them were read,
     whether it was cut, and the chunks it was read in (1 unless the server reads `--long chunks`)."""
 
     document_ids: int
@@ -47,6 +48,9 @@ class Coverage(BaseModel):
 
 
 class Passage(BaseModel):
+    """A passage that weighed in the decision: `text == document[start:end]`, the offsets counting Unicode code points
+    (Python's indices; JavaScript and Java count UTF-16 units, which differ after a character outside the BMP)."""
+
     text: str
     start: int
     end: int
@@ -65,7 +69,7 @@ class ErrorResponse(BaseModel):
     """Every error: a message naming the field or the limit, and TEI's error type."""
 
     error: str
-    error_type: Literal["validation", "overloaded", "unauthorized", "payload_too_large", "backend"]
+    error_type: Literal["validation", "overloaded", "unauthorized", "payload_too_large", "backend", "unhealthy"]
 
 
 __all__ = ["Classification", "ClassifyRequest", "Coverage", "ErrorResponse", "Passage", "PredictRequest",

@@ -1,12 +1,21 @@
 """What `hf-longdoc serve` (and `create_app`) takes: the model's reading settings, the server's limits and where it
 listens. Nothing heavy is imported here, so `hf-longdoc serve --help` answers at once."""
 
+import logging
+import os
+import socket
+import stat
 from dataclasses import dataclass
 
-from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from ..run_settings import option
+from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, NumberRule
+from ..run_settings import name_list, option
 
+logger = logging.getLogger(__name__)
 LONG = ("truncate", "chunks")
+AGGREGATIONS = ("mean", "max")
+PORT = NumberRule(integer=True, low=1, high=65535)
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 
 
 @dataclass(kw_only=True)
@@ -17,7 +26,16 @@ class ServeSettings:
 
     host: str = option("127.0.0.1", "the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                                     "interface, behind your own authentication or --api-key-file)")
-    port: int = option(8080, "the port to listen on", type=POSITIVE_INTEGER.parse)
+    port: int = option(8080, "the port to listen on (1 to 65535)", type=PORT.parse)
+    allowed_hosts: tuple | None = option(None, "comma-separated `Host` names the server answers besides the loopback "
+                                               "names and --host (a request naming another host is refused, so a web "
+                                               "page cannot reach the server by DNS rebinding); '*': any host, for a "
+                                               "server behind a proxy that checks hosts itself. `hf-longdoc serve` "
+                                               "always checks; `create_app` only when this is given (None: the app "
+                                               "it is mounted in decides)", type=name_list, metavar="NAMES")
+    served_model_name: str | None = option(None, "the model's name in /info and the metrics; None: the name on its "
+                                                 "model card, else its folder's name (never a path of this disk)",
+                                           type=str, metavar="NAME")
     device: str | None = option(None, "where the model runs (cpu, cuda, cuda:1); None: a GPU when there is one",
                                 type=str)
     dtype: str | None = option(None, "the weights' precision (float32, bfloat16, float16 on a GPU); None: as saved, "
@@ -27,7 +45,7 @@ class ServeSettings:
                        choices=LONG)
     stride: int = option(0, "with --long chunks: ids consecutive chunks share", type=NON_NEGATIVE_INTEGER.parse)
     aggregation: str = option("mean", "with --long chunks: how the chunks' logits become the document's",
-                              choices=("mean", "max"))
+                              choices=AGGREGATIONS)
     batch_size: int = option(8, "documents (chunks) per forward pass, as `predict --batch-size`",
                              type=POSITIVE_INTEGER.parse)
     max_batch_tokens: int = option(16384, "input ids read together: the documents of requests that arrive together "
@@ -49,15 +67,45 @@ class ServeSettings:
 
     def check(self):
         """A ValueError naming the setting (and its flag) for a value no server can use, before the model loads."""
-        for name in ("port", "batch_size", "max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
+        PORT.check(self.port, "port", "port")
+        for name in ("batch_size", "max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
                      "max_input_chars", "max_explain"):
             POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
         NON_NEGATIVE_INTEGER.check(self.stride, "stride", "stride")
         if self.long not in LONG:
             raise ValueError(f"`long` (--long) must be one of {', '.join(LONG)}, got {self.long!r}.")
-        if self.aggregation not in ("mean", "max"):
+        if self.aggregation not in AGGREGATIONS:
             raise ValueError(f"`aggregation` (--aggregation) must be mean or max, got {self.aggregation!r}.")
+        if isinstance(self.allowed_hosts, str):
+            self.allowed_hosts = name_list(self.allowed_hosts)
+        elif isinstance(self.allowed_hosts, list):
+            self.allowed_hosts = tuple(self.allowed_hosts)
+        if self.allowed_hosts is not None and not (isinstance(self.allowed_hosts, tuple) and all(
+                isinstance(name, str) and name for name in self.allowed_hosts)):
+            raise TypeError(f"`allowed_hosts` (--allowed-hosts) must be host names, got {self.allowed_hosts!r}.")
+        if self.host not in WILDCARD_ADDRESSES:
+            try:
+                socket.getaddrinfo(self.host, None)
+            except (OSError, UnicodeError) as error:
+                raise ValueError(f"`host` (--host) {self.host!r} is not an address of this machine or a name that "
+                                 f"resolves ({getattr(error, 'strerror', None) or error}); pass an IP address such as "
+                                 "127.0.0.1 or 0.0.0.0.") from None
         return self
+
+    def host_names(self):
+        """The `Host` names the server answers (lower case, without ports), or None for any ('*' in
+        `allowed_hosts`): the loopback names, `host` itself, and `allowed_hosts`; on every interface (0.0.0.0) this
+        machine's names too (and, `on_every_interface`, any IP address: DNS rebinding needs a name)."""
+        if "*" in (self.allowed_hosts or ()):
+            return None
+        names = {*LOOPBACK_NAMES, self.host.lower(), *(name.lower() for name in self.allowed_hosts or ())}
+        if self.on_every_interface:
+            names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+        return frozenset(names - {""})
+
+    @property
+    def on_every_interface(self):
+        return self.host in WILDCARD_ADDRESSES
 
     def api_key(self):
         """The key in `api_key_file` (stripped), or None when there is none; a ValueError for an unreadable or empty
@@ -72,7 +120,20 @@ class ServeSettings:
                              f"{error.strerror or error}.") from None
         if not key:
             raise ValueError(f"`api_key_file` (--api-key-file) {self.api_key_file!r} is empty; write the key in it.")
+        # a key must be sendable in a header as it is: printable ASCII (Starlette reads headers as Latin-1, so a key
+        # of other characters would match only a client that sends Latin-1; a line break cannot be sent at all)
+        for position, character in enumerate(key):
+            if not " " <= character <= "~":
+                kind = "a line break" if character in "\r\n" else (
+                    "a control character" if character.isascii() else "a non-ASCII character")
+                raise ValueError(f"`api_key_file` (--api-key-file) {self.api_key_file!r}: the key holds {kind} "
+                                 f"(U+{ord(character):04X}) at character {position + 1}, which a client cannot send "
+                                 "in a header; write one line of printable ASCII characters.")
+        mode = os.stat(self.api_key_file).st_mode
+        if mode & (stat.S_IRGRP | stat.S_IROTH):
+            logger.warning("The API key file %s can be read by other users (mode %o); make it private: chmod 600 %s",
+                           self.api_key_file, stat.S_IMODE(mode), self.api_key_file)
         return key
 
 
-__all__ = ["LONG", "ServeSettings"]
+__all__ = ["AGGREGATIONS", "LONG", "ServeSettings"]
