@@ -332,6 +332,19 @@ def test_the_page_shows_the_label_and_highlights_the_deciding_passage(model_dir)
         assert " ".join(shown.split()) == " ".join(document.split())  # the whole text, passages marked in place
         rows = driver.find_elements(By.CSS_SELECTOR, "#scores tbody tr")
         assert len(rows) == len(LABELS) and rows[0].text.startswith(expected["label"])
+        # characters outside the BMP before the passages: the offsets count code points, JavaScript UTF-16 units
+        astral = "😀🎉 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 " * 5 + TEXTS[2]
+        (expected,) = httpx.post(f"{url}/classify", json={"inputs": astral, "explain": 3}, timeout=60).json()
+        driver.execute_script("arguments[0].value = arguments[1];", field, astral)
+        driver.find_element(By.ID, "classify").click()
+        WebDriverWait(driver, 60).until(lambda _: driver.find_element(By.ID, "highlighted").text.startswith("😀"))
+        marks = [mark.text for mark in driver.find_elements(By.CSS_SELECTOR, "#highlighted mark")]
+        shown, at = [], 0
+        for passage in sorted(expected["evidence"], key=lambda passage: passage["start"]):
+            if passage["start"] >= at:  # the page marks passages that do not overlap the one before
+                shown.append(" ".join(passage["text"].split()))
+                at = passage["end"]
+        assert [" ".join(mark.split()) for mark in marks] == shown
     finally:
         driver.quit()
         process.terminate()

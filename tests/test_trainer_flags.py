@@ -3,6 +3,7 @@ flags as the settings dataclass declares them, aliases where both mean one thing
 disagree or a value would contradict what the recipe decides. Run through the CLI, as a user runs it."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import hf_longdoc.training as training
 from hf_longdoc.cli import build_parser, main
 from hf_longdoc.run_settings import RunSettings
 from hf_longdoc.training import train
@@ -164,3 +166,100 @@ def test_help_imports_neither_torch_nor_transformers():
         "'long-document-classification' in PIPELINE_REGISTRY.supported_tasks)")],
         capture_output=True, text=True, timeout=300)
     assert "contextualizer True" in registered.stdout, registered.stderr[-2000:]
+
+
+def no_data(*args, **kwargs):
+    raise AssertionError("the data was read before the refusal")
+
+
+@pytest.fixture
+def unreadable_data(monkeypatch):
+    """Every way `train` and `compare` read or make data fails the test: a refusal must come before any of them."""
+    import hf_longdoc.experiments.compare as comparing
+
+    for module, name in ((training, "load_task"), (comparing, "load_task"), (comparing, "make_long_document_task")):
+        monkeypatch.setattr(module, name, no_data)
+
+
+def refused_in_one_line(argv, message, capsys, tmp_path):
+    """Run the CLI; rc 2, and the error is one line holding `message`, with no traceback; nothing was written."""
+    assert main([*argv, "--output-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and message in errors[0], err[-2000:]
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+needs_no_wandb = pytest.mark.skipif(__import__("importlib").util.find_spec("wandb") is not None,
+                                    reason="wandb is installed here")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--gradient_accumulation_steps", "0"],
+     "`gradient_accumulation_steps` (--gradient_accumulation_steps) must be a positive integer, got 0."),
+    (["--per_device_eval_batch_size", "0"], "(--per_device_eval_batch_size) must be a positive integer"),
+    pytest.param(["--report_to", "wandb"], "--report_to wandb: WandbCallback requires wandb to be installed",
+                 marks=needs_no_wandb),
+    (["--report_to", "tensorbored"], "--report_to: tensorbored is not supported"),
+    (["--warmup_steps", "-1"], "TrainingArguments refuses --warmup_steps -1.0: Got warmup_steps = -1.0"),
+    (["--save_steps", "2"], "--save_steps 2.0 cannot apply: every epoch is checkpointed (--save_strategy epoch)"),
+    (["--eval_steps", "2"], "--eval_steps 2.0 cannot apply: every epoch is evaluated on validation"),
+    (["--eval_delay", "1"], "--eval_delay 1.0 cannot apply"),
+    (["--push_to_hub", "--hub_model_id", "me/x"], "--push_to_hub uploads to the Hub, and HF_HUB_OFFLINE=1 is set"),
+])
+def test_train_checks_every_trainer_value_before_any_data_is_read(flags, message, unreadable_data, capsys, tmp_path,
+                                                                  monkeypatch):
+    """CRASH-4, CRASH-5, UX-15, SIL-6, SIL-7: Transformers' checks (and those it leaves to Trainer) run when the
+    arguments are built, once, before the data."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    refused_in_one_line(["train", *TINY, *flags], message, capsys, tmp_path)
+
+
+def test_push_to_hub_without_a_token_is_refused_before_training(unreadable_data, capsys, tmp_path, monkeypatch):
+    """The check `push` makes (`hub.require_hub_for_push`), before any data is read."""
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    refused_in_one_line(["train", *TINY, "--push_to_hub", "--hub_model_id", "me/x"],
+                        "--push_to_hub needs a Hugging Face token with write access", capsys, tmp_path)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--gradient_accumulation_steps", "0"], "(--gradient_accumulation_steps) must be a positive integer, got 0."),
+    pytest.param(["--report_to", "wandb"], "--report_to wandb: WandbCallback requires wandb", marks=needs_no_wandb),
+    (["--save_steps", "2"], "--save_steps 2.0 cannot apply: compare trains each model for its epochs and measures"),
+    (["--eval_strategy", "steps"], "--eval_strategy 'steps' cannot apply: this run sets it to 'no' because compare"),
+])
+def test_compare_checks_every_trainer_value_before_any_data_is_read(flags, message, unreadable_data, capsys,
+                                                                    tmp_path):
+    refused_in_one_line(["compare", "--models", "contextualizer", "--baselines", "", "--bench-lengths", "none",
+                         *flags], message, capsys, tmp_path)
+
+
+def test_the_python_api_checks_trainer_values_before_any_data_is_read(unreadable_data, tmp_path):
+    with pytest.raises(ValueError, match=r"\(--gradient_accumulation_steps\) must be a positive integer, got 0"):
+        train(model="contextualizer", output_dir=str(tmp_path / "o"), training_args={"gradient_accumulation_steps": 0})
+
+
+def test_max_steps_replaces_the_epochs_and_the_card_says_what_ran(documents, tmp_path, caplog):
+    """SIL-5: `--max_steps 2 --epochs 3` trains 2 steps (28 documents at batch 8: 4 steps an epoch, so half of one);
+    the log says so, and metrics.json and the card give the steps and the epochs that ran, not the 3 epochs."""
+    out = tmp_path / "capped"
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.recipe"):
+        run_cli([*TINY, "--dataset", documents, "--epochs", "3", "--max_steps", "2", "--output-dir", str(out)])
+    assert caplog.text.count("--max_steps 2 replaces the epochs (3)") == 1
+    ran = json.loads((out / "metrics.json").read_text())["training"]
+    assert ran == {"optimizer_steps": 2, "epochs": 0.5, "planned_epochs": 3.0, "max_steps": 2}
+    card = (out / "README.md").read_text()
+    assert "| fine-tuning that ran | 2 optimizer steps (0.5 epoch; --max_steps 2 replaced --epochs 3) |" in card
+    assert "| epochs |" not in card
+
+
+def test_compare_report_names_the_step_cap(documents, tmp_path, capsys):
+    """UX-16: `compare --max_steps 2` says in report.md that 2 steps replaced the epoch, and the epochs that ran."""
+    assert main(["compare", "--dataset", documents, "--models", "contextualizer", "--baselines", "tfidf",
+                 "--hidden-size", "16", "--num-layers", "1", "--num-heads", "2", "--max-length", "96",
+                 "--vocab-size", "300", "--bench-lengths", "none", "--epochs", "1", "--max_steps", "2",
+                 "--output-dir", str(tmp_path / "cmp")]) == 0
+    report = (tmp_path / "cmp" / "report.md").read_text()
+    assert "2 optimizer steps per model (--max_steps 2 replaced 1 epoch; epochs that ran: contextualizer 0.5)" in report

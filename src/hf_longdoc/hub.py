@@ -25,6 +25,7 @@ from transformers import AutoConfig
 from .modeling import family_of_config
 from .outputs import is_unchanged, require_writable_folder
 from .reading import folder_reading_length
+from .run_settings import steps_run_text
 from .saved_models import saved_config
 
 logger = logging.getLogger(__name__)
@@ -329,7 +330,13 @@ def _procedure(output_dir, recorded):
     if os.path.isfile(arguments_path) and not only_the_head:
         with open(arguments_path) as f:
             arguments = json.load(f)
-        rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS if key in arguments]
+        capped = (arguments.get("max_steps") or -1) > 0  # Trainer's --max_steps: the steps, whatever the epochs
+        rows += [f"| {label} | {arguments[key]} |" for key, label in PROCEDURE_ARGUMENTS
+                 if key in arguments and not (capped and key == "num_train_epochs")]
+        if ran := recorded.get("training"):  # what Trainer's state recorded (fewer epochs: a step cap or a budget)
+            rows.append("| fine-tuning that ran | " + steps_run_text(ran["optimizer_steps"], ran["epochs"],
+                                                                     ran.get("planned_epochs"), ran.get("max_steps"))
+                        + " |")
         if batch := recorded.get("batch_size"):  # under torchrun each process reads its own batch
             rows.append(f"| documents per optimizer step (batch per process x {batch['processes']} processes x "
                         f"{batch['gradient_accumulation']} accumulated) | {batch['per_optimizer_step']} |")
@@ -515,26 +522,26 @@ def upload_plan(output_dir):
     return chosen, left_out
 
 
-def require_hub_for_push():
-    """A ValueError, before anything is staged, when an upload cannot work: the Hub switched off, no token, or the
-    Hub unreachable."""
+def require_hub_for_push(token=None, asker="`push`", otherwise="pass --dry-run to see what would be uploaded"):
+    """A ValueError, before anything is staged (or trained: `train --push_to_hub`), when an upload cannot work: the
+    Hub switched off, no token (`token` given: that one), or the Hub unreachable. `asker` names what uploads in the
+    message, `otherwise` what the user can do instead."""
     from huggingface_hub import constants, get_token
 
     if constants.HF_HUB_OFFLINE:  # huggingface_hub reads HF_HUB_OFFLINE, else TRANSFORMERS_OFFLINE: name the one set
         offline = [name for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
                    if os.environ.get(name, "").upper() in ("1", "ON", "YES", "TRUE")]
         named = " and ".join(f"{name}={os.environ[name]}" for name in offline) or "HF_HUB_OFFLINE"
-        raise ValueError(f"`push` uploads to the Hub, and {named} is set (offline); unset it, or pass --dry-run to "
-                         "see what would be uploaded.")
-    if get_token() is None:
-        raise ValueError("`push` needs a Hugging Face token with write access: run `hf auth login` or set HF_TOKEN "
-                         "(or pass --dry-run to see what would be uploaded).")
+        raise ValueError(f"{asker} uploads to the Hub, and {named} is set (offline); unset it, or {otherwise}.")
+    if token is None and get_token() is None:
+        raise ValueError(f"{asker} needs a Hugging Face token with write access: run `hf auth login` or set HF_TOKEN "
+                         f"(or {otherwise}).")
     endpoint = urlparse(constants.ENDPOINT)
     try:
         socket.create_connection((endpoint.hostname, endpoint.port or 443), timeout=5).close()
     except OSError as error:
-        raise ValueError(f"`push` cannot reach the Hub at {constants.ENDPOINT} ({error.__class__.__name__}: "
-                         f"{error}); check the network, or pass --dry-run to see what would be uploaded.") from None
+        raise ValueError(f"{asker} cannot reach the Hub at {constants.ENDPOINT} ({error.__class__.__name__}: "
+                         f"{error}); check the network, or {otherwise}.") from None
 
 
 def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=True, token=None, replace_card=False,

@@ -23,6 +23,7 @@ from .data import load_tokenizer
 from .head_fitting import keep_the_better
 from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
+from .numbers import POSITIVE_INTEGER
 from .outputs import RunDiverged
 from .reading import reading_length
 from .run_settings import RECIPE_DECIDES, check_backbone
@@ -35,24 +36,67 @@ OPTIMIZER_ARGUMENTS = {"optim", "optim_args", "adam_beta1", "adam_beta2", "adam_
                        "max_grad_norm", "warmup_steps", "lr_scheduler_kwargs", "label_smoothing_factor", "max_steps"}
 
 
-def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, given=None, **overrides):
+def training_arguments(output_dir, epochs=3, batch_size=8, learning_rate=1e-3, seed=42, given=None, decides=None,
+                       quiet=False, **overrides):
     """The `TrainingArguments` every hf_longdoc run starts from: linear schedule with 10% warm-up, weight decay 0.01,
     seeded data order, no reporting, the CPU when there is no GPU; `overrides` add or replace any argument (the
     recipe of `train` or `compare`). `given` are the user's own TrainingArguments fields: each replaces the recipe's
-    value (logged), except where the recipe decides (`RECIPE_DECIDES`), where a different value is refused."""
+    value (logged), except where the recipe decides (`decides`: each field with the reason; None: `train`'s,
+    `RECIPE_DECIDES`), where a different value is refused. The arguments are then checked as Trainer would check them
+    only once training starts (`check_trainer_arguments`); every error is a ValueError of one line naming the flags.
+    `quiet`: log nothing (the run built and logged the same arguments already, before reading any data)."""
     settings = dict(output_dir=output_dir, num_train_epochs=epochs, per_device_train_batch_size=batch_size,
                     per_device_eval_batch_size=batch_size, learning_rate=learning_rate, weight_decay=0.01,
                     warmup_steps=0.1, lr_scheduler_type="linear", seed=seed, data_seed=seed, report_to="none",
                     use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0)
     settings.update(overrides)
-    for key, value in (given or {}).items():
-        if key in RECIPE_DECIDES and settings.get(key) != value:
-            raise ValueError(f"--{key} {value!r} cannot apply: this run sets it to {settings.get(key)!r} because "
-                             f"{RECIPE_DECIDES[key]}.")
-        if key in settings and settings[key] != value:
+    decides = RECIPE_DECIDES if decides is None else decides
+    given = given or {}
+    for key, value in given.items():
+        if key in decides and key not in settings:  # a field the recipe leaves unset: no value of it can apply
+            raise ValueError(f"--{key} {value!r} cannot apply: {decides[key]}.")
+        if key in decides and settings[key] != value:
+            raise ValueError(f"--{key} {value!r} cannot apply: this run sets it to {settings[key]!r} because "
+                             f"{decides[key]}.")
+        if key in settings and settings[key] != value and not quiet:
             logger.info("TrainingArguments: --%s %r replaces the recipe's %r.", key, value, settings[key])
         settings[key] = value
-    return TrainingArguments(**settings)
+    if (given.get("max_steps") or -1) > 0 and not quiet:  # Trainer: steps above 0 override the epochs
+        logger.warning("--max_steps %d replaces the epochs (%g): fine-tuning stops after %d optimizer steps, whatever "
+                       "the epochs (the steps and epochs that ran are recorded with the results).", given["max_steps"],
+                       epochs, given["max_steps"])
+    try:
+        args = TrainingArguments(**settings)
+    except (ValueError, TypeError, ImportError, NotImplementedError) as error:  # Transformers' own checks
+        flags = " ".join(f"--{key} {value!r}" for key, value in given.items())
+        raise ValueError(f"TrainingArguments refuses {flags or 'the recipe'}: {' '.join(str(error).split())}") \
+            from None
+    check_trainer_arguments(args)
+    return args
+
+
+# TrainingArguments counts that Transformers leaves unchecked and Trainer divides by or batches with (0 is a
+# ZeroDivisionError after the data is tokenized)
+POSITIVE_COUNTS = ("gradient_accumulation_steps", "per_device_eval_batch_size")
+
+
+def check_trainer_arguments(args):
+    """A ValueError naming the flag for what `TrainingArguments` accepts and Trainer finds wrong only when it starts,
+    after the data is read: a count of 0 (`POSITIVE_COUNTS`), and a `--report_to` integration that cannot run here
+    (wandb not installed: Transformers' own message, from building its callback as Trainer does)."""
+    from transformers.integrations import get_reporting_integration_callbacks
+
+    for name in POSITIVE_COUNTS:
+        POSITIVE_INTEGER.check(getattr(args, name), name, name)
+    try:
+        callbacks = get_reporting_integration_callbacks(args.report_to)
+    except ValueError as error:  # a name Transformers does not know
+        raise ValueError(f"--report_to: {error}") from None
+    for name, callback in zip(args.report_to, callbacks):
+        try:
+            callback()  # what Trainer builds; only the logger's import and its checks, no run is started
+        except (RuntimeError, ImportError, ValueError) as error:
+            raise ValueError(f"--report_to {name}: {' '.join(str(error).split())}") from None
 
 
 def new_parameter_names(model, family=None):

@@ -265,10 +265,17 @@ class TrainingOptions:
             logger.warning("--%s has no effect: %s", key, IGNORED_ARGUMENTS[key])
 
 
-# TrainingArguments fields the recipe sets for a reason a user's value would break, with the reason
+# TrainingArguments fields the recipe sets for a reason a user's value would break, with the reason; a field the
+# recipe leaves unset (`save_steps`: Trainer reads it only with --save_strategy steps) is refused whatever its value,
+# since the user who gives it expects an effect it cannot have
 RECIPE_DECIDES = {
     "eval_strategy": "every epoch is evaluated on validation, so that the best one is kept",
+    "eval_steps": "every epoch is evaluated on validation (--eval_strategy epoch), so that the best one is kept; "
+                  "Trainer reads --eval_steps only with --eval_strategy steps",
+    "eval_delay": "every epoch is evaluated on validation, from the first, so that the best one is kept",
     "save_strategy": "every epoch is checkpointed, so that the best one is kept and an interrupted run resumes",
+    "save_steps": "every epoch is checkpointed (--save_strategy epoch), so that the best one is kept and an "
+                  "interrupted run resumes; Trainer reads --save_steps only with --save_strategy steps",
     "load_best_model_at_end": "the best epoch on validation is the saved model",
     "metric_for_best_model": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
     "greater_is_better": "the best epoch is the one with the best validation accuracy (micro F1 multi-label)",
@@ -278,7 +285,17 @@ RECIPE_DECIDES = {
 }
 # what `train` sets them to (`metric_for_best_model` follows the labels: accuracy, or micro F1 multi-label)
 TRAIN_RECIPE = dict(eval_strategy="epoch", save_strategy="epoch", save_total_limit=1, load_best_model_at_end=True,
-                    greater_is_better=True)
+                    greater_is_better=True, eval_delay=0)
+# what `compare` sets them to: each model trains in a temporary folder and is measured once its training ends
+COMPARE_RECIPE = dict(eval_strategy="no", save_strategy="no", logging_strategy="no", disable_tqdm=True)
+MEASURED_WHEN_TRAINED = ("compare trains each model for its epochs and measures it once, on test, when its training "
+                         "ends: it evaluates nothing during training and keeps no checkpoint")
+COMPARE_DECIDES = {
+    **{key: MEASURED_WHEN_TRAINED for key in ("eval_strategy", "eval_steps", "eval_delay", "save_strategy",
+                                              "save_steps", "load_best_model_at_end", "metric_for_best_model",
+                                              "greater_is_better", "save_total_limit")},
+    "resume_from_checkpoint": "compare trains every model afresh",
+}
 # TrainingArguments fields that only pick which stages Transformers' example scripts run
 IGNORED_ARGUMENTS = {name: "train always trains, keeps the best epoch on validation and tests the kept model"
                      for name in ("do_train", "do_eval", "do_predict")}
@@ -376,7 +393,11 @@ class RunSettings(TrainingOptions):
             from .saved_models import require_safe_weights
 
             require_safe_weights(self.init_from, "`init_from` (--init-from)")
-        self.hub_push()  # --push_to_hub without a repository fails now, not after training
+        if (hub := self.hub_push()) is not None:  # no repository, no token or no Hub fails now, not after training
+            from .hub import require_hub_for_push
+
+            require_hub_for_push(hub.get("hub_token"), "--push_to_hub",
+                                 "train without --push_to_hub and upload the folder later with `hf-longdoc push`")
         for key, value in (self.training_args or {}).items():  # what the recipe decides, refused before any data
             if key in RECIPE_DECIDES and TRAIN_RECIPE.get(key, not value) != value:
                 raise ValueError(f"--{key} {value!r} cannot apply: {RECIPE_DECIDES[key]}.")
@@ -454,6 +475,21 @@ def check_mixed_precision(bf16, fp16):
 def mixed_precision(bf16, fp16):
     """The run's mixed precision as `metrics.json` and reports name it: "bf16", "fp16", or None (float32)."""
     return "bf16" if bf16 else "fp16" if fp16 else None
+
+
+def epochs_in_words(epochs):
+    """`0.2222` -> "0.22 epoch", `3.0` -> "3 epochs"."""
+    return f"{round(epochs, 2):g} epoch{'' if epochs <= 1 else 's'}"
+
+
+def steps_run_text(steps, epochs, planned_epochs=None, max_steps=None):
+    """The fine-tuning that ran, as the model card and `compare`'s report say it: "2 optimizer steps (0.22 epoch;
+    --max_steps 2 replaced --epochs 3)". Trainer's `--max_steps` (above 0) sets the steps whatever the epochs."""
+    text = f"{steps} optimizer step{'' if steps == 1 else 's'} ({epochs_in_words(epochs)}"
+    if max_steps is not None and max_steps > 0:
+        text += f"; --max_steps {max_steps} replaced " + (f"--epochs {planned_epochs:g}" if planned_epochs is not None
+                                                           else "the epochs")
+    return text + ")"
 
 
 def cpu_has_bfloat16():

@@ -57,6 +57,7 @@ def train(settings=None, /, **keywords):
                         + (f"both (got {sorted(keywords)} too)." if keywords else f"a {type(settings).__name__}."))
     run = dataclasses.replace(settings).resolve()
     check_run_fits(run)
+    run_arguments(run, run.output_dir)  # built once now, so that Transformers checks every value before any data
     with RunFolder(run.output_dir, run.overwrite, run.resume, run.recorded()) as folder:
         set_seed(run.seed)
         task = load_run_task(run)
@@ -151,6 +152,16 @@ def build_run_model(run, task, checkpoint=None):
     return model, tokenizer, length
 
 
+def run_arguments(run, output_dir, multi_label=False, quiet=False):
+    """The `TrainingArguments` of `run`'s fine-tuning (`training_arguments` with `train`'s recipe, `TRAIN_RECIPE`,
+    and the user's fields), its checkpoints in `output_dir`, the best epoch chosen by the labels' score
+    (`multi_label`). `train` builds them before reading any data, so that a value Transformers (or
+    `check_trainer_arguments`) refuses stops the run at once, and again for Trainer (`quiet`)."""
+    return training_arguments(output_dir, run.epochs, run.batch_size, run.learning_rate, run.seed,
+                              report_to=run.report_to, metric_for_best_model=score_name(multi_label), logging_steps=20,
+                              quiet=quiet, **TRAIN_RECIPE, **run.trainer_arguments())
+
+
 def fit(run, task, model, tokenizer, encoded, folder):
     """The run's training (`fit_model`), evaluated on validation every epoch with the best epoch kept and each epoch
     checkpointed into the run's staging folder, within `run.time_budget`. Returns (trainer, the head stage's report,
@@ -159,11 +170,7 @@ def fit(run, task, model, tokenizer, encoded, folder):
     if run.head_learning_rate is not None:
         logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
                     len(head_parameters), ", ".join(head_parameters[:3]), run.head_learning_rate, run.learning_rate)
-    args = training_arguments(
-        folder.staging, run.epochs, run.batch_size, run.learning_rate, run.seed, report_to=run.report_to,
-        metric_for_best_model=score_name(task.multi_label), logging_steps=20, **TRAIN_RECIPE,
-        **run.trainer_arguments(),
-    )
+    args = run_arguments(run, folder.staging, task.multi_label, quiet=True)  # checked and logged by `train`
     if run.stage.epochs and (fine_tuning_only := sorted(set(run.user_trainer_arguments()) & OPTIMIZER_ARGUMENTS)):
         logger.info("%s apply to fine-tuning; the head stage before it keeps its own optimizer (HeadStage).",
                     ", ".join(f"--{key}" for key in fine_tuning_only))
@@ -193,6 +200,7 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
         "mixed_precision": mixed_precision(run.bf16, run.fp16),
         "head_stage": head_report,
         "time_budget": budget.report() if budget is not None else None,
+        "training": fine_tuning_run(trainer, run),
         "batch_size": batch_sizes(trainer.args),
         "split_seed": run.seed,
         "task": {"evidence": run.evidence, "task_size": run.task_size, "task_words": run.task_words,
@@ -204,6 +212,17 @@ def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=Non
     }
     metrics.update(task.scores)
     return metrics
+
+
+def fine_tuning_run(trainer, run):
+    """What fine-tuning ran, from Trainer's state: optimizer steps, epochs (fewer than planned when `--max_steps` or
+    the time budget stopped it; more when `--max_steps` asked for more), the planned epochs and `--max_steps` (None:
+    not set); None when only the head trained, on cached features (`head_stage` records it)."""
+    if not run.stage.trains_end_to_end:
+        return None
+    state, max_steps = trainer.state, trainer.args.max_steps
+    return {"optimizer_steps": state.global_step, "epochs": round(state.epoch or 0.0, 4),
+            "planned_epochs": run.epochs, "max_steps": max_steps if max_steps > 0 else None}
 
 
 # Config entries that say how a model is called or where it came from, not what it is

@@ -66,7 +66,10 @@ from ..recipe import (
     wrap_backbone,
 )
 from ..run_settings import (
+    COMPARE_DECIDES,
     COMPARE_EPOCHS,
+    COMPARE_RECIPE,
+    SCRATCH_RATE,
     CompareSettings,
     check_backbone,
     check_backbone_folder,
@@ -451,9 +454,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
     spec.fit_statistics(model, encoded["train"]["input_ids"], tokenizer)
     head = new_parameter_names(model, spec.family) if settings.backbone is not None else ()
     epochs = spec.epochs(settings)
-    args = training_arguments(output_dir, epochs, settings.batch_size, learning_rate, seed, save_strategy="no",
-                              eval_strategy="no", logging_strategy="no", disable_tqdm=True,
-                              **settings.trainer_arguments())
+    args = compare_arguments(settings, output_dir, epochs, learning_rate, seed, quiet=True)  # checked by `compare`
     device = args.device
     with PeakMemory(device) as training_memory:  # the head stage and fine-tuning alike
         start = time.perf_counter()
@@ -478,6 +479,15 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
     row.update(validation_check(trainer, encoded["validation"]))
     return row
+
+
+def compare_arguments(settings, output_dir, epochs, learning_rate, seed, quiet=False):
+    """The `TrainingArguments` a model of the comparison trains with: `compare`'s recipe (`COMPARE_RECIPE`: no
+    evaluation or checkpoint during training, what it decides refused with `COMPARE_DECIDES`' reasons) and the user's
+    fields. `compare` builds them once before reading any data, so that a value Transformers (or
+    `check_trainer_arguments`) refuses stops it at once; each model's build is then `quiet`."""
+    return training_arguments(output_dir, epochs, settings.batch_size, learning_rate, seed, decides=COMPARE_DECIDES,
+                              quiet=quiet, **COMPARE_RECIPE, **settings.trainer_arguments())
 
 
 def what_ran(trainer, plan, head_report, budget, planned_epochs):
@@ -530,6 +540,9 @@ def compare(settings=None, progress=print, **changes):
     check_specs(specs, settings)
     for spec in specs:
         head_stage(spec, settings)  # a frozen backbone or head epochs that cannot apply fail now
+    # every TrainingArguments value checked now (building them writes nothing; each model trains in a scratch folder)
+    compare_arguments(settings, settings.output_dir, settings.epochs or COMPARE_EPOCHS,
+                      settings.learning_rate or SCRATCH_RATE, settings.first_seed)
     output_dir, bench_lengths = settings.output_dir, settings.bench_lengths
     require_writable_folder(output_dir, "`output_dir` (--output-dir)")
     check_files_free([os.path.join(output_dir, name) for name in COMPARE_OUTPUTS], settings.overwrite,

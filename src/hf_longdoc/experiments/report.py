@@ -210,6 +210,19 @@ def epochs_text(settings, summary):
     return "epochs: " + ", ".join(f"{model} {epochs:g}" for model, epochs in trained.items())
 
 
+def step_cap_text(settings, summary, epochs):
+    """The report's words for `--max_steps` (Trainer's step cap, which replaces the `epochs` set), with the epochs
+    each trained model ran: "3 optimizer steps per model (--max_steps 3 replaced 1 epoch; epochs that ran:
+    contextualizer 0.67)"; None without a cap."""
+    max_steps = (settings.training_args or {}).get("max_steps") or -1
+    if max_steps <= 0:
+        return None
+    ran = ", ".join(f"{entry['model']} {round(entry['epochs'], 2):g}" for entry in summary
+                    if entry.get("planned_epochs") and entry.get("steps"))
+    return (f"{max_steps} optimizer step{'' if max_steps == 1 else 's'} per model (--max_steps {max_steps} replaced "
+            f"{epochs}" + (f"; epochs that ran: {ran})" if ran else ")"))
+
+
 def evidence_text(evidence, settings):
     """What the report says of the built-in evidence runs: what they are when they ran (`evidence`: their columns),
     and with a dataset, that they ran on the built-in task besides it, or how to add them."""
@@ -246,11 +259,12 @@ def write_compare_report(rows, summary, bench_rows, settings, dataset_name, seed
              else f"hidden size {settings.hidden_size}, {settings.num_layers} layers, {settings.num_heads} heads "
                   "(for the models with attention heads), from scratch")
     epochs = epochs_text(settings, summary)
+    lead = "Each family at its `train` recipe" if epochs.startswith("epochs:") else "Same budget for every model"
+    epochs = step_cap_text(settings, summary, epochs) or epochs
     if settings.time_budget is not None:
         cut = sum(entry.get("cut", 0) for entry in summary)
         epochs += (f" within a time budget of {settings.time_budget:g} minutes of training per model ("
                    + (f"{cut} run{'s' if cut > 1 else ''} cut short: see below)" if cut else "no run reached it)"))
-    lead = "Each family at its `train` recipe" if epochs.startswith("epochs:") else "Same budget for every model"
     lines = [f"# hf-longdoc compare: {dataset_name}", "",
              f"{lead}: {sizes}, {settings.max_length} tokens per document (bert-N: N), "
              f"{epochs}, {batch_text(rows, settings)}, {rate}, {precision}; {seed_text}. TF-IDF: "
