@@ -399,3 +399,15 @@ def test_serve_load_runs_clients_against_a_real_server_and_compares_with_predict
     assert result["errors"] == 0 and result["requests"] > 0
     assert result["documents_per_second"] > 0 and result["offline_documents_per_second"] > 0
     assert result["server_peak_memory_mib"] > 0 and result["latency_p50_s"] <= result["latency_p99_s"]
+
+
+@pytest.mark.slow
+def test_serve_small_beside_large_times_a_small_request_beside_a_large_one(tmp_path):
+    import serve_small_beside_large
+
+    from test_serving import save_contextualizer
+
+    model = save_contextualizer(tmp_path / "model")
+    result = serve_small_beside_large.main([model, "--documents", "2", "--characters", "20000", "--repeats", "1",
+                                            "--delay", "0"])
+    assert 0 < result["small_alone_s"] and 0 < result["small_beside_large_s"] and result["large_s"] > 0
