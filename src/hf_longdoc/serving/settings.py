@@ -33,7 +33,7 @@ class ServeSettings:
                                                "server behind a proxy that checks hosts itself. `hf-longdoc serve` "
                                                "always checks; `create_app` only when this is given (None: the app "
                                                "it is mounted in decides)", type=name_list, metavar="NAMES")
-    served_model_name: str | None = option(None, "the model's name in /info and the metrics; None: the name on its "
+    served_model_name: str | None = option(None, "the model's name in /info and the log; None: the name on its "
                                                  "model card, else its folder's name (never a path of this disk)",
                                            type=str, metavar="NAME")
     device: str | None = option(None, "where the model runs (cpu, cuda, cuda:1); None: a GPU when there is one",
