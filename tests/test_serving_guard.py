@@ -342,3 +342,42 @@ def test_torch_threads_are_restored_when_the_server_stops(model_dir):
     with TestClient(create_app(model_dir)) as client:
         client.post("/predict", json={"inputs": "text"})
     assert torch.get_num_threads() == before
+
+
+def test_a_request_cut_by_the_shutdown_gets_503_in_the_error_shape(model_dir):
+    """uvicorn cancels what is still running when --shutdown-timeout passes: the request is answered 503, in JSON."""
+    app = create_app(model_dir)
+    started = []
+
+    async def never_answered(texts, explain=None):
+        started.append(True)
+        await asyncio.sleep(3600)
+
+    app.state.service.batcher.submit = never_answered
+    body = json.dumps({"inputs": "text"}).encode()
+    scope = {"type": "http", "method": "POST", "path": "/predict", "raw_path": b"/predict", "root_path": "",
+             "scheme": "http", "query_string": b"", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 5000),
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())],
+             "http_version": "1.1", "asgi": {"version": "3.0"}}
+    sent = []
+
+    async def cut():
+        messages = iter([{"type": "http.request", "body": body, "more_body": False}])
+
+        async def receive():
+            return next(messages, None) or await asyncio.sleep(3600)
+
+        async def send(message):
+            sent.append(message)
+
+        task = asyncio.get_running_loop().create_task(app(scope, receive, send))
+        while not started:
+            await asyncio.sleep(0.01)
+        task.cancel(msg="Task cancelled, timeout graceful shutdown exceeded")  # what uvicorn does
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(cut())
+    assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 503
+    answer = json.loads(b"".join(message.get("body", b"") for message in sent[1:]))
+    assert answer["error_type"] == "unhealthy" and "--shutdown-timeout" in answer["error"]
