@@ -25,7 +25,6 @@ from transformers import AutoConfig
 from .modeling import family_of_config
 from .outputs import is_unchanged, require_writable_folder
 from .reading import folder_reading_length
-from .run_settings import steps_run_text
 from .saved_models import saved_config
 
 logger = logging.getLogger(__name__)
@@ -313,6 +312,21 @@ def _head_stage_rows(stage):
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows
+
+
+def epochs_in_words(epochs):
+    """`0.2222` -> "0.22 epoch", `3.0` -> "3 epochs"."""
+    return f"{round(epochs, 2):g} epoch{'' if epochs <= 1 else 's'}"
+
+
+def steps_run_text(steps, epochs, planned_epochs=None, max_steps=None):
+    """The fine-tuning that ran, as the model card and `compare`'s report say it: "2 optimizer steps (0.22 epoch;
+    --max_steps 2 replaced --epochs 3)". Trainer's `--max_steps` (above 0) sets the steps whatever the epochs."""
+    text = f"{steps} optimizer step{'' if steps == 1 else 's'} ({epochs_in_words(epochs)}"
+    if max_steps is not None and max_steps > 0:
+        text += f"; --max_steps {max_steps} replaced " + (f"--epochs {planned_epochs:g}" if planned_epochs is not None
+                                                           else "the epochs")
+    return text + ")"
 
 
 def _procedure(output_dir, recorded):

@@ -477,21 +477,6 @@ def mixed_precision(bf16, fp16):
     return "bf16" if bf16 else "fp16" if fp16 else None
 
 
-def epochs_in_words(epochs):
-    """`0.2222` -> "0.22 epoch", `3.0` -> "3 epochs"."""
-    return f"{round(epochs, 2):g} epoch{'' if epochs <= 1 else 's'}"
-
-
-def steps_run_text(steps, epochs, planned_epochs=None, max_steps=None):
-    """The fine-tuning that ran, as the model card and `compare`'s report say it: "2 optimizer steps (0.22 epoch;
-    --max_steps 2 replaced --epochs 3)". Trainer's `--max_steps` (above 0) sets the steps whatever the epochs."""
-    text = f"{steps} optimizer step{'' if steps == 1 else 's'} ({epochs_in_words(epochs)}"
-    if max_steps is not None and max_steps > 0:
-        text += f"; --max_steps {max_steps} replaced " + (f"--epochs {planned_epochs:g}" if planned_epochs is not None
-                                                           else "the epochs")
-    return text + ")"
-
-
 def cpu_has_bfloat16():
     """Whether this CPU computes bfloat16 natively (AVX-512 BF16 or AMX tiles), as PyTorch reports it."""
     import torch
