@@ -15,7 +15,6 @@ import statistics
 import time
 
 import httpx
-
 from serve_load import free_port, read_texts, start_server
 
 PARAGRAPH = ("The club won the cup final on Saturday, and the minister spoke about the economy on Monday, when shares "

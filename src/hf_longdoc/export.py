@@ -3,7 +3,8 @@
 onnxruntime` looks), made by PyTorch's exporter (`torch.onnx.export(dynamo=True)`, which traces with `torch.export`)
 and checked in onnxruntime. `--quantize int8` also writes `model.int8.onnx`, onnxruntime's dynamic quantization of
 it (int8 weights of the matrix products, activations quantized per batch), and both graphs' accuracy on the model's
-test split goes into `OUT/export.json` beside the weights' digests.
+test split goes into `OUT/export.json` beside the model folder's real path and its files' digests (which model and
+which weights the graphs are of: what `predict` checks before it runs them, `onnx_runtime.plan_graph`).
 
 Batch size and length are dynamic: the check runs the graph at two batch sizes and two lengths other than the traced
 ones and compares the logits with PyTorch's (Transformers' Longformer export was "silently broken", fixed to the
@@ -149,7 +150,8 @@ def graph_folder(model_dir, graph_dir=None):
 
 
 def read_record(folder):
-    """`export.json` of `folder` (`{"model": digests, "graphs": {precision: {...}}}`); empty when there is none."""
+    """`export.json` of `folder` (`{"model": digests, "model_dir": the model folder's real path, "graphs": {precision:
+    {...}}}`; `model_dir` is missing from a record written before it was recorded); empty when there is none."""
     try:
         with open(os.path.join(folder, RECORD), encoding="utf-8") as f:
             record = json.load(f)
@@ -273,7 +275,7 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     graphs["float32"] = {"file": os.path.basename(target), "max_abs_difference": worst,
                          "checked_shapes": [list(shape) for shape in shapes],
                          "traced_shape": list(report["traced_shape"])}
-    write_record(output_dir, {"model": digest, "graphs": graphs})
+    write_record(output_dir, {"model": digest, "model_dir": os.path.realpath(model_dir), "graphs": graphs})
     return report
 
 

@@ -52,13 +52,16 @@ def add_parser(subparsers):
                              + "; ".join(f"{name}: {meaning}" for name, meaning in EVIDENCE_WEIGHTS.items()))
     parser.add_argument("--backend", default="torch", choices=["torch", "onnxruntime", "onnxruntime-int8"],
                         help="torch: the model in PyTorch; onnxruntime: the float32 graph `hf-longdoc export` writes "
-                             "(exported once into --graph-dir when missing; CPU; no --explain); onnxruntime-int8: its "
+                             "(exported once into --graph-dir when missing or older than the weights; CPU; no "
+                             "--explain); onnxruntime-int8: its "
                              "dynamic int8 quantization (`export --quantize int8` measures its accuracy)")
     parser.add_argument("--graph-dir", default=None,
-                        help="with an onnxruntime backend: the folder of the exported graphs; None: MODEL_DIR/onnx")
+                        help="with an onnxruntime backend: the folder of the exported graphs; None: MODEL_DIR/onnx. "
+                             "Another model's graphs there are refused (unless --overwrite), and a graph without "
+                             "export.json is checked against the model before it runs")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output (an interrupted run of the same command still continues; "
-                             "one of other settings is discarded)")
+                             "one of other settings is discarded), and another model's graphs in --graph-dir")
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                         help="how the saved model runs, not what it computes: its family's runtime settings "
                              f"({runtime_settings()}), e.g. compile_gates=false")

@@ -88,14 +88,16 @@ class PredictSettings:
         explain: with K, the K passages that weighed most in each decision, in an `evidence` column (families whose
             weights say so; see `hf_longdoc.explaining`).
         overwrite: replace an existing `output`, and start over instead of continuing an interrupted run of other
-            settings.
+            settings; with a graph backend, also replace another model's graphs in `graph_dir`.
         config_overrides: config settings that change how the saved model runs, not what it computes (its family's
             `runtime_settings`, e.g. `{"compile_gates": False}` for the S-LSTM); they do not change the rows, so a
             run may continue with others.
         backend: `torch` runs the model; `onnxruntime` the float32 graph `hf-longdoc export` writes (on the CPU;
-            exported once into `graph_dir` when missing or older than the weights); `onnxruntime-int8` its dynamic
-            int8 quantization (made once the same way). See `hf_longdoc.onnx_runtime`.
-        graph_dir: where the graphs are; None: `MODEL_DIR/onnx`, the export's default.
+            exported once into `graph_dir` when missing or older than this model's weights); `onnxruntime-int8` its
+            dynamic int8 quantization (made once the same way). Checked against the model before any data is read;
+            see `hf_longdoc.onnx_runtime` for the rule.
+        graph_dir: where the graphs are; None: `MODEL_DIR/onnx`, the export's default. Another model's graphs there
+            (its export.json names another model folder) are refused, unless `overwrite`.
         raw_scores: each prediction also holds its `logits` (what `hf-longdoc serve` returns raw).
         window_batches: batches per window (None: `WINDOW_BATCHES`).
     """
@@ -216,6 +218,11 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
         saved = saved_config(model_dir, MODEL_ARGUMENT)  # a folder with a model type we know, before the data is read
         overrides = runtime_overrides(saved, settings.config_overrides)
         chosen = choose_device(settings.device, settings.dtype, shared, settings.backend)
+        digest = model_digest(model_dir)
+        if settings.backend != "torch":  # the graph checked against the model before the documents are read
+            from ..onnx_runtime import plan_graph
+
+            plan_graph(model_dir, settings.backend, settings.graph_dir, digest, settings.overwrite)
         with shared.main_process_first() if shared is not None else contextlib.nullcontext():
             documents, input_digest = load_documents(dataset)
         if len(documents) == 0:
@@ -238,13 +245,12 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
                                        where=repr(os.fspath(model_dir)))
         family = family_of(model)  # None: a Transformers checkpoint, whose forward is plain eager code
         workers = reading_workers(chosen, family is None or family.concurrent_inference)
-        digest = model_digest(model_dir)
         runner, graph = None, None
         if settings.backend != "torch":  # the graph, exported once by the main process when it is missing
             from ..onnx_runtime import GraphRunner, graph_for
 
             with shared.main_process_first() if shared is not None else contextlib.nullcontext():
-                graph = graph_for(model_dir, settings.backend, settings.graph_dir, digest)
+                graph = graph_for(model_dir, settings.backend, settings.graph_dir, digest, settings.overwrite)
             runner = GraphRunner(graph, threads=1 if workers > 1 else torch.get_num_threads())
         reader = Reader(model, tokenizer, settings, threshold, runner, workers)
         fingerprint = run_fingerprint(settings, digest, input_digest, id_column, chosen.type, threshold, graph)
