@@ -27,7 +27,7 @@ demo: install
 
 test: install
 	$(VENV)/bin/ruff check src tests examples
-	$(PY) -m pytest -q --durations=20 $(PYTEST_ARGS)
+	$(PY) -m pytest -q --durations=50 $(PYTEST_ARGS)
 
 bench: install
 	$(VENV)/bin/hf-longdoc bench --models contextualizer,bert --lengths 512,1024,2048,4096,8192

@@ -75,8 +75,9 @@ def folder_digest(folder):
 
 
 def assert_nothing_local(upload, *needles):
-    """No uploaded file, text or binary, holds any of `needles` (a temporary folder, the home folder, the user)."""
-    for path in upload.iterdir():
+    """No uploaded file, text or binary, holds any of `needles` (a temporary folder, the home folder, the user);
+    the ONNX folder's (`onnx/`) included."""
+    for path in (path for path in upload.rglob("*") if path.is_file()):
         data = path.read_bytes()
         for needle in needles:
             assert needle.encode() not in data, f"{path.name} holds {needle!r}"

@@ -123,7 +123,7 @@ def test_export_quantize_int8_scores_both_graphs_on_the_models_test_split(tmp_pa
     printed = capsys.readouterr().out
     record = json.loads((tmp_path / "model" / "onnx" / "export.json").read_text())
     graphs = record["graphs"]
-    assert os.path.isfile(tmp_path / "model" / "onnx" / "model.int8.onnx")
+    assert os.path.isfile(tmp_path / "model" / "onnx" / "model_quantized.onnx")
     assert graphs["int8"]["test_documents"] == graphs["float32"]["test_documents"]
     assert f"float32 graph {graphs['float32']['test_accuracy']:.4f}, int8 graph {graphs['int8']['test_accuracy']:.4f}" \
         in printed
@@ -142,7 +142,7 @@ def test_export_quantize_int8_scores_both_graphs_on_the_models_test_split(tmp_pa
     monkeypatch.setattr(onnx_runtime.GraphRunner, "__init__", recording)
     predicting.predict(model_dir, test.select_columns(["text"]), backend="onnxruntime")
     predicting.predict(model_dir, test.select_columns(["text"]), backend="onnxruntime-int8")
-    assert ran == ["model.onnx", "model.int8.onnx"]
+    assert ran == ["model.onnx", "model_quantized.onnx"]
 
 
 def test_reading_takes_one_thread_per_batch_on_the_cpu_unless_the_user_chose(monkeypatch):

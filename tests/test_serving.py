@@ -130,7 +130,7 @@ def test_coverage_says_how_much_was_read(client, model_dir):
     (answer,) = client.post("/classify", json={"inputs": TEXTS[0], "top_k": 2}).json()
     ids = len(tokenizer(TEXTS[0], add_special_tokens=False)["input_ids"])
     assert answer["coverage"] == {"document_ids": ids, "ids_read": min(ids, READS - 2), "cut": ids > READS - 2,
-                                  "chunks": 1}
+                                  "part_read": "start" if ids > READS - 2 else "all", "chunks": 1}
     assert len(answer["scores"]) == 2 and answer["label"] in answer["scores"]
 
 
@@ -138,10 +138,11 @@ def test_coverage_says_how_much_was_read(client, model_dir):
 def test_bad_requests_get_a_status_and_a_message_and_the_server_keeps_serving(model_dir):
     with TestClient(create_app(model_dir, max_input_chars=500, max_client_batch_size=3)) as client:
         cases = [
-            (client.post("/predict", json={"inputs": ["short", "x" * 501]}), 413, "`inputs[1]` has 501 characters"),
-            (client.post("/classify", json={"inputs": ["a"] * 4}), 413, "--max-client-batch-size"),
-            (client.post("/classify", json={"inputs": ["fine text", "   "]}), 422, "`inputs[1]`"),
-            (client.post("/classify", json={"inputs": "\u200b\u200b"}), 422, "`inputs[0]`"),
+            (client.post("/predict", json={"inputs": ["short", "x" * 501]}), 422,
+             "`inputs[1]` must have less than 500 characters (--max-input-chars). Given: 501"),
+            (client.post("/classify", json={"inputs": ["a"] * 4}), 422, "--max-client-batch-size"),
+            (client.post("/classify", json={"inputs": ["fine text", "   "]}), 400, "`inputs[1]`"),
+            (client.post("/classify", json={"inputs": "\u200b\u200b"}), 400, "`inputs[0]`"),
             (client.post("/classify", json={"inputs": []}), 422, "empty list"),
             (client.post("/classify", content=b"{not json", headers={"content-type": "application/json"}), 422,
              "not valid JSON"),
@@ -175,7 +176,7 @@ def test_a_full_queue_answers_429(model_dir):
     statuses = sorted(response.status_code for response in responses)
     assert 200 in statuses and 429 in statuses, statuses
     refused = next(response for response in responses if response.status_code == 429).json()
-    assert refused["error_type"] == "overloaded" and "--max-concurrent-requests" in refused["error"]
+    assert refused["error_type"] == "Overloaded" and "--max-concurrent-requests" in refused["error"]
 
 
 def test_the_api_key_is_required_compared_and_never_logged(model_dir, tmp_path, caplog):
@@ -184,12 +185,14 @@ def test_the_api_key_is_required_compared_and_never_logged(model_dir, tmp_path, 
     with caplog.at_level("DEBUG"), TestClient(create_app(model_dir, api_key_file=str(key_file))) as client:
         assert client.post("/classify", json={"inputs": "text"}).status_code == 401
         wrong = client.post("/classify", json={"inputs": "text"}, headers={"Authorization": "Bearer nope"})
-        assert wrong.status_code == 401 and wrong.json()["error_type"] == "unauthorized"
+        assert wrong.status_code == 401 and wrong.json()["error_type"] == "Validation"
         assert client.post("/classify", json={"inputs": "text"},
                            headers={"Authorization": "Bearer s3cret-key"}).status_code == 200
         assert client.post("/predict", json={"inputs": "text"}, headers={"X-API-Key": "s3cret-key"}).status_code == 200
-        for open_path in ("/health", "/metrics", "/", "/info"):  # probes, scraping, the page
+        for open_path in ("/health", "/ping", "/metrics", "/", "/ui", "/info"):  # probes, scraping, the page
             assert client.get(open_path).status_code == 200
+        for predict_path in ("/", "/invocations"):  # GET / is open; TEI's POST / predicts, behind the key
+            assert client.post(predict_path, json={"inputs": "text"}).status_code == 401
         assert client.get("/info").json()["api_key_required"] is True
     assert "s3cret-key" not in caplog.text
 
@@ -203,10 +206,11 @@ def test_a_folder_that_cannot_be_served_is_refused_before_the_port_opens(tmp_pat
 
 def test_health_info_and_metrics(client):
     client.post("/predict", json={"inputs": TEXTS[:2]})
-    assert client.get("/health").json() == {"status": "ok"}
+    health = client.get("/health")
+    assert health.status_code == 200 and health.content == b""  # TEI's health probe: an empty 200
     info = client.get("/info").json()
     assert info["labels"] == list(LABELS.values()) and info["reading_length"] == READS
-    assert info["model_type"] == "contextualizer" and info["explainable"] and info["long"] == "truncate"
+    assert info["family"] == "contextualizer" and info["explainable"] and info["long"] == "truncate"
     assert info["max_client_batch_size"] == ServeSettings().max_client_batch_size
     metrics = client.get("/metrics").text
     assert 'hf_longdoc_requests_total{endpoint="/predict",status="200"}' in metrics
@@ -320,7 +324,7 @@ def test_the_page_shows_the_label_and_highlights_the_deciding_passage(model_dir)
     try:
         document = TEXTS[1]
         (expected,) = httpx.post(f"{url}/classify", json={"inputs": document, "explain": 3}, timeout=60).json()
-        driver.get(url + "/")
+        driver.get(url + "/ui")
         field = driver.find_element(By.ID, "document")
         driver.execute_script("arguments[0].value = arguments[1];", field, document)  # pasted
         driver.find_element(By.ID, "classify").click()

@@ -54,7 +54,7 @@ def test_a_chunked_body_stops_being_read_past_the_limit(model_dir):
         yield b"}"
 
     response = asgi_post(app, "/predict", content=chunked(), headers=JSON)
-    assert response.status_code == 413 and response.json()["error_type"] == "payload_too_large"
+    assert response.status_code == 413 and response.json()["error_type"] == "Validation"
     assert f"more than {limit} bytes" in response.json()["error"]
     assert len(sent) * 1000 < limit + 2000  # read up to the limit, not the 10 MB the client had to send
     async def small_body():
@@ -97,7 +97,7 @@ def test_no_open_path_discloses_a_path_of_the_disk(model_dir, tmp_path):
     parent = os.path.dirname(os.path.abspath(model_dir))
     with TestClient(create_app(model_dir, api_key_file=str(key))) as client:
         client.post("/predict", json={"inputs": "text"}, headers={"X-API-Key": "k3y"})
-        answers = {path: client.get(path).text for path in ("/info", "/health", "/metrics", "/")}
+        answers = {path: client.get(path).text for path in ("/info", "/health", "/metrics", "/ui")}
         assert client.get("/info").json()["model_id"] == os.path.basename(model_dir)
     for path, text in answers.items():
         assert parent not in text and str(tmp_path) not in text, path
@@ -202,7 +202,7 @@ def test_a_mounted_app_answers_with_its_open_paths_and_metrics_under_the_prefix(
 def test_health_is_503_once_nothing_can_be_answered(model_dir):
     app = create_app(model_dir)
     with TestClient(app) as client:
-        assert client.get("/health").json() == {"status": "ok"}
+        assert client.get("/health").status_code == 200
     asyncio.run(app.state.service.batcher.stop())
     client = TestClient(app)
     down = client.get("/health")
@@ -349,7 +349,7 @@ def test_a_request_cut_by_the_shutdown_gets_503_in_the_error_shape(model_dir):
     app = create_app(model_dir)
     started = []
 
-    async def never_answered(texts, explain=None):
+    async def never_answered(*arguments):
         started.append(True)
         await asyncio.sleep(3600)
 
@@ -380,4 +380,4 @@ def test_a_request_cut_by_the_shutdown_gets_503_in_the_error_shape(model_dir):
     asyncio.run(cut())
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 503
     answer = json.loads(b"".join(message.get("body", b"") for message in sent[1:]))
-    assert answer["error_type"] == "unhealthy" and "--shutdown-timeout" in answer["error"]
+    assert answer["error_type"] == "Unhealthy" and "--shutdown-timeout" in answer["error"]

@@ -453,18 +453,20 @@ def test_gated_pooling_weights_each_real_token_by_its_gate_and_starts_as_the_mea
 
 
 def test_mean_pooling_reads_what_the_model_reads_of_an_over_long_document():
-    """A document longer than the positions is cut (with a warning) before the mean, as before [CLS]; a global mask
-    value of 2 still counts one token once."""
+    """A document longer than the positions is cut (with a warning) before the mean, as before [CLS], and as the
+    tokenizer's truncation=True cuts it (its first 39 tokens and its last); a global mask value of 2 still counts one
+    token once."""
     torch.manual_seed(0)
     model = SparseLongformerForSequenceClassification(SparseLongformerConfig(
         **{**TINY, "max_position_embeddings": 42}, global_selector="first_n", num_global_tokens=3,
         classifier_pooling="mean")).eval()  # reads 42 - pad id 1 - 1 = 40 tokens
     input_ids, attention_mask = _documents([45, 30])
+    truncated = input_ids[:, :40].clone()
+    truncated[0, 39] = input_ids[0, 44]  # the long row's last token, where truncation=True keeps the closing one
     with torch.no_grad():
-        cut = model(input_ids=input_ids[:, :40], attention_mask=attention_mask[:, :40]).logits
+        cut = model(input_ids=truncated, attention_mask=attention_mask[:, :40]).logits
         torch.testing.assert_close(model(input_ids=input_ids, attention_mask=attention_mask).logits, cut)
-        torch.testing.assert_close(model(input_ids=input_ids[:, :40], attention_mask=2 * attention_mask[:, :40])
-                                   .logits, cut)
+        torch.testing.assert_close(model(input_ids=truncated, attention_mask=2 * attention_mask[:, :40]).logits, cut)
 
 
 def test_blocked_backend_never_builds_a_dense_mask(monkeypatch):

@@ -71,11 +71,14 @@ def test_gradient_accumulation_gives_the_weights_of_a_batch_twice_the_size(docum
 
 @pytest.mark.slow
 def test_torch_compile_trains(documents, tmp_path):
-    """`--torch_compile` reaches Trainer, which compiles the model; the saved weights are the plain module's."""
+    """`--torch_compile` reaches Trainer, which compiles the model; the saved weights are the plain module's. Traced
+    by dynamo and AOTAutograd (forward and backward) without Inductor's code generation (`--torch_compile_backend
+    aot_eager`, also a TrainingArguments field): the C++ kernels of the whole model took most of the test's 25 s, and
+    what is checked here is Trainer's wrapping, not the kernels (test_slstm.py compiles with Inductor)."""
     run_cli([*TINY, "--dataset", documents, "--epochs", "1", "--max_steps", "2", "--torch_compile",
-             "--output-dir", str(tmp_path / "run")])
+             "--torch_compile_backend", "aot_eager", "--output-dir", str(tmp_path / "run")])
     arguments = json.loads((tmp_path / "run" / "training_args.json").read_text())
-    assert arguments["torch_compile"] is True
+    assert arguments["torch_compile"] is True and arguments["torch_compile_backend"] == "aot_eager"
     assert not any("_orig_mod" in name for name in load_file(tmp_path / "run" / "model.safetensors"))
 
 

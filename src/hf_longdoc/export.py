@@ -1,10 +1,19 @@
 """`hf-longdoc export MODEL_DIR [--output-dir OUT] [--quantize int8]`: a saved classifier as `OUT/model.onnx` (inputs
 `input_ids` and `attention_mask`, output `logits`; OUT defaults to `MODEL_DIR/onnx`, where `predict --backend
 onnxruntime` looks), made by PyTorch's exporter (`torch.onnx.export(dynamo=True)`, which traces with `torch.export`)
-and checked in onnxruntime. `--quantize int8` also writes `model.int8.onnx`, onnxruntime's dynamic quantization of
-it (int8 weights of the matrix products, activations quantized per batch), and both graphs' accuracy on the model's
+and checked in onnxruntime. `--quantize int8` also writes `model_quantized.onnx`, onnxruntime's dynamic quantization
+of it (int8 weights of the matrix products, activations quantized per batch), and both graphs' accuracy on the model's
 test split goes into `OUT/export.json` beside the model folder's real path and its files' digests (which model and
 which weights the graphs are of: what `predict` checks before it runs them, `onnx_runtime.plan_graph`).
+
+OUT is a folder other tools load as it is: beside the graphs go the model's config.json, its tokenizer files as they
+were saved, and the source files the config and the tokenizer name in `auto_map` (`COMPANION_FILES`), so that
+Optimum's `ORTModelForSequenceClassification.from_pretrained(OUT, trust_remote_code=True)` reads the config (labels,
+model type) where it reads the graph, and a tokenizer loads from the same folder. The graphs are named as Optimum and
+Transformers.js look for them: `model.onnx` (both: the float graph) and `model_quantized.onnx` (what Optimum's
+`ORTQuantizer` writes and Transformers.js loads for its default 8-bit dtype, `q8`, which for a graph without
+convolutions is the same dynamic quantization with signed int8 weights). `model.int8.onnx`, the int8 graph's name
+before, is still read (`graph_path`).
 
 Batch size and length are dynamic: the check runs the graph at two batch sizes and two lengths other than the traced
 ones and compares the logits with PyTorch's (Transformers' Longformer export was "silently broken", fixed to the
@@ -19,6 +28,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 
 import torch
@@ -132,9 +142,18 @@ def check_with_onnxruntime(path, model, batches):
 
 
 GRAPH_FOLDER = "onnx"  # inside the model folder: the export's default output and predict's cache
-GRAPH_FILES = {"onnxruntime": "model.onnx", "onnxruntime-int8": "model.int8.onnx"}
+# Optimum's standard name (ONNX_WEIGHTS_NAME) and Transformers.js' fp32 file; `model_quantized.onnx` is what Optimum's
+# ORTQuantizer writes (file_suffix "quantized") and what Transformers.js loads for dtype "q8" (its `_int8` suffix is
+# found by nobody else)
+GRAPH_FILES = {"onnxruntime": "model.onnx", "onnxruntime-int8": "model_quantized.onnx"}
+LEGACY_GRAPH_FILES = {"onnxruntime-int8": ("model.int8.onnx",)}  # written by `--quantize int8` before: still read
 PRECISIONS = {"onnxruntime": "float32", "onnxruntime-int8": "int8"}  # the keys of export.json's `graphs`
 RECORD = "export.json"
+# What goes beside the graphs, from the model folder, where it is there: the config (Optimum reads it where it reads
+# the graph) and the tokenizer's files as `save_pretrained` wrote them; plus the source files `auto_map` names
+# (`companion_sources`)
+COMPANION_FILES = ("config.json", *TOKENIZER_FILES, "special_tokens_map.json", "added_tokens.json", "merges.txt",
+                   "chat_template.jinja")
 
 
 def require_onnxruntime(what):
@@ -165,6 +184,71 @@ def write_record(folder, record):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(record, f, indent=2)
     record_outputs([path])
+
+
+def graph_path(folder, backend, record=None):
+    """The file of `backend`'s graph in `folder`: the one `record` (export.json, read when None) names for its
+    precision, else the standard name (`GRAPH_FILES`), else an older name (`LEGACY_GRAPH_FILES`: `model.int8.onnx`),
+    whichever exists first; the standard name, where the graph would be written, when none does."""
+    record = read_record(folder) if record is None else record
+    named = ((record.get("graphs") or {}).get(PRECISIONS[backend]) or {}).get("file")
+    names = [named] if isinstance(named, str) and named == os.path.basename(named) else []
+    names += [GRAPH_FILES[backend], *LEGACY_GRAPH_FILES.get(backend, ())]
+    return next((os.path.join(folder, name) for name in names if os.path.isfile(os.path.join(folder, name))),
+                os.path.join(folder, GRAPH_FILES[backend]))
+
+
+def companion_sources(model_dir):
+    """The source files of `model_dir` that its config.json's `AutoConfig` and its tokenizer_config.json's
+    `AutoTokenizer` (`auto_map`) name, with the files they import (`from .x import y`): what `trust_remote_code`
+    runs to read the config and the tokenizer. The modeling files are left out: a graph needs none (and under
+    Transformers 4, where Optimum runs, they do not import)."""
+    from transformers.dynamic_module_utils import get_relative_import_files
+
+    wanted = (("config.json", ("AutoConfig",)), ("tokenizer_config.json", ("AutoTokenizer",)))
+    names = set()
+    for saved, keys in wanted:
+        try:
+            with open(os.path.join(model_dir, saved), encoding="utf-8") as f:
+                auto_map = json.load(f).get("auto_map") or {}
+        except (OSError, ValueError, AttributeError):
+            continue
+        for key in keys:
+            value = auto_map.get(key)
+            for reference in value if isinstance(value, (list, tuple)) else [value]:
+                # `module.Class` in the folder; not another repository's `repo--module.Class`
+                if not isinstance(reference, str) or "--" in reference:
+                    continue
+                module = os.path.join(model_dir, reference.rsplit(".", 1)[0] + ".py")
+                if os.path.isfile(module):
+                    names.add(os.path.basename(module))
+                    names.update(os.path.basename(path) for path in get_relative_import_files(module))
+    return sorted(names)
+
+
+def companion_files(model_dir):
+    """The names of the files of `model_dir` that `export_onnx` copies beside the graphs (the `COMPANION_FILES` there,
+    and `companion_sources`)."""
+    present = [name for name in COMPANION_FILES if os.path.isfile(os.path.join(model_dir, name))]
+    return present + companion_sources(model_dir)
+
+
+def companion_copies(model_dir, output_dir):
+    """(source, target) of each of `companion_files` of `model_dir` in `output_dir`; none when `output_dir` is the
+    model folder itself."""
+    if os.path.realpath(model_dir) == os.path.realpath(output_dir):
+        return []
+    return [(os.path.join(model_dir, name), os.path.join(output_dir, name)) for name in companion_files(model_dir)]
+
+
+def check_companions_free(copies, overwrite):
+    """`check_files_free` for the copies' targets, but a file that already holds the source's bytes (copied by hand
+    beside the graph, as Optimum's users had to) is no one's work to lose."""
+    from .outputs import file_digest
+
+    differing = [target for source, target in copies
+                 if not (os.path.isfile(target) and file_digest(target) == file_digest(source))]
+    check_files_free(differing, overwrite, "--overwrite (overwrite=True)")
 
 
 QUANTIZED_OPERATIONS = ["MatMul"]  # what `--quantize int8` quantizes (`quantize_graph`)
@@ -208,10 +292,11 @@ def export_and_check(wrapped, traced, written, checks):
 
 def export_onnx(model_dir, output_dir=None, overwrite=False):
     """Export the classifier saved in `model_dir` to `output_dir/model.onnx` (None: `MODEL_DIR/onnx`) and check it in
-    onnxruntime at two batch sizes and lengths other than the traced ones. An earlier export's model.onnx, unchanged
-    since, is replaced; any other existing model.onnx only with `overwrite`. Returns a report (path, the checked
-    shapes, the largest logit difference). An `ExportBlocked` error names the operation that stops a family's
-    export."""
+    onnxruntime at two batch sizes and lengths other than the traced ones; the model's config, tokenizer files and
+    their source files are copied beside it (`companion_files`: what Optimum loads with the graph). An earlier
+    export's files, unchanged since, are replaced; any other existing file of those names only with `overwrite`.
+    Returns a report (path, the checked shapes, the largest logit difference). An `ExportBlocked` error names the
+    operation that stops a family's export."""
     from .pipelines import family_of
     from .reading import ids_per_position, saved_reading_length
     from .saved_models import load_saved_model, model_digest, saved_config
@@ -223,6 +308,8 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     # an earlier export's model.onnx (in the folder's manifest, unchanged since) is replaced, as `train` and `bench`
     # replace their own outputs; a file of the user's only with `overwrite`
     check_files_free([target], overwrite, "--overwrite (overwrite=True)")
+    copies = companion_copies(model_dir, output_dir)
+    check_companions_free(copies, overwrite)
     require_writable_folder(output_dir, "`output_dir` (--output-dir)")
     model = load_saved_model(model_dir, "`model_dir`")
     tokenizer = None  # a folder saved by Trainer alone has none: the trace draws ids from the vocabulary
@@ -262,8 +349,14 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
                 if not error.length_dependent or attempt == TRACE_ATTEMPTS - 1 or length - step < unit:
                     raise
                 logger.info("Traced at %d ids, the graph fails (%s); tracing at %d.", length, error, length - step)
+        staged = []
+        for source, copy in copies:  # copied into the scratch folder first: none is written unless all are
+            staged.append((os.path.join(scratch, os.path.basename(copy)), copy))
+            shutil.copyfile(source, staged[-1][0])
         os.replace(written, target)
-    record_outputs([target])  # a rerun into the same folder may replace it
+        for path, copy in staged:
+            os.replace(path, copy)
+    record_outputs([target] + [copy for _, copy in copies])  # a rerun into the same folder may replace them
     logger.info("Wrote %s: onnxruntime agrees with PyTorch within %.1e at input shapes %s.", target, worst, shapes)
     report = {"path": target, "checked_shapes": shapes, "max_abs_difference": worst,
               "traced_shape": tuple(traced[0].shape)}
@@ -280,11 +373,12 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
 
 
 def quantize_graph(output_dir, overwrite=False):
-    """Write `output_dir/model.int8.onnx`: onnxruntime's dynamic int8 quantization (`quantize_dynamic`, signed int8
-    weights) of the float graph `export_onnx` wrote there; recorded in export.json. Returns its path."""
+    """Write `output_dir/model_quantized.onnx`: onnxruntime's dynamic int8 quantization (`quantize_dynamic`, signed
+    int8 weights) of the float graph `export_onnx` wrote there; recorded in export.json. An earlier export's
+    `model.int8.onnx` (the old name), unchanged since, is removed: export.json no longer names it. Returns its path."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from .outputs import file_digest
+    from .outputs import file_digest, is_unchanged, read_manifest, write_manifest
 
     source = os.path.join(output_dir, GRAPH_FILES["onnxruntime"])
     target = os.path.join(output_dir, GRAPH_FILES["onnxruntime-int8"])
@@ -303,6 +397,12 @@ def quantize_graph(output_dir, overwrite=False):
             logging.disable(logging.NOTSET)
         os.replace(written, target)
     record_outputs([target])
+    manifest = read_manifest(output_dir)
+    for old in LEGACY_GRAPH_FILES["onnxruntime-int8"]:  # ours and unchanged: stale beside the new one (push skips it)
+        if is_unchanged(output_dir, old, manifest):
+            os.remove(os.path.join(output_dir, old))
+            manifest["outputs"].pop(old, None)
+            write_manifest(output_dir, manifest)
     record = read_record(output_dir)
     record.setdefault("graphs", {})["int8"] = {
         "file": os.path.basename(target), "from": file_digest(source),
@@ -313,4 +413,5 @@ def quantize_graph(output_dir, overwrite=False):
     return target
 
 
-__all__ = ["ExportBlocked", "FORMATS", "GRAPH_FILES", "export_onnx", "graph_folder", "quantize_graph", "read_record"]
+__all__ = ["COMPANION_FILES", "ExportBlocked", "FORMATS", "GRAPH_FILES", "LEGACY_GRAPH_FILES", "companion_files",
+           "export_onnx", "graph_folder", "graph_path", "quantize_graph", "read_record"]

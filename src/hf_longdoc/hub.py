@@ -69,15 +69,40 @@ unlike its training data; evaluate it on your own data before relying on it.
 import hf_longdoc
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 model = AutoModelForSequenceClassification.from_pretrained("{repo_id}")
-# without hf_longdoc: the modeling code ships with the weights
+# without hf_longdoc: the modeling code ships with the weights (it needs {remote_code_transformers})
 model = AutoModelForSequenceClassification.from_pretrained("{repo_id}", trust_remote_code=True)
 classifier = pipeline("text-classification", model="{repo_id}", trust_remote_code=True)
 ```
 
+Without hf_longdoc, the code shipped here runs, and it needs `{remote_code_transformers}`: under Transformers 4 it
+fails to import (`ImportError: cannot import name 'initialization' from 'transformers'`).
+{onnx}
 ## Citation
 
 ```bibtex
 {citation}
+```
+"""
+
+
+# What the families' remote code needs: it imports `transformers.initialization` (Transformers 5; under 4.57.6, the
+# version Optimum installs, `trust_remote_code` fails with ImportError). setup.cfg pins the same for the package.
+REMOTE_CODE_TRANSFORMERS = "transformers>=5"
+
+ONNX_SECTION = """
+## ONNX
+
+`onnx/` holds the classifier as ONNX graphs made by `hf-longdoc export`, beside a copy of the config and the tokenizer
+files (inputs `input_ids` and `attention_mask`, output `logits`; batch and length dynamic):
+
+{graphs}
+
+Load them with Optimum (`pip install "optimum[onnxruntime]"`); `trust_remote_code=True` reads the config's own class,
+which, unlike the modeling code, also loads under Transformers 4:
+
+```python
+from optimum.onnxruntime import ORTModelForSequenceClassification
+model = ORTModelForSequenceClassification.from_pretrained("{repo_id}", subfolder="onnx", trust_remote_code=True)
 ```
 """
 
@@ -224,10 +249,11 @@ TEXT_SUFFIXES = (".json", ".md", ".jinja")
 def make_public(staging):
     """Replace every local path (absolute, or under the home folder: it names the user) in the text files of
     `staging` with the public name of what it names (`public_model_name`: a backbone's Hub id where its folder records
-    one, else the file's or folder's name). Returns the replacements as (file, key, old, new); a JSON file's key is
-    its dotted path (backbone_config._name_or_path), a text file's the line number."""
+    one, else the file's or folder's name), subfolders (`onnx/`) included. Returns the replacements as (file, key,
+    old, new); a file is named by its path under `staging`, a JSON file's key is its dotted path
+    (backbone_config._name_or_path), a text file's the line number."""
     replacements = []
-    for name in sorted(os.listdir(staging)):
+    for name in _files_under(staging):
         path = os.path.join(staging, name)
         if not name.endswith(TEXT_SUFFIXES) or not os.path.isfile(path):
             continue
@@ -375,8 +401,9 @@ def _reading(output_dir, config):
     length = folder_reading_length(config, output_dir)
     if length is None:
         return ""
-    return (f"It reads the first {length} input ids of a document (the saved tokenizer truncates there, and "
-            "`hf-longdoc train` logs how many documents it cut): text past them is not seen. ")
+    return (f"It reads the first {length} input ids of a document (the saved tokenizer truncates there, the model "
+            "cuts a longer input there too, and `hf-longdoc train` logs how many documents it cut): text past them "
+            "is not seen. ")
 
 
 def _is_hub_id(name):
@@ -483,6 +510,8 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         reading=_reading(output_dir, config),
         limits=family.card_limits,
         repo_id=repo_id,
+        remote_code_transformers=REMOTE_CODE_TRANSFORMERS,
+        onnx=_onnx_section(output_dir, repo_id),
         citation=family.paper_citation,
     )
     return ModelCard(text)
@@ -524,16 +553,102 @@ def auto_map_files(output_dir):
 
 def upload_plan(output_dir):
     """(files to upload, files left out): the top-level files of `output_dir` that `UPLOAD_FILES`, the family's
-    source files or the `auto_map` entries (`auto_map_files`) name, and everything else there (subfolders included)."""
+    source files or the `auto_map` entries (`auto_map_files`) name, the ONNX folder's files that `graph_upload_plan`
+    chooses (as `onnx/NAME`), and everything else there (other subfolders included)."""
+    from .export import GRAPH_FOLDER
+
     family = family_of_config(AutoConfig.from_pretrained(output_dir))
     sources = family_source_files(family) | auto_map_files(output_dir)
     chosen, left_out = [], []
     for name in sorted(os.listdir(output_dir)):
         path = os.path.join(output_dir, name)
+        if name == GRAPH_FOLDER and os.path.isdir(path) and not os.path.islink(path):
+            graphs, others = graph_upload_plan(output_dir, sources)
+            chosen += graphs
+            left_out += others
+            continue
         allowed = not name.startswith(".") and os.path.isfile(path) and not os.path.islink(path) and (
             name in sources or any(fnmatch.fnmatch(name, pattern) for pattern in UPLOAD_FILES))
         (chosen if allowed else left_out).append(name + ("" if os.path.isfile(path) else "/"))
     return chosen, left_out
+
+
+def graph_upload_plan(output_dir, sources):
+    """(files to upload, files left out) of the ONNX folder `hf-longdoc export` wrote into `output_dir` (`onnx/`), as
+    `onnx/NAME`: the graphs its export.json records, export.json itself (`_stage_upload` takes its local path out),
+    and what the export copied beside them for Optimum (config, tokenizer files, the source files among `sources`
+    or named by its own `auto_map`). The whole folder is left out, with a warning, when its export.json does not say
+    the graphs are of the weights in `output_dir` (a graph of your own, or of the model before it was trained again):
+    a Hub user would get other logits from it than from the model."""
+    from .export import COMPANION_FILES, GRAPH_FOLDER, RECORD
+
+    folder = os.path.join(output_dir, GRAPH_FOLDER)
+    graphs, reason = current_graphs(output_dir)
+    if not graphs:
+        logger.warning("Not uploading %s/: %s; export this model's graphs with `hf-longdoc export %s` to upload them.",
+                       GRAPH_FOLDER, reason, output_dir)
+        return [], [GRAPH_FOLDER + "/"]
+    sources = set(sources) | auto_map_files(folder)
+    chosen, left_out = [], []
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        allowed = not name.startswith(".") and os.path.isfile(path) and not os.path.islink(path) and (
+            name in graphs or name == RECORD or name in COMPANION_FILES or name in sources)
+        (chosen if allowed else left_out).append(f"{GRAPH_FOLDER}/{name}" + ("" if os.path.isfile(path) else "/"))
+    return chosen, left_out
+
+
+def current_graphs(output_dir):
+    """(the graph files of `output_dir/onnx` that its export.json records, if it says they are of the weights in
+    `output_dir`; else [], and why)."""
+    from .export import GRAPH_FOLDER, RECORD, read_record
+    from .saved_models import model_digest
+
+    folder = os.path.join(output_dir, GRAPH_FOLDER)
+    record = read_record(folder)
+    if not record:
+        return [], f"it holds no {RECORD}, so nothing says which weights its graphs are of"
+    if record.get("model") != model_digest(output_dir):
+        return [], f"its {RECORD} says its graphs were exported from other weights than {output_dir} holds now"
+    graphs = sorted({graph["file"] for graph in (record.get("graphs") or {}).values() if isinstance(graph, dict)
+                     and isinstance(graph.get("file"), str) and os.path.isfile(os.path.join(folder, graph["file"]))})
+    return graphs, "" if graphs else f"its {RECORD} records no graph that is there"
+
+
+def _onnx_section(output_dir, repo_id):
+    """The card's ONNX section when `push` uploads the folder's graphs (`current_graphs`), else nothing."""
+    graphs, _ = current_graphs(output_dir)
+    if not graphs:
+        return ""
+    int8 = "int8 weights (onnxruntime's dynamic quantization of the float graph)"
+    named = {"model.onnx": "float32", "model_quantized.onnx": int8, "model.int8.onnx": int8}
+    return ONNX_SECTION.format(graphs="\n".join(f"- `{name}`: {named.get(name, 'a graph export.json records')}"
+                                                for name in graphs), repo_id=repo_id)
+
+
+def public_graph_record(staging, digests=False):
+    """Make the staged ONNX folder's export.json a public one: without `model_dir` (the local model folder's path;
+    in `MODEL_DIR/onnx` of a download a record that names no folder counts as the model's own), and with `digests`
+    those of the staged model files (the uploaded copies, once `make_public` replaced their local paths), so the
+    graphs are current for the files a Hub user downloads. Nothing when no ONNX folder is staged."""
+    from .export import GRAPH_FOLDER, RECORD, read_record
+    from .saved_models import model_digest
+
+    folder = os.path.join(staging, GRAPH_FOLDER)
+    record = read_record(folder)
+    if not record:
+        return
+    record.pop("model_dir", None)
+    if digests:
+        record["model"] = model_digest(staging)
+    with open(os.path.join(folder, RECORD), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=2)
+
+
+def _files_under(folder):
+    """The files under `folder`, as paths relative to it with `/`, sorted."""
+    return sorted(os.path.relpath(os.path.join(root, name), folder).replace(os.sep, "/")
+                  for root, _, names in os.walk(folder) for name in names)
 
 
 def require_hub_for_push(token=None, asker="`push`", otherwise="pass --dry-run to see what would be uploaded"):
@@ -565,7 +680,8 @@ def push_to_hub(output_dir, repo_id, dry_run=False, dry_run_dir=None, private=Tr
     so that no copy of the weights is left behind). Returns (`dry_run_dir` or None, the uploaded file names as
     `UploadedFiles`, whose `replaced` lists the local paths replaced in the uploaded copies).
 
-    Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics and the family's source files;
+    Only the files of `upload_plan` go: weights, config, tokenizer, card, metrics, the family's source files and the
+    ONNX folder `hf-longdoc export` wrote (`onnx/`, where its graphs are of these weights: `graph_upload_plan`);
     what is left out is logged. The card is written for `repo_id` when hf-longdoc wrote the folder's card and nobody
     changed it since (its manifest); a card the user edited, or one hf-longdoc did not write, is uploaded as it is
     unless `replace_card`. A card written here states `license` (a Hub license id, `HUB_LICENSES`; None: "unknown",
@@ -613,9 +729,11 @@ def _stage_upload(output_dir, staging, repo_id, replace_card=False, license=None
     paths in the copies (`make_public`), and return the names of the files there (`UploadedFiles`)."""
     files, left_out = upload_plan(output_dir)
     if left_out:
-        logger.warning("Not uploaded (not model, tokenizer, card, metrics or source files): %s.", ", ".join(left_out))
+        logger.warning("Not uploaded (not model, tokenizer, card, metrics, source or exported graph files): %s.",
+                       ", ".join(left_out))
     os.makedirs(staging, exist_ok=True)
-    for name in files:
+    for name in files:  # `onnx/NAME` for the ONNX folder's
+        os.makedirs(os.path.dirname(os.path.join(staging, name)), exist_ok=True)
         shutil.copy2(os.path.join(output_dir, name), os.path.join(staging, name))
     card = os.path.join(output_dir, "README.md")
     if not os.path.exists(card) or replace_card or is_unchanged(output_dir, "README.md"):
@@ -631,11 +749,13 @@ def _stage_upload(output_dir, staging, repo_id, replace_card=False, license=None
                    "--replace-card writes a new one.", card, f", so it does not state --license {license}" if license
                    else "")
     # config.json records a local backbone's folder (`_name_or_path`), metrics.json the dataset's and backbone's
+    public_graph_record(staging)  # onnx/export.json names no model folder
     replaced = make_public(staging)
+    public_graph_record(staging, digests=True)  # ... and the digests of the files uploaded
     for name, key, old, new in replaced:
         logger.debug("Uploaded %s: %s %r -> %r (a local path; %s keeps it).", name, key, old, new, output_dir)
     if replaced:
         logger.info("Replaced %d local path%s in the uploaded copies by public names (%s keeps them): %s.",
                     len(replaced), "s" if len(replaced) > 1 else "", output_dir,
                     "; ".join(f"{name} {key}: {old} -> {new}" for name, key, old, new in replaced))
-    return UploadedFiles(sorted(os.listdir(staging)), replaced)
+    return UploadedFiles(_files_under(staging), replaced)

@@ -1,10 +1,12 @@
 """The exported graphs behind `predict --backend onnxruntime` and `--backend onnxruntime-int8`.
 
 `hf-longdoc export MODEL_DIR` writes the float graph into `MODEL_DIR/onnx/model.onnx` (and, with `--quantize int8`,
-onnxruntime's dynamic int8 quantization of it into `model.int8.onnx`), with `export.json` recording which model they
-came from (`model_dir`: the model folder's real path) and which weights (`model`: the folder's file digests), how far
-the float graph's logits are from PyTorch's, and each graph's accuracy on the model's test split where that split can
-be drawn. `predict` runs those graphs (`graph_for`), after checking them against the model before any document is
+onnxruntime's dynamic int8 quantization of it into `model_quantized.onnx`; a folder exported before, with
+`model.int8.onnx`, still runs: `export.graph_path`), with `export.json` recording which model they came from
+(`model_dir`: the model folder's real path) and which weights (`model`: the folder's file digests), how far the float
+graph's logits are from PyTorch's, and each graph's accuracy on the model's test split where that split can be drawn.
+A copy uploaded by `push` names no `model_dir` (a local path), so in `MODEL_DIR/onnx` of a download it counts as the
+model's own. `predict` runs those graphs (`graph_for`), after checking them against the model before any document is
 read (`plan_graph`):
 
 - export.json names these weights: the graph runs.
@@ -49,8 +51,11 @@ from .export import (
     GRAPH_FOLDER,
     PRECISIONS,
     RECORD,
+    check_companions_free,
+    companion_copies,
     export_onnx,
     graph_folder,
+    graph_path,
     quantize_graph,
     read_record,
 )
@@ -277,13 +282,15 @@ def plan_graph(model_dir, backend, graph_dir=None, digest=None, overwrite=False)
     from .saved_models import model_digest
 
     folder = graph_folder(model_dir, graph_dir)
-    path = os.path.join(folder, GRAPH_FILES[backend])
     record = read_record(folder)
+    path = graph_path(folder, backend, record)  # the recorded file, else the standard name, else the old one
     current = digest if digest is not None else model_digest(model_dir)
 
     def is_current(name):  # the graph of backend `name` is there and export.json says it is of these weights
-        return (os.path.isfile(os.path.join(folder, GRAPH_FILES[name])) and record.get("model") == current
-                and PRECISIONS[name] in record.get("graphs", {}))
+        recorded = (record.get("graphs") or {}).get(PRECISIONS[name])
+        found = graph_path(folder, name, record)
+        return (os.path.isfile(found) and record.get("model") == current and isinstance(recorded, dict)
+                and recorded.get("file", os.path.basename(found)) == os.path.basename(found))
 
     if is_current(backend):
         return GraphPlan(path)
@@ -306,8 +313,11 @@ def plan_graph(model_dir, backend, graph_dir=None, digest=None, overwrite=False)
     # what the export and the quantization would refuse after the documents are read, refused now
     writes = [GRAPH_FILES["onnxruntime"]] * export + [GRAPH_FILES["onnxruntime-int8"]] * quantize
     check_files_free([os.path.join(folder, name) for name in writes], overwrite, "--overwrite (overwrite=True)")
+    if export:
+        check_companions_free(companion_copies(model_dir, folder), overwrite)
     require_writable(folder, model_dir, graph_dir, backend)
-    return GraphPlan(path, export=export, quantize=quantize, why=why)
+    # the graph is written under its standard name (an old `model.int8.onnx` is not written again)
+    return GraphPlan(os.path.join(folder, GRAPH_FILES[backend]), export=export, quantize=quantize, why=why)
 
 
 def graph_for(model_dir, backend, graph_dir=None, digest=None, overwrite=False):

@@ -153,15 +153,20 @@ class RunFolder:
     it (logged), as is a staging folder without a complete checkpoint. Leaving the block with an error keeps the
     staging folder when it holds a checkpoint to resume (and says so), except after a `RunDiverged`; otherwise removes
     it. The earlier run is not touched by a failure. A symbolic link as target is followed: the folder it points to
-    is the one replaced.
+    is the one replaced. `argument` and `flags` (`FLAGS`' keys) name the caller's options in its messages.
     """
 
     SETTINGS = ".run_settings.json"  # in the staging folder: what `resume` must match; never committed
 
-    def __init__(self, target, overwrite=False, resume=False, settings=None, argument="`output_dir` (--output-dir)"):
+    # the options a message names for `overwrite` and `resume` (examples/run_classification.py names its own flags)
+    FLAGS = {"overwrite": "--overwrite (overwrite=True)", "resume": "--resume (resume=True)"}
+
+    def __init__(self, target, overwrite=False, resume=False, settings=None, argument="`output_dir` (--output-dir)",
+                 flags=None):
         self.target = os.path.realpath(os.path.expanduser(str(target)))
         self.parent, self.name = os.path.split(self.target)
         self.argument = argument
+        self.flags = {**self.FLAGS, **(flags or {})}
         self.staging = os.path.join(self.parent, f".{self.name}.partial")
         self.previous = os.path.join(self.parent, f".{self.name}.previous")
         self.overwrite, self.resume, self.settings = overwrite, resume, settings
@@ -182,8 +187,8 @@ class RunFolder:
 
     def _open_here(self):
         if self.resume and self.overwrite:
-            raise ValueError("Pass either `resume` (--resume: continue the interrupted run) or `overwrite` "
-                             "(--overwrite: replace the user's files that a run writes), not both.")
+            raise ValueError(f"Pass either {self.flags['resume']}, to continue the interrupted run, or "
+                             f"{self.flags['overwrite']}, to replace the user's files that a run writes; not both.")
         if not self.name:
             raise ValueError(f"{self.argument} {self.target!r} is the root folder; pass a folder for the run.")
         if os.path.exists(self.target) and not os.path.isdir(self.target):
@@ -245,11 +250,11 @@ class RunFolder:
             manifest = read_manifest(self.target)
             older = (" (a run saved by an earlier hf-longdoc version has no manifest of its files)"
                      if not manifest["run"] and {"config.json", "metrics.json"} <= set(users) else "")
-            interrupted = (" To continue the interrupted run kept in " f"{self.staging!r} instead, pass --resume."
-                           if last_checkpoint(self.staging) else "")
+            interrupted = (f" To continue the interrupted run kept in {self.staging!r} instead, pass "
+                           f"{self.flags['resume']}." if last_checkpoint(self.staging) else "")
             raise ValueError(f"{self.argument} {self.target!r} holds {shown}, which hf-longdoc did not write{older} "
                              "(or which changed since) and which a run may replace; choose a new folder, move them "
-                             "away, or pass --overwrite (overwrite=True) to let the run replace the files it "
+                             f"away, or pass {self.flags['overwrite']} to let the run replace the files it "
                              f"writes (nothing else there is touched).{interrupted}")
         kept = [e for e in users if e not in taken]
         if kept:
@@ -260,8 +265,8 @@ class RunFolder:
         if self.resume:
             self.checkpoint = last_checkpoint(self.staging)
             if self.checkpoint is None:
-                raise ValueError(f"`resume` (--resume) continues an interrupted run from its last complete "
-                                 f"checkpoint, and there is none in {self.staging!r}; train without --resume.")
+                raise ValueError(f"{self.flags['resume']} continues an interrupted run from its last complete "
+                                 f"checkpoint, and there is none in {self.staging!r}; train without it.")
             self._check_resumed_settings(settings_path)
             logger.info("Resuming the interrupted run into %s from %s.", self.target, self.checkpoint)
             return
@@ -269,11 +274,12 @@ class RunFolder:
             interrupted = last_checkpoint(self.staging)
             if interrupted is not None and not self.overwrite:
                 raise ValueError(f"{self.argument} {self.target!r} has an interrupted run kept in {self.staging!r} "
-                                 f"(its last checkpoint: {os.path.basename(interrupted)}); pass --resume "
-                                 "(resume=True) to continue it, or --overwrite (overwrite=True) to discard it and "
-                                 "start over.")
+                                 f"(its last checkpoint: {os.path.basename(interrupted)}); pass "
+                                 f"{self.flags['resume']} to continue it, or {self.flags['overwrite']} to discard it "
+                                 "and start over.")
             logger.warning("Discarding the interrupted run in %s (%s).", self.staging,
-                           "--overwrite" if interrupted is not None else "it holds no complete checkpoint to resume")
+                           self.flags["overwrite"] if interrupted is not None
+                           else "it holds no complete checkpoint to resume")
             shutil.rmtree(self.staging)
         try:
             os.makedirs(self.staging)
@@ -345,7 +351,7 @@ class RunFolder:
             destination = os.path.join(self.target, entry)
             if os.path.lexists(destination):
                 if self.overwrite:
-                    logger.info("Replaced the user's %s (--overwrite).", destination)
+                    logger.info("Replaced the user's %s (%s).", destination, self.flags["overwrite"])
                     continue
                 kept = f"{destination}.kept-{int(time.time())}"
                 logger.warning("The new run wrote %s, which was the user's; the user's is kept as %s.", destination,
@@ -376,7 +382,8 @@ class RunFolder:
             if kind is not None and os.path.isdir(self.staging):
                 if last_checkpoint(self.staging) is not None and not issubclass(kind, RunDiverged):
                     logger.warning("The run stopped (%s); %s is unchanged, and the interrupted run is kept in %s: "
-                                   "rerun with --resume to continue it.", kind.__name__, self.target, self.staging)
+                                   "rerun with %s to continue it.", kind.__name__, self.target, self.staging,
+                                   self.flags["resume"])
                 else:
                     shutil.rmtree(self.staging, ignore_errors=True)
         finally:

@@ -6,10 +6,10 @@ Every path that reads a model asks this module — `train`, `evaluate`, `compare
 cut into the same chunks and given the same labels whichever way it is classified.
 
 - **Reading length** (`reading_length`): the most input ids a model reads, from its config (an hf_longdoc family
-  says, `Family.reading_length`; any other checkpoint reads its positions), the length asked for and a saved
-  tokenizer's `model_max_length` (`saved_tokenizer_limit`: the length its training run read; above `UNBOUNDED` it
-  is unset). A run sets its tokenizer's `model_max_length` from the answer, once, right before tokenizing; nothing
-  reads `model_max_length` back as the source of truth.
+  says, `Family.reading_length`; any other checkpoint reads its positions), the length asked for, else the length
+  the saved model was trained to read (`trained_length`: its config's `max_input_length`, to which its forward cuts
+  a longer input, and its tokenizer's `model_max_length`, `saved_tokenizer_limit`; above `UNBOUNDED` it is unset). A
+  run sets both from the answer, once, right before tokenizing; nothing reads them back as the source of truth.
 - **Special-token frame** (`special_frame`): the ids a tokenizer puts around a text.
 - **Chunk plan** (`chunk_plan`, `ChunkPlan`): how a document longer than the model reads is cut into chunks, as the
   pipeline and `predict --long chunks` read it, and where it is cut when it is truncated.
@@ -81,19 +81,25 @@ def _limit(limit):
         else None
 
 
+def trained_length(config, tokenizer_limit=None):
+    """The input ids a saved model with `config` was trained to read, or None (not recorded): the fewer of its
+    config's `max_input_length` (to which its forward cuts a longer input) and `tokenizer_limit` (its tokenizer's
+    `model_max_length`; above UNBOUNDED it is unset), of those set. `train` sets both to the same length."""
+    limits = [_limit(limit) for limit in (getattr(config, "max_input_length", None), tokenizer_limit)]
+    return min([limit for limit in limits if limit is not None], default=None)
+
+
 def reading_length(config, requested=None, tokenizer_limit=None):
     """The most input ids a model with `config` reads: those that hold `requested` document tokens (the user's
-    `max_length`; `ids_for_tokens`), else `tokenizer_limit` (a saved tokenizer's `model_max_length`, in ids; above
-    UNBOUNDED it is unset), cut to what the model reads (`model_limit`) and to whole positions (elementwise: a
-    multiple of v bytes). None when nothing bounds it (the contextualizer and the S-LSTM read any length). A request
-    the model cannot read is cut, with a warning."""
+    `max_length`; `ids_for_tokens`), else what it was trained to read (`trained_length`, with `tokenizer_limit` a
+    saved tokenizer's `model_max_length`), cut to what the model reads (`model_limit`) and to whole positions
+    (elementwise: a multiple of v bytes). None when nothing bounds it (the contextualizer, and the S-LSTM with
+    relative positions, read any length). A request the model cannot read is cut, with a warning."""
     limit, width = model_limit(config)
     if requested is not None:
         wanted = ids_for_tokens(config, requested)
-    elif tokenizer_limit is not None and tokenizer_limit < UNBOUNDED:
-        wanted = int(tokenizer_limit)
     else:
-        wanted = None
+        wanted = trained_length(config, tokenizer_limit)
     length = wanted if limit is None or (wanted is not None and wanted <= limit) else limit
     if requested is not None and length < wanted:
         held = "" if wanted == requested else f" (the {wanted} input ids that hold {requested} document tokens)"
@@ -108,8 +114,9 @@ def reading_length(config, requested=None, tokenizer_limit=None):
 
 
 def saved_reading_length(config, tokenizer=None):
-    """The most input ids a saved model reads: `reading_length` capped by its saved tokenizer's limit (the length its
-    training run read; no tokenizer: the model's own limit). None when nothing bounds it."""
+    """The most input ids a saved model reads: `reading_length` capped by what it was trained to read (its config's
+    `max_input_length` and its saved tokenizer's limit; neither: the model's own limit). None when nothing bounds
+    it."""
     return reading_length(config, tokenizer_limit=saved_tokenizer_limit(tokenizer))
 
 
@@ -146,6 +153,7 @@ class ChunkPlan:
     suffix: list
     content: int | None
     step: int | None
+    unit: int = 1
 
     def chunks(self, ids):
         """The id sequences that read all of `ids`: chunks of `content` ids, `step` apart, the last ending at the
@@ -156,10 +164,19 @@ class ChunkPlan:
         starts = list(range(0, len(ids) - content, self.step)) + [len(ids) - content]
         return [self.prefix + list(ids[start: start + content]) + self.suffix for start in starts]
 
-    def truncated(self, ids):
-        """The one id sequence that reads the start of `ids`, cut where the model stops reading (as `truncation=True`
-        cuts it)."""
-        return [self.prefix + list(ids[: self.content or len(ids)]) + self.suffix]
+    def truncated(self, ids, side="right"):
+        """The one id sequence that reads `ids` cut where the model stops reading, as `truncation=True` cuts it:
+        its start (`side="right"`, the tokenizer's default `truncation_side`), or its end (`"left"`)."""
+        return [self.prefix + list(self.kept(ids, side)) + self.suffix]
+
+    def kept(self, ids, side="right"):
+        """The part of `ids` that `truncated` reads. Its end starts at a multiple of `unit` ids (elementwise: v bytes
+        a material), so its positions group the ids as the whole document's do."""
+        if not self.is_cut(ids):
+            return ids
+        if side == "right":
+            return ids[: self.content]
+        return ids[-(-(len(ids) - self.content) // self.unit) * self.unit:]
 
     def is_cut(self, ids):
         """Whether `truncated` leaves some of `ids` unread."""
@@ -189,7 +206,7 @@ def chunk_plan(config, tokenizer, chunk_length=None, stride=0):
     stride = stride // unit * unit
     if content is not None and stride >= content:
         raise ValueError(f"`stride` ({stride}) must be smaller than a chunk's {content} text ids; lower it.")
-    return ChunkPlan(prefix, suffix, content, content - stride if content is not None else None)
+    return ChunkPlan(prefix, suffix, content, content - stride if content is not None else None, unit)
 
 
 # -- scores and decisions ---------------------------------------------------------------------------------------------
@@ -264,4 +281,4 @@ def decision_threshold(config, threshold=None, multi_label=True, where="the mode
 __all__ = ["DEFAULT_THRESHOLD", "UNBOUNDED", "ChunkPlan", "chosen_classes", "chunk_plan", "decide",
            "decision_threshold", "folder_reading_length", "ids_for_tokens", "ids_per_position", "is_multi_label",
            "model_limit", "reading_length", "saved_reading_length", "saved_threshold", "scores_from_logits",
-           "saved_tokenizer_limit", "special_frame", "uses_sigmoid"]
+           "saved_tokenizer_limit", "special_frame", "trained_length", "uses_sigmoid"]

@@ -48,6 +48,12 @@ def option(default=None, help="", *, factory=None, **flag):
 
 
 EVIDENCE_POSITIONS = ("start", "middle", "end")  # where `compare` places the built-in task's evidence
+# What `--dataset` reads, for every verb that reads labelled data (`data.layouts` decides a folder's layout).
+DATASET_HELP = ("Hub id; local .csv/.tsv/.json/.jsonl/.parquet file; or a folder, read in the layout its files show: "
+                "written by `save_to_disk` (a DatasetDict: its splits; a Dataset), data files as "
+                "`datasets.load_dataset(folder)` finds them (data/train-00000-of-00001.parquet, train.csv, test.jsonl, "
+                "...: splits named in file names are used as given), or LABEL/*.txt files (one folder per class); "
+                "None: the built-in long-document task")
 COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
 FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1 unless `--first-seed` moves them
 # one rate for every model from scratch: with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238 after 2
@@ -159,8 +165,7 @@ class TrainingOptions:
     that contradicts it; a value that replaces one of the recipe's defaults (the 10% warm-up) is logged.
     """
 
-    dataset: Any = option(None, "Hub id, local .csv/.tsv/.json/.jsonl/.parquet file, or a folder of LABEL/*.txt "
-                                "files (one folder per class); None: the built-in long-document task", type=str)
+    dataset: Any = option(None, DATASET_HELP, type=str)
     text_column: str = option("text", "the column holding the document, or several comma-separated (title,text), "
                                       "joined")
     label_column: str = option("label", "class name/id, or a list of labels (multi-label)")

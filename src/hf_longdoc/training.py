@@ -16,7 +16,7 @@ from transformers import (
     set_seed,
 )
 
-from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, tokenize
+from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, save_tokenizer, tokenize
 from .distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan
@@ -63,6 +63,9 @@ def train(settings=None, /, **keywords):
         task = load_run_task(run)
         model, tokenizer, max_length = build_run_model(run, task, folder.checkpoint)
         tokenizer.model_max_length = max_length  # set once, here: the saved tokenizer truncates where the model stops
+        # and the saved model reads as much of a longer input, given whole (a `pipeline` without truncation=True); set
+        # before training, so a model from --init-from trained at another length reads this run's
+        model.config.max_input_length = max_length
         encoded = tokenize(task.data, tokenizer, max_length)
         fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
         trainer, head_report, budget = fit(run, task, model, tokenizer, encoded, folder)
@@ -227,7 +230,8 @@ def fine_tuning_run(trainer, run):
 
 # Config entries that say how a model is called or where it came from, not what it is
 RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or_path", "dtype", "torch_dtype",
-                  "return_dict", "output_hidden_states", "output_attentions", "use_cache", "id2label", "label2id"}
+                  "return_dict", "output_hidden_states", "output_attentions", "use_cache", "id2label", "label2id",
+                  "max_input_length"}  # the run's reading length: set after the model is built
 
 
 def check_resume_matches(checkpoint, config):
@@ -257,7 +261,7 @@ def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None)
     """Write the trained model, its tokenizer, the arguments as JSON, `metrics.json` and the model card into
     `output_dir` (the run's staging folder; `target_dir` is where it goes, recorded as the arguments' output_dir)."""
     trainer.save_model(output_dir)  # model + tokenizer (processing_class); checkpoints are removed below
-    tokenizer.save_pretrained(output_dir)
+    save_tokenizer(tokenizer, output_dir)  # again, under a class name Transformers 4 loads too
     for name in os.listdir(output_dir):
         if name.startswith("checkpoint-"):
             shutil.rmtree(os.path.join(output_dir, name))

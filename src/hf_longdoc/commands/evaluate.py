@@ -11,8 +11,8 @@ def add_parser(subparsers):
                                    help="metrics of a saved model on a dataset split")
     parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
     parser.add_argument("--split", default=None,
-                        help="the split to score, as `train` made it; None: all of --dataset (a Hub dataset: its test "
-                             "split), or the built-in task's test split")
+                        help="the split to score, as `train` made it; None: all of --dataset (a Hub dataset, or a "
+                             "folder that names its splits: its test split), or the built-in task's test split")
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8, help="documents per forward pass")
     add_data_arguments(parser, seed_default=None,
                        seed_help="with --split: the seed the split was drawn with; None: the one `train` recorded "

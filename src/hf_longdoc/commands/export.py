@@ -17,10 +17,12 @@ def add_parser(subparsers):
                                           "traced and checked with ids drawn from the config's vocabulary")
     parser.add_argument("--format", default="onnx", choices=["onnx"], help="the graph format")
     parser.add_argument("--output-dir", default=None,
-                        help="where model.onnx is written; None: MODEL_DIR/onnx, where `predict --backend "
-                             "onnxruntime` looks for it")
+                        help="where model.onnx is written, beside the model's config.json and tokenizer files (a "
+                             "folder Optimum's ORTModelForSequenceClassification loads); None: MODEL_DIR/onnx, where "
+                             "`predict --backend onnxruntime` looks for it")
     parser.add_argument("--quantize", default=None, choices=["int8"],
-                        help="also write model.int8.onnx, onnxruntime's dynamic int8 quantization of the graph "
+                        help="also write model_quantized.onnx (the name Optimum and Transformers.js look for), "
+                             "onnxruntime's dynamic int8 quantization of the graph "
                              "(`predict --backend onnxruntime-int8`), and print both graphs' accuracy on the model's "
                              "test split")
     parser.add_argument("--dataset", default=None,
@@ -32,9 +34,9 @@ def add_parser(subparsers):
     parser.add_argument("--batch-size", type=POSITIVE_INTEGER.parse, default=8,
                         help="documents per forward pass while scoring the graphs")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing OUTPUT_DIR/model.onnx (or model.int8.onnx) that hf-longdoc did not "
-                             "write (or that was changed since); an earlier export's, unchanged, is replaced without "
-                             "it")
+                        help="replace an existing OUTPUT_DIR/model.onnx (or model_quantized.onnx, config.json, "
+                             "tokenizer files) that hf-longdoc did not write (or that was changed since); an earlier "
+                             "export's, unchanged, is replaced without it")
     parser.set_defaults(run=run)
 
 

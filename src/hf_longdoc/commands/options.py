@@ -5,7 +5,7 @@ import os
 from dataclasses import MISSING, fields, is_dataclass
 
 from ..numbers import DEFAULT_THRESHOLD, SEED, THRESHOLD
-from ..run_settings import name_list, positive_integers, word_pair
+from ..run_settings import DATASET_HELP, name_list, positive_integers, word_pair
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -21,8 +21,7 @@ def add_data_arguments(parser, seed_help="seed of the data split, the model and 
                        threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); saved with the "
                                       "model (`multi_label_threshold` in its config.json)"):
     parser.add_argument("--dataset", default=None,
-                        help="Hub id, local .csv/.tsv/.json/.jsonl/.parquet file, or a folder of LABEL/*.txt files "
-                             "(one folder per class); None: the built-in long-document task")
+                        help=DATASET_HELP)
     parser.add_argument("--text-column", default="text",
                         help="the column holding the document, or several comma-separated (title,text), joined")
     parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")

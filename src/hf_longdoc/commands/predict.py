@@ -17,8 +17,9 @@ def add_parser(subparsers):
                     "torchrun or accelerate launch the rows are shared between the processes.")
     parser.add_argument("model_dir", help="a folder saved by `hf-longdoc train` or `save_pretrained`")
     parser.add_argument("--dataset", required=True,
-                        help="a .csv/.tsv/.json/.jsonl/.parquet file, a Hub id, or a folder of .txt files (one "
-                             "document each)")
+                        help="a .csv/.tsv/.json/.jsonl/.parquet file, a Hub id, or a folder: written by "
+                             "`save_to_disk`, of data files as `datasets.load_dataset(folder)` finds them (every "
+                             "split, in order), or of .txt files (one document each)")
     parser.add_argument("--output", required=True,
                         help="the file to write: .jsonl, .csv (one score_<label> column per class) or .parquet")
     parser.add_argument("--text-column", default="text",
@@ -39,6 +40,8 @@ def add_parser(subparsers):
     parser.add_argument("--long", default="truncate", choices=["truncate", "chunks"],
                         help="documents longer than the model reads: cut them (counted in the log), or read them in "
                              "chunks whose logits are aggregated (adds a `chunks` column)")
+    parser.add_argument("--truncation-side", default="right", choices=["right", "left"],
+                        help="with --long truncate: read a cut document's start (right) or its end (left)")
     parser.add_argument("--stride", type=NON_NEGATIVE_INTEGER.parse, default=0,
                         help="with --long chunks: ids consecutive chunks share")
     parser.add_argument("--aggregation", default="mean", choices=["mean", "max"],
@@ -80,7 +83,8 @@ def run(args):
 
     settings = PredictSettings(text_column=args.text_column, id_column=args.id_column, keep_columns=args.keep_columns,
                                batch_size=args.batch_size, device=args.device, dtype=args.dtype, long=args.long,
-                               stride=args.stride, aggregation=args.aggregation, top_k=args.top_k,
+                               truncation_side=args.truncation_side, stride=args.stride,
+                               aggregation=args.aggregation, top_k=args.top_k,
                                explain=args.explain, overwrite=args.overwrite,
                                config_overrides=parse_config_overrides(args.config), backend=args.backend,
                                graph_dir=args.graph_dir)

@@ -4,8 +4,12 @@ Its flags are `ServeSettings`' fields; nothing heavy is imported until the comma
 port opens, so a folder that cannot be served is refused with the reason and no server starts.
 """
 
-from ..serving.settings import ServeSettings
+import logging
+
+from ..serving.settings import PAGE_PATH, WILDCARD_ADDRESSES, ServeSettings
 from .options import Formatter, add_settings_arguments, require_model_folder
+
+logger = logging.getLogger(__name__)
 
 
 def add_parser(subparsers):
@@ -13,8 +17,9 @@ def add_parser(subparsers):
                                    help="serve a saved model over HTTP (TEI's /predict, /classify with coverage and "
                                         "evidence, a page to paste a document into)",
                                    description="Serve a saved model over HTTP with FastAPI on uvicorn: POST /predict "
-                                               "(text embeddings inference's shape), POST /classify, GET /health, "
-                                               "/info, /metrics (Prometheus) and / (a page). Requests that arrive "
+                                               "(text embeddings inference's API: also POST / and /invocations), "
+                                               "POST /classify, GET /health (and TEI's /ping and /), /info, /metrics "
+                                               "(Prometheus) and /ui (a page). Requests that arrive "
                                                "together are batched across clients. SIGTERM stops accepting, "
                                                "answers the requests in flight, then exits.")
     parser.add_argument("model_dir", help="a model folder `train` saved (or any saved sequence classifier with its "
@@ -36,6 +41,9 @@ def run(args):
     if settings.allowed_hosts is None:  # a server of its own checks `Host`: the loopback names and --host
         settings.allowed_hosts = ()
     app = create_app(args.model_dir, settings)  # the model loads here, before the port opens
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    logger.info("POST /predict (and /, as text embeddings inference routes it); the page: http://%s:%d%s",
+                "127.0.0.1" if settings.host in WILDCARD_ADDRESSES else host, settings.port, PAGE_PATH)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
                 timeout_graceful_shutdown=settings.shutdown_timeout)
 

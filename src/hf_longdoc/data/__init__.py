@@ -5,7 +5,7 @@ from .inversion import document_parts, invert_parts, invert_sentences, join_part
 from .loading import load_for_evaluation, load_splits, load_text_classification_dataset
 from .synthetic import EVIDENCE_WINDOWS, TASK_KINDS, make_long_document_task
 from .tasks import BUILTIN_TASK, load_task, tokenize
-from .tokenizer import fit_wordpiece_tokenizer, has_tokenizer_files, load_tokenizer
+from .tokenizer import fit_wordpiece_tokenizer, has_tokenizer_files, load_tokenizer, save_tokenizer
 
 __all__ = [
     "BUILTIN_TASK",
@@ -24,5 +24,6 @@ __all__ = [
     "load_task",
     "load_text_classification_dataset",
     "make_long_document_task",
+    "save_tokenizer",
     "tokenize",
 ]

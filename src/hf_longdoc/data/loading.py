@@ -24,9 +24,9 @@ from datasets import ClassLabel, DatasetDict, Sequence, Value
 
 from .errors import DatasetError
 from .folders import load_labelled_folder
+from .layouts import DATA_FILES, LOCAL_FORMATS, TEXT_FILES, folder_layout, load_saved
 
 logger = logging.getLogger(__name__)
-LOCAL_FORMATS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 # A CSV label column is integers only when every label is written as one: "01", "1.0" and "+1" keep their text.
 CSV_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")  # at most 18 digits: an int64
 
@@ -250,50 +250,101 @@ def _check_json_not_empty(path, source):
 
 def _csv_labels(raw, label_column):
     """The CSV's label column, read as text, as ints when every label is an integer written as one (`7`, `-2`), else
-    kept as text: "01" and "1" stay two classes, as do "1.0" and "1" (a typed reader would merge them)."""
-    part = raw["train"]
-    if label_column not in part.column_names:
+    kept as text: "01" and "1" stay two classes, as do "1.0" and "1" (a typed reader would merge them). The splits of
+    `raw` (a folder's CSV files) are decided together, so that a class is one label in every split."""
+    if any(label_column not in part.column_names for part in raw.values()):
         return raw  # named as missing when the columns are selected
-    values = [value for value in part[label_column] if value is not None]
+    values = [value for part in raw.values() for value in part[label_column] if value is not None]
     if not values or not all(CSV_INTEGER.fullmatch(value) for value in values):
         return raw
     return raw.cast_column(label_column, Value("int64"))
 
 
+def _read_split(paths, shown, where, label_column):
+    """One split's data files (`paths`, in one format), each checked first (its encoding, its rows), read with
+    `datasets`: the Dataset, and its format (`csv` for .csv and .tsv). `shown` names a file as the user gave it, and
+    `where` the split in errors."""
+    extensions = sorted({os.path.splitext(path)[1].lower() for path in paths})
+    if len({".tsv" if extension == ".tsv" else LOCAL_FORMATS[extension] for extension in extensions}) > 1:
+        raise DatasetError(f"{where} holds files in several formats ({', '.join(extensions)}); `datasets` reads a "
+                           "split's files with one reader, so convert them to one format.")
+    extension = extensions[0]
+    kind = LOCAL_FORMATS[extension]
+    for path in paths:
+        if kind != "parquet":
+            check_utf8(path, shown(path))
+        if kind == "csv":
+            _check_csv_rows(path, shown(path), "\t" if extension == ".tsv" else ",")
+        elif kind == "json":
+            _check_json_not_empty(path, shown(path))
+    kwargs = {"delimiter": "\t"} if extension == ".tsv" else {}
+    if kind == "csv" and label_column is not None:
+        kwargs["converters"] = {label_column: str}  # the cell's text: "01" must not become 1
+    try:
+        return datasets.load_dataset(kind, data_files={"train": paths}, split="train", **kwargs), kind
+    except Exception as error:  # datasets raises many types for a malformed file
+        if kind == "json":
+            for path in paths:
+                _check_json_lines(path, shown(path))
+        raise DatasetError(f"Could not read {where} as {kind}: {error}") from error
+
+
+def _read_files(source, files, label_column):
+    """The data files of each split (`files`: {split: [paths]}; one file given as `source`, or a folder's), read as
+    `datasets` reads them after the checks a file gets, a CSV's `label_column` as its cells' text (`_csv_labels`)."""
+    path = os.path.abspath(os.path.expanduser(source))
+
+    def shown(file):  # a file as the user named it: `source` itself, or a file under the folder `source`
+        return source if os.path.abspath(file) == path else os.path.join(source, os.path.relpath(file, path))
+
+    raw, kinds = DatasetDict(), {}
+    for split, paths in files.items():
+        where = repr(shown(paths[0])) if len(paths) == 1 else f"{source!r} (the {split} split's {len(paths)} files)"
+        raw[split], kinds[split] = _read_split(paths, shown, where, label_column)
+        if kinds[split] == "json":
+            _report_mixed_json_labels(raw[split], where, label_column or "label")
+    if not any(len(part) for part in raw.values()):
+        raise DatasetError(f"`dataset` (--dataset) {source!r} holds no rows; give it one row per document.")
+    if label_column is not None and (read_as_text := [split for split, kind in kinds.items() if kind == "csv"]):
+        raw.update(_csv_labels(DatasetDict({split: raw[split] for split in read_as_text}), label_column))
+    if len(set(kinds.values())) > 1:  # the readers type text apart (CSV: large_string), which concatenation refuses
+        first = next(iter(raw))
+        for split, part in raw.items():
+            shared = datasets.Features({name: raw[first].features.get(name, feature)
+                                        for name, feature in part.features.items()})
+            if shared != part.features:
+                try:
+                    raw[split] = part.cast(shared)
+                except (TypeError, ValueError) as error:
+                    raise DatasetError(f"`dataset` (--dataset) {source!r}: the {split} split's columns "
+                                       f"({part.features}) cannot be read as the {first} split's "
+                                       f"({raw[first].features}): {error}") from error
+    return raw
+
+
 def _load_raw(source, label_column=None):
-    """The splits of `source` as `datasets` reads them, a CSV's `label_column` as its cells' text (`_csv_labels`)."""
+    """The splits of `source` as `datasets` reads them, a CSV's `label_column` as its cells' text (`_csv_labels`). A
+    folder is read in the layout its files show (`layouts.folder_layout`): written by `save_to_disk`, data files as
+    `datasets.load_dataset(folder)` finds them, or class folders of `.txt` files."""
     path = os.path.expanduser(source)
     extension = os.path.splitext(path)[1].lower()
-    if os.path.isdir(path):  # docs/<label>/*.txt, scikit-learn's `load_files` layout
-        return DatasetDict({"train": load_labelled_folder(path, "--dataset")})
+    if os.path.isdir(path):
+        layout = folder_layout(path)
+        if layout.kind == DATA_FILES:
+            return _read_files(source, layout.files, label_column)
+        if layout.kind == TEXT_FILES:  # docs/<label>/*.txt, scikit-learn's `load_files` layout
+            return DatasetDict({"train": load_labelled_folder(path, "--dataset")})
+        return load_saved(path)
     if os.path.exists(path) or extension in LOCAL_FORMATS:
         if not os.path.isfile(path):
             raise DatasetError(f"`dataset` (--dataset) file {source!r} does not exist or is not a file.")
         if extension not in LOCAL_FORMATS:
             raise DatasetError(
                 f"Cannot read `dataset` (--dataset) {source!r}: the extension must be one of "
-                f"{', '.join(sorted(LOCAL_FORMATS))}, or pass a folder of .txt files."
+                f"{', '.join(sorted(LOCAL_FORMATS))}, or pass a folder (one `save_to_disk` wrote, one of data files, "
+                "or one of LABEL/*.txt files)."
             )
-        if LOCAL_FORMATS[extension] != "parquet":
-            check_utf8(path, source)
-        if LOCAL_FORMATS[extension] == "csv":
-            _check_csv_rows(path, source, "\t" if extension == ".tsv" else ",")
-        elif LOCAL_FORMATS[extension] == "json":
-            _check_json_not_empty(path, source)
-        kwargs = {"delimiter": "\t"} if extension == ".tsv" else {}
-        if LOCAL_FORMATS[extension] == "csv" and label_column is not None:
-            kwargs["converters"] = {label_column: str}  # the cell's text: "01" must not become 1
-        try:
-            raw = datasets.load_dataset(LOCAL_FORMATS[extension], data_files={"train": path}, **kwargs)
-        except Exception as error:  # datasets raises many types for a malformed file
-            if LOCAL_FORMATS[extension] == "json":
-                _check_json_lines(path, source)
-            raise DatasetError(f"Could not read {source!r} as {LOCAL_FORMATS[extension]}: {error}") from error
-        if not any(len(part) for part in raw.values()):
-            raise DatasetError(f"`dataset` (--dataset) {source!r} holds no rows; give it one row per document.")
-        if LOCAL_FORMATS[extension] == "json":
-            _report_mixed_json_labels(raw, path, label_column or "label")
-        return _csv_labels(raw, label_column) if "converters" in kwargs else raw
+        return _read_files(source, {"train": [path]}, label_column)
     require_hub("--dataset", source)
     try:
         return datasets.load_dataset(source)
@@ -305,16 +356,26 @@ def _load_raw(source, label_column=None):
 
 
 def load_splits(source):
-    """Every split of `source` (a .csv/.tsv/.json/.jsonl/.parquet file, a folder of `<label>/*.txt`, or a Hub id) as
-    `datasets` reads it, in a DatasetDict: the rows `predict` classifies, after the checks `train` makes of a file
-    (its encoding, its rows). A DatasetError names a source that cannot be read, and the fix."""
+    """Every split of `source` (a .csv/.tsv/.json/.jsonl/.parquet file, a folder `save_to_disk` wrote, a folder of
+    data files, a folder of `<label>/*.txt`, or a Hub id) as `datasets` reads it, in a DatasetDict: the rows `predict`
+    classifies, after the checks `train` makes of a file (its encoding, its rows). A DatasetError names a source that
+    cannot be read, and the fix."""
     return _load_raw(source)
 
 
-def _report_mixed_json_labels(raw, path, label_column):
+def names_its_splits(source):
+    """Whether `source` gives its own splits, to be used as given: a Hub dataset, or a folder that names them (a
+    `DatasetDict.save_to_disk` folder, data files named by split). A file, a `Dataset.save_to_disk` folder, class
+    folders and data files not named by split are one split (`train`, to carve the others from)."""
+    path = os.path.expanduser(source)
+    if os.path.isdir(path):
+        return folder_layout(path).named_splits
+    return not os.path.exists(path)
+
+
+def _report_mixed_json_labels(split, path, label_column):
     """Log a JSON label column that mixes types (1 and "1", true and 1): `datasets` reads it as a `Json` column, in
     which text that spells a number becomes that number, so 1 and "1" are one class, and true and 1 are two."""
-    split = raw["train"]
     if label_column in split.column_names and isinstance(split.features[label_column], datasets.Json):
         logger.warning(f"The labels in {path} mix JSON types (numbers, text, true/false): they are read as JSON "
                        "values, so text that spells a number becomes that number (1 and \"1\" are one class) while "
@@ -352,7 +413,41 @@ def _check_label_values(dataset):
         kind = "a list" if len(lists) <= len(rows) / 2 else "a single label"
         raise DatasetError(f"{odd[0]}, row {odd[1]} (counting from 0): the label is {kind}, unlike the other rows; "
                            "use a list of labels in every row (multi-label) or one label per row (single-label).")
+    if not lists:
+        _check_not_regression([value for _, _, value in rows])
     return bool(lists)
+
+
+# A number as a CSV cell or a JSON string spells it: 1.207, -3, .5, 2e-3
+DECIMAL = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _as_number(value):
+    """`value` as a float when it is a number or text that spells one (a CSV cell), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str) and DECIMAL.fullmatch(value.strip()):
+        return float(value)
+    return None
+
+
+def _check_not_regression(values):
+    """A DatasetError, before any split is carved or any model built, when every label is a number and some are not
+    whole (1.207, 0.5): a regression target, as Transformers' run_classification.py reads a float label column. These
+    families classify; read as class names, each value would become a class of its own. Whole numbers (3, 3.0) stay
+    class ids."""
+    numbers = [_as_number(value) for value in values]
+    if not values or any(number is None for number in numbers):
+        return
+    fractional = sorted({(number, str(value)) for value, number in zip(values, numbers) if not number.is_integer()})
+    if fractional:
+        shown = ", ".join(text for _, text in fractional[:5]) + (", ..." if len(fractional) > 5 else "")
+        raise DatasetError(f"The labels are numbers and {len(fractional)} distinct values are not whole ({shown}): "
+                           "a regression target, which these families do not learn (they classify: each value would "
+                           "become a class of its own). Give every document a class name or an integer class id; if "
+                           "these numbers are class names, spell them as text that is not a number ('v1.5').")
 
 
 def _label_names(values):
@@ -476,12 +571,13 @@ def _drop_empty_texts(dataset):
 
 
 def load_for_evaluation(source, label_names, multi_label, text_column="text", label_column="label"):
-    """All of `source` to score a trained model on: every row of a local file, or the `test` split of a Hub dataset,
-    with `text` and `label` encoded as the model's ids (`label_names` in id order). A label the model does not know is
-    a DatasetError; a class the file lacks is fine. `text_column` may name several columns, as in training."""
+    """All of `source` to score a trained model on: every row of a local file (or of a folder that is one split), or
+    the `test` split of a Hub dataset (or of a folder that names its splits: `names_its_splits`), with `text` and
+    `label` encoded as the model's ids (`label_names` in id order). A label the model does not know is a DatasetError;
+    a class the file lacks is fine. `text_column` may name several columns, as in training."""
     columns = text_columns(text_column, label_column)
     raw = _load_raw(source, label_column)
-    if os.path.exists(os.path.expanduser(source)):
+    if not names_its_splits(source):  # one split: every row of it
         part = datasets.concatenate_datasets(list(raw.values()))
     elif "test" in raw:
         part = raw["test"]
@@ -496,7 +592,11 @@ def load_for_evaluation(source, label_names, multi_label, text_column="text", la
     dataset = _select_columns(dataset, text_column, label_column)
     feature = dataset["evaluation"].features["label"]
     if isinstance(feature, ClassLabel):  # a Hub dataset's ids: back to their names
-        dataset = dataset.map(lambda example: {"label": feature.names[example["label"]]}, remove_columns=["label"])
+        # The features say so: `datasets` 5 keeps a column's ClassLabel when `map` writes the column again, and
+        # encodes the names back to ids (every label then reads as unknown: '0', '1', ...).
+        named = dataset["evaluation"].features.copy()
+        named["label"] = Value("string")
+        dataset = dataset.map(lambda example: {"label": feature.names[example["label"]]}, features=named)
     if _check_label_values(dataset) != multi_label:
         kind = "lists of labels (multi-label)" if not multi_label else "single labels"
         raise DatasetError(f"{source!r} holds {kind}, but the model is "

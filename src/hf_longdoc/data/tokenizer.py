@@ -1,5 +1,7 @@
-"""Fit a WordPiece tokenizer on a training split with the `tokenizers` library (seconds, not minutes)."""
+"""Fit a WordPiece tokenizer on a training split with the `tokenizers` library (seconds, not minutes), and save a
+tokenizer so that Transformers 4 and 5 both load it."""
 
+import json
 import os
 
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -60,6 +62,31 @@ def continuation_tokens(texts, normalizer, pre_tokenizer):
             words = pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text))
             inside.update("".join(word[1:] for word, _ in words))
     return [f"##{character}" for character in sorted(inside)]
+
+
+# Transformers 5 writes `"tokenizer_class": "TokenizersBackend"` for a fast tokenizer without a class of its own (the
+# fitted WordPiece, and checkpoints such as ModernBERT's that name `PreTrainedTokenizerFast`), a class Transformers 4
+# lacks: its AutoTokenizer (4.57, what Optimum installs) refuses the folder. `PreTrainedTokenizerFast` is that class in
+# 4 and an alias of TokenizersBackend in 5, and either reads the same tokenizer.json, so the same ids.
+PORTABLE_TOKENIZER_CLASSES = {"TokenizersBackend": "PreTrainedTokenizerFast"}
+
+
+def save_tokenizer(tokenizer, folder):
+    """`tokenizer.save_pretrained(folder)` (the files it wrote), naming in tokenizer_config.json a class that
+    Transformers 4 and 5 both load (`PORTABLE_TOKENIZER_CLASSES`). Transformers 4 then reads tokenizer_config.json
+    before config.json, so the tokenizer loads there without the remote-code question the model's `auto_map` asks.
+    A tokenizer with a class of its own (BertTokenizer, the elementwise or sentence-packing tokenizer, whose
+    `auto_map` names its remote code) is saved as it is."""
+    files = tokenizer.save_pretrained(folder)
+    path = os.path.join(folder, "tokenizer_config.json")
+    with open(path, encoding="utf-8") as f:
+        saved = json.load(f)
+    portable = PORTABLE_TOKENIZER_CLASSES.get(saved.get("tokenizer_class"))
+    if portable is not None:
+        saved["tokenizer_class"] = portable
+        with open(path, "w", encoding="utf-8") as f:  # as `save_pretrained` writes it
+            f.write(json.dumps(saved, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return files
 
 
 # What a tokenizer's `save_pretrained` writes: a folder with none of these holds no tokenizer (Transformers then asks

@@ -63,6 +63,7 @@ from .writing import merged_rows, output_features, output_paths, reserved_column
 
 logger = logging.getLogger(__name__)
 LONG = ("truncate", "chunks")
+TRUNCATION_SIDES = ("right", "left")
 AGGREGATIONS = ("mean", "max")
 WINDOW_BATCHES = 32  # batches sorted by length together: larger groups pad less, smaller ones resume finer
 
@@ -83,6 +84,8 @@ class PredictSettings:
         dtype: `float32`, `bfloat16` or `float16` (a GPU's); None: float32.
         long: `truncate` cuts a document at what the model reads (the count is logged); `chunks` reads all of it
             as the long-document pipeline does, in chunks whose logits are aggregated.
+        truncation_side: with `long="truncate"`: `right` reads a cut document's start, `left` its end (the
+            tokenizer's `truncation_side`; a TEI request's `truncation_direction`).
         stride, aggregation: with `long="chunks"`: ids consecutive chunks share; `mean` or `max` of their logits.
         top_k: keep the K best classes in `scores` (None: every class).
         explain: with K, the K passages that weighed most in each decision, in an `evidence` column (families whose
@@ -109,6 +112,7 @@ class PredictSettings:
     device: str | None = None
     dtype: str | None = None
     long: str = "truncate"
+    truncation_side: str = "right"
     stride: int = 0
     aggregation: str = "mean"
     top_k: int | None = None
@@ -151,7 +155,8 @@ class PredictSettings:
         for name in ("top_k", "explain"):
             if getattr(self, name) is not None:
                 POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
-        choices = {"long": LONG, "aggregation": AGGREGATIONS, "dtype": (*DTYPES, None), "backend": BACKENDS}
+        choices = {"long": LONG, "truncation_side": TRUNCATION_SIDES, "aggregation": AGGREGATIONS,
+                   "dtype": (*DTYPES, None), "backend": BACKENDS}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 shown = ", ".join(choice for choice in allowed if choice is not None)
@@ -161,6 +166,12 @@ class PredictSettings:
                              "be combined with `long='chunks'` (--long chunks), which reads several chunks: drop one.")
         if self.backend != "torch":
             self._check_graph_backend()
+        if self.long == "chunks" and self.truncation_side != "right":
+            logger.warning("`truncation_side` (--truncation-side %s) is ignored: --long chunks reads all of a "
+                           "document.", self.truncation_side)
+        if self.explain is not None and self.truncation_side != "right":
+            raise ValueError("`explain` (--explain) weighs the passages of a document's start; it cannot be combined "
+                             "with `truncation_side='left'` (--truncation-side left): drop one.")
         if self.long == "truncate" and self.stride:
             logger.warning("`stride` (--stride %d) is ignored: it applies to --long chunks only.", self.stride)
         if self.long == "truncate" and self.aggregation != "mean":
@@ -188,8 +199,12 @@ class PredictSettings:
         return self.batch_size * self.window_batches
 
     def row_settings(self):
-        """`{name: value}` of the settings that change the rows (all but `RUN_ONLY`), for the run's fingerprint."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self.RUN_ONLY}
+        """`{name: value}` of the settings that change the rows (all but `RUN_ONLY`), for the run's fingerprint; a
+        default `truncation_side` is left out, so a run begun before it existed continues."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self.RUN_ONLY}
+        if settings["truncation_side"] == "right":
+            del settings["truncation_side"]
+        return settings
 
 
 def predict(model_dir, dataset, output=None, settings=None, **keywords):

@@ -1,6 +1,7 @@
-"""What `predict` reads, checked before any work: the rows of a file, a Hub dataset, a folder of `.txt` files or a
-`datasets.Dataset`, with a digest of them for the run's fingerprint (`load_documents`); the columns it reads, names
-rows by and copies (`resolve_columns`); and an output that would overwrite them (`refuse_output_over_inputs`)."""
+"""What `predict` reads, checked before any work: the rows of a file, a Hub dataset, a folder (of `.txt` files, or in
+a layout `datasets` writes) or a `datasets.Dataset`, with a digest of them for the run's fingerprint
+(`load_documents`); the columns it reads, names rows by and copies (`resolve_columns`); and an output that would
+overwrite them (`refuse_output_over_inputs`)."""
 
 import logging
 import os
@@ -9,7 +10,8 @@ import datasets
 
 from ..data.folders import load_text_folder
 from ..data.inversion import join_parts
-from ..data.loading import load_splits
+from ..data.layouts import TEXT_FILES, folder_layout
+from ..data.loading import dataset_fingerprint, load_splits
 from ..outputs import file_digest
 from .writing import reserved_columns
 
@@ -31,8 +33,8 @@ def refuse_output_over_inputs(output, dataset):
 def load_documents(source):
     """The input rows and a digest of the input: a `datasets.Dataset` as given; a folder of `.txt` files (digest:
     its files' names and bytes, the fingerprint `load_text_folder` gave the rows, so the files are hashed once); a
-    csv/jsonl/parquet file (digest: its bytes); a Hub dataset (digest: its id and `datasets`' fingerprint), every
-    split in order."""
+    csv/jsonl/parquet file (digest: its bytes); a folder `save_to_disk` wrote or of data files (`layouts`; digest: its
+    files' names and bytes); a Hub dataset (digest: its id and `datasets`' fingerprint); every split in order."""
     if isinstance(source, datasets.Dataset):
         if source._indices is not None:  # a split or a selection: rows read through an index table, which `datasets`
             source = source.flatten_indices()  # cannot gather once no column is left (IndexError in `fast_gather`)
@@ -42,7 +44,7 @@ def load_documents(source):
                         f"{type(source).__name__}.")
     source = os.fspath(source)
     path = os.path.expanduser(source)
-    if os.path.isdir(path):
+    if os.path.isdir(path) and folder_layout(path, labelled=False).kind == TEXT_FILES:
         documents = load_text_folder(path)
         return documents, f"folder:{documents._fingerprint}"
     raw = load_splits(source)
@@ -51,6 +53,8 @@ def load_documents(source):
     documents = datasets.concatenate_datasets(list(raw.values())) if len(raw) > 1 else next(iter(raw.values()))
     if os.path.isfile(path):
         return documents, f"file:{file_digest(path)}"
+    if os.path.isdir(path):  # a folder `save_to_disk` wrote, or of data files: its files' names and bytes
+        return documents, f"folder:{dataset_fingerprint(path)}"
     return documents, f"hub:{source}:{documents._fingerprint}"
 
 

@@ -131,7 +131,7 @@ class Reader:
                 document["tokens"] = len(tokens)
                 document["chunks"] = self._chunks(tokens)
                 document["cut"] = self.plan.is_cut(tokens)
-                read = tokens[: self.plan.content] if document["cut"] and self.settings.long == "truncate" else tokens
+                read = self.plan.kept(tokens, self.settings.truncation_side) if self.truncates else tokens
                 document["text_ids"], document["text_ids_read"] = self._text_ids(tokens), self._text_ids(read)
         return documents + empty
 
@@ -141,12 +141,19 @@ class Reader:
         pad = self.tokenizer.pad_token_id
         return len(ids) - (ids.count(pad) if pad is not None else 0)
 
+    @property
+    def truncates(self):
+        """Whether a document longer than the model reads is cut (`long="truncate"`), not read in chunks."""
+        return self.settings.long == "truncate"
+
     def coverage(self, document):
         """How much of a prepared document (`documents`'s) the model read: its text's ids (special tokens and a
-        layout's [PAD] fill excluded), how many of them were read, whether it was cut, and the chunks it was read in
-        (1 unless `long="chunks"`)."""
-        return {"document_ids": document["text_ids"], "ids_read": document["text_ids_read"],
-                "cut": document["cut"] and self.settings.long == "truncate", "chunks": len(document["chunks"])}
+        layout's [PAD] fill excluded), how many of them were read, whether it was cut, which part was read (`all`, or
+        a cut document's `start` or `end`), and the chunks it was read in (1 unless `long="chunks"`)."""
+        cut = document["cut"] and self.truncates
+        part = ("start" if self.settings.truncation_side == "right" else "end") if cut else "all"
+        return {"document_ids": document["text_ids"], "ids_read": document["text_ids_read"], "cut": cut,
+                "part_read": part, "chunks": len(document["chunks"])}
 
     def batches(self, documents):
         """`documents` (`documents`'s, of one window or of several requests) grouped by length into batches of
@@ -159,8 +166,11 @@ class Reader:
 
     def _chunks(self, tokens):
         """The id sequences the model reads for one document (the long-document pipeline's chunks; one with
-        `long="truncate"`: the document cut at the reading length, as `truncation=True` cuts it)."""
-        return self.plan.truncated(tokens) if self.settings.long == "truncate" else self.plan.chunks(tokens)
+        `long="truncate"`: the document cut at the reading length, as `truncation=True` cuts it, on the settings'
+        `truncation_side`)."""
+        if self.truncates:
+            return self.plan.truncated(tokens, self.settings.truncation_side)
+        return self.plan.chunks(tokens)
 
     def predict(self, batch):
         """`[row, prediction]` for each document of `batch`."""
@@ -178,7 +188,7 @@ class Reader:
             prediction = self._prediction(row_scores)
             if self.settings.raw_scores:  # the logits too, in label order (a server's `raw_scores`)
                 prediction["logits"] = logits[number].float().tolist()
-            prediction["cut"] = document["cut"] and self.settings.long == "truncate"
+            prediction["cut"] = document["cut"] and self.truncates
             if self.settings.long == "chunks":
                 prediction["chunks"] = len(document["chunks"])
             if self.settings.explain is not None:

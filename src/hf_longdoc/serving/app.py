@@ -1,5 +1,11 @@
 """The FastAPI app behind `hf-longdoc serve`: the endpoints, the limits, the API key and the metrics.
 
+`/predict` follows text embeddings inference (TEI, huggingface/text-embeddings-inference: `docs/openapi.json` and
+`router/src/http/`) wherever TEI defines the behaviour, so its clients (`huggingface_hub.InferenceClient`, SageMaker,
+probes, dashboards) work unchanged: its routes (`POST /`, `/invocations`; `GET /health`, `/ping`), its request
+fields (others ignored), its `/info` fields, metric names, `x-*` headers and error types. The choices where TEI and
+this package differ are in docs/models.md ("serve").
+
 FastAPI and pydantic parse and validate the requests, `prometheus-client` keeps the metrics, and every error is JSON
 with a message naming the field or the limit (TEI's `{"error", "error_type"}`), never a traceback.
 """
@@ -15,10 +21,12 @@ import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
 
+import torch
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import Metric
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
@@ -29,14 +37,15 @@ from ..predicting.model import Reader, choose_device, load_model, no_text_reason
 from ..reading import decision_threshold, is_multi_label, saved_reading_length
 from ..saved_models import saved_config
 from ..threads import reading_workers
-from .batching import Batcher, Overloaded, Unavailable
+from .batching import TOKENIZING_THREADS, Batcher, Overloaded, Reading, Unavailable
 from .schemas import ClassifyRequest, PredictRequest
-from .settings import ServeSettings
+from .settings import PAGE_PATH, ServeSettings
 
 logger = logging.getLogger(__name__)
 VERSION = importlib.metadata.version("hf_longdoc")
 PAGE = os.path.join(os.path.dirname(__file__), "page.html")
-OPEN_PATHS = ("/", "/health", "/metrics", "/info")  # probes, scraping and the page need no key
+OPEN_PATHS = ("/", "/health", "/ping", "/metrics", "/info", PAGE_PATH)  # GET: probes, scraping, the page need no key
+PREDICT_PATHS = ("/predict", "/", "/invocations")  # TEI's routes to predict, for a classifier
 BODY_SLACK = 64 * 1024  # bytes of JSON around the documents themselves
 # a character as JSON may send it: `\\uXXXX`, as Python's json.dumps and JavaScript's escapes write a character of the
 # BMP (one outside it, an emoji, is two such escapes: 12 bytes)
@@ -46,7 +55,9 @@ JSON_TYPE = re.compile(r"^application/(?:[\w.+-]+\+)?json\s*(?:;|$)", re.I)
 
 
 class Metrics:
-    """The server's Prometheus metrics, in a registry of its own (one per app)."""
+    """The server's Prometheus metrics, in a registry of its own (one per app): this package's (`hf_longdoc_*`, as
+    documented) and TEI's series under TEI's names (`te_*`: `router/src/http/server.rs`, `router/src/lib.rs`,
+    `core/src/queue.rs`), so a TEI dashboard finds them."""
 
     def __init__(self):
         self.registry = CollectorRegistry()
@@ -59,10 +70,71 @@ class Metrics:
         self.batch_documents = Histogram("hf_longdoc_batch_documents", "Documents read together across clients",
                                          registry=self.registry, buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
         self.input_ids = Counter("hf_longdoc_input_ids", "Input ids read by the model", registry=self.registry)
+        self.tei = TeiCounters()
+        self.registry.register(self.tei)
+        durations = tuple(0.00001 * 1.5 ** power for power in range(1, 36))  # TEI's buckets: 35, geometric
+        self.tei_durations = {part: Histogram(f"te_request{part}_duration", f"TEI's te_request{part}_duration",
+                                              registry=self.registry, buckets=durations)
+                              for part in ("", "_tokenization", "_queue", "_inference")}
+        self.tei_input_length = Histogram("te_request_input_length", "TEI's te_request_input_length: ids an input "
+                                          "is read in", registry=self.registry,
+                                          buckets=tuple(2.0 ** power for power in range(21)))
+        self.tei_batch_size = Histogram("te_batch_next_size", "TEI's te_batch_next_size: inputs read together",
+                                        registry=self.registry, buckets=tuple(2.0 ** power for power in range(13)))
+        self.tei_batch_tokens = Histogram("te_batch_next_tokens", "TEI's te_batch_next_tokens: ids read together",
+                                          registry=self.registry, buckets=tuple(2.0 ** power for power in range(21)))
+        self.tei_queue_size = Gauge("te_queue_size", "TEI's te_queue_size: requests waiting to be read",
+                                    registry=self.registry)
+
+    def batch_read(self, documents, ids):
+        self.batch_documents.observe(documents)
+        self.input_ids.inc(ids)
+        self.tei_batch_size.observe(documents)
+        self.tei_batch_tokens.observe(ids)
+
+    def request_done(self, started, timing, lengths):
+        """A request answered: TEI's durations and input lengths."""
+        self.tei_durations[""].observe(time.perf_counter() - started)
+        self.tei_durations["_tokenization"].observe(timing.tokenization)
+        self.tei_durations["_queue"].observe(timing.queue)
+        self.tei_durations["_inference"].observe(timing.inference)
+        for length in lengths:
+            self.tei_input_length.observe(length)
 
 
-def error(status, message, kind, headers=None):
+class TeiCounters:
+    """TEI's counters under TEI's names: `te_request_count` and `te_request_success` by `method` (single, batch),
+    `te_request_failure` by `err` (validation, batch_size, overloaded, tokenization, inference). prometheus-client
+    writes a `Counter` as `NAME_total`; these keep TEI's names, exposed untyped (PromQL's `rate()` reads them as it
+    reads a counter)."""
+
+    NAMES = {"te_request_count": "method", "te_request_success": "method", "te_request_failure": "err"}
+
+    def __init__(self):
+        self.counts = {name: {} for name in self.NAMES}
+
+    def inc(self, name, label):
+        self.counts[name][label] = self.counts[name].get(label, 0) + 1
+
+    def collect(self):
+        for name, label_name in self.NAMES.items():
+            metric = Metric(name, f"TEI's {name}", "unknown")
+            for label, count in sorted(self.counts[name].items()):
+                metric.add_sample(name, {label_name: label}, count)
+            yield metric
+
+
+def error(status, message, kind="Validation", headers=None):
+    """An error in TEI's shape; `kind`: TEI's `ErrorType` (`schemas.ErrorType`), spelled as TEI sends it."""
     return JSONResponse({"error": message, "error_type": kind}, status_code=status, headers=headers)
+
+
+class Refused(Exception):
+    """A request refused once its documents are tokenized: `response`, and TEI's failure label (`err`)."""
+
+    def __init__(self, response, failure="validation"):
+        super().__init__(failure)
+        self.response, self.failure = response, failure
 
 
 class Service:
@@ -93,48 +165,81 @@ class Service:
                          + BODY_SLACK)
         self.model_name = settings.served_model_name or card_model_id(model_dir) or folder_name(model_dir)
         self.host_names = None if settings.allowed_hosts is None else settings.host_names()
+        self.compute_type = "cpu" if self.model.device.type == "cpu" else "gpu"
+        self.ignored = set()
 
-    def reader_for(self, explain):
-        if explain not in self.readers:
-            settings = self.reading if explain is None else replace(self.reading, explain=explain)
-            self.readers[explain] = Reader(self.model, self.tokenizer, settings, self.threshold)
-        return self.readers[explain]
+    def reader_for(self, reading):
+        """The `predicting.Reader` of a `batching.Reading`, made once."""
+        if reading not in self.readers:
+            settings = replace(self.reading, explain=reading.explain, truncation_side=reading.side)
+            self.readers[reading] = Reader(self.model, self.tokenizer, settings, self.threshold)
+        return self.readers[reading]
+
+    @property
+    def max_input_length(self):
+        """TEI's `max_input_length`: the ids (special tokens included) a document is read in at once; under `--long
+        truncate`, a longer one is cut (or refused with `truncate: false`); under `--long chunks` it is read in
+        chunks of this length."""
+        return saved_reading_length(self.config, self.tokenizer)
 
     def info(self):
+        """TEI's `Info` (`router/src/lib.rs`), then this package's own fields."""
         settings = self.settings
-        return {
-            "model_id": self.model_name, "model_type": self.config.model_type,
-            "model_dtype": str(self.model.dtype).replace("torch.", ""), "labels": self.labels,
-            "multi_label": is_multi_label(self.config), "threshold": self.threshold,
-            "reading_length": saved_reading_length(self.config, self.tokenizer), "long": settings.long,
+        tei = {
+            "model_id": self.model_name, "model_sha": None,
+            "model_dtype": str(self.model.dtype).replace("torch.", ""), "served_model_name": self.model_name,
+            "model_type": {"classifier": {"id2label": {str(index): label for index, label in enumerate(self.labels)},
+                                          "label2id": {label: index for index, label in enumerate(self.labels)}}},
+            "max_concurrent_requests": settings.max_concurrent_requests, "max_input_length": self.max_input_length,
+            "max_batch_tokens": settings.max_batch_tokens, "max_batch_requests": settings.batch_size,
+            "max_client_batch_size": settings.max_client_batch_size, "auto_truncate": True,
+            "tokenization_workers": TOKENIZING_THREADS, "version": VERSION, "sha": None, "docker_label": None,
+        }
+        return tei | {
+            "family": self.config.model_type, "labels": self.labels, "multi_label": is_multi_label(self.config),
+            "threshold": self.threshold, "reading_length": self.max_input_length, "long": settings.long,
             "stride": settings.stride, "aggregation": settings.aggregation,
             "explainable": self.explain_refusal is None, "explain_refusal": self.explain_refusal,
-            "max_batch_tokens": settings.max_batch_tokens, "max_client_batch_size": settings.max_client_batch_size,
-            "max_concurrent_requests": settings.max_concurrent_requests, "max_input_chars": settings.max_input_chars,
-            "max_explain": settings.max_explain, "api_key_required": self.key is not None, "version": VERSION,
+            "max_input_chars": settings.max_input_chars, "max_explain": settings.max_explain,
+            "api_key_required": self.key is not None, "page": PAGE_PATH,
         }
 
     def check_documents(self, texts):
-        """A 413 or 422 response for documents this server will not read (too many, too long, without text), else
-        None."""
+        """(a 400 or 422 response, TEI's failure label) for documents this server will not read (too many, too long,
+        without text), else None. TEI's statuses, types and wording: a batch over the limit and a document over
+        `--max-input-chars` are 422 Validation, an empty document 400 Empty."""
         limit = self.settings.max_client_batch_size
         if len(texts) > limit:
-            return error(413, f"`inputs` holds {len(texts)} documents; this server takes at most {limit} a request "
-                              "(--max-client-batch-size): send them in several requests.", "payload_too_large")
+            return error(422, f"batch size {len(texts)} > maximum allowed batch size {limit} (--max-client-batch-size):"
+                              " send the documents in several requests."), "batch_size"
         if not texts:
-            return error(422, "`inputs` is an empty list; send at least one document.", "validation")
+            return error(422, "`inputs` is an empty list; send at least one document."), "validation"
         for index, text in enumerate(texts):
             if surrogate := SURROGATE.search(text):
                 return error(422, f"`inputs[{index}]` holds an unpaired surrogate (U+{ord(surrogate.group()):04X}) at "
                                   f"character {surrogate.start()}, which is not Unicode text; send valid Unicode (a "
-                                  "character outside the BMP as its pair of escapes, or as UTF-8).", "validation")
+                                  "character outside the BMP as its pair of escapes, or as UTF-8)."), "validation"
             if len(text) > self.settings.max_input_chars:
-                return error(413, f"`inputs[{index}]` has {len(text)} characters; this server reads at most "
-                                  f"{self.settings.max_input_chars} a document (--max-input-chars).",
-                             "payload_too_large")
+                return error(422, f"`inputs[{index}]` must have less than {self.settings.max_input_chars} characters "
+                                  f"(--max-input-chars). Given: {len(text)}"), "validation"
+            if not text:
+                return error(400, f"`inputs[{index}]` cannot be empty", "Empty"), "validation"
             if reason := no_text_reason(text):
-                return error(422, f"`inputs[{index}]` {reason}: there is nothing to classify.", "validation")
+                return error(400, f"`inputs[{index}]` {reason}: there is nothing to classify.", "Empty"), "validation"
         return None
+
+    def refuse_cut(self, reader, documents):
+        """TEI's 422 for a document longer than the server reads, when the request says `truncate: false` and the
+        server would cut it (`--long truncate`)."""
+        if not reader.truncates:
+            return
+        for index, document in enumerate(documents):
+            if document.get("cut"):
+                given = document["tokens"] + len(reader.plan.prefix) + len(reader.plan.suffix)
+                raise Refused(error(422, f"`inputs[{index}]` must have less than {self.max_input_length} tokens. "
+                                         f"Given: {given} (`truncate: false`, and this server reads a document's first "
+                                         "or last ids: send `truncate: true`, or serve with --long chunks to read all "
+                                         "of it)."), "tokenization")
 
     def serves_host(self, headers):
         """Whether the request's `Host` is one this server answers (`ServeSettings.host_names`; always, when the app
@@ -150,6 +255,26 @@ class Service:
             return False
         return self.settings.on_every_interface  # an address, never a name: DNS rebinding cannot send it
 
+    def note_ignored(self, request):
+        """Log, once per name, a `/predict` field (or `parameters` entry) this server ignores, as TEI ignores it."""
+        fields = [f"`{name}`" for name in request.model_extra or {}]
+        if request.parameters is not None:
+            fields += [f"`parameters.{name}`" for name in request.parameters.model_extra or {}]
+        for name in fields:
+            if name not in self.ignored:
+                self.ignored.add(name)
+                logger.info("/predict ignores the field %s, as text embeddings inference does (logged once).", name)
+
+    def compute_headers(self, started, texts, documents, timing):
+        """TEI's response headers (`router/src/lib.rs`, `ResponseMetadata`): characters and ids read, and the
+        milliseconds spent in all, tokenizing, queued and reading."""
+        total = str(int((time.perf_counter() - started) * 1000))
+        return {"x-compute-type": self.compute_type, "x-compute-time": total, "x-total-time": total,
+                "x-compute-characters": str(sum(len(text) for text in texts)),
+                "x-compute-tokens": str(sum(document_ids(document) for document in documents)),
+                "x-tokenization-time": str(int(timing.tokenization * 1000)),
+                "x-queue-time": str(int(timing.queue * 1000)), "x-inference-time": str(int(timing.inference * 1000))}
+
     def body_limit_message(self, size):
         settings = self.settings
         return (f"The request body {size} more than {self.max_body} bytes, the most this server reads: "
@@ -158,8 +283,8 @@ class Service:
                 "\\u escape). Send fewer documents a request; a text of many characters outside the BMP (emoji) "
                 "takes 12 bytes each as escapes: send the body as UTF-8 (json.dumps(..., ensure_ascii=False)).")
 
-    def authorized(self, path, headers):
-        if self.key is None or path in OPEN_PATHS:
+    def authorized(self, method, path, headers):
+        if self.key is None or (method in ("GET", "HEAD") and path in OPEN_PATHS):
             return True
         sent = headers.get("x-api-key") or ""
         bearer = headers.get("authorization", "")
@@ -174,8 +299,8 @@ class Guard:
     bytes received (with or without `Content-Length`; the body is read here, never past the limit, and handed on),
     its content type, and the metrics. A request cut by `--shutdown-timeout` is answered 503."""
 
-    ENDPOINTS = ("/", "/health", "/info", "/metrics", "/predict", "/classify")
-    BODIES = ("/predict", "/classify")
+    ENDPOINTS = ("/", "/health", "/ping", "/info", "/metrics", "/predict", "/invocations", "/classify", PAGE_PATH)
+    BODIES = (*PREDICT_PATHS, "/classify")
 
     def __init__(self, app, service):
         self.app, self.service = app, service
@@ -209,12 +334,12 @@ class Guard:
                 logger.warning("%s %s was cut by the shutdown (--shutdown-timeout): answered 503.",
                                scope.get("method"), path)
                 await error(503, "The server is shutting down and --shutdown-timeout passed before this request was "
-                                 "answered; send it again (to another replica).", "unhealthy")(scope, receive, recorded)
+                                 "answered; send it again (to another replica).", "Unhealthy")(scope, receive, recorded)
             except Exception:  # a bug, not the client's: logged here, a message without the traceback there
                 logger.exception("%s %s failed.", scope.get("method"), path)
                 if not status:
                     await error(500, "The server failed to read this request; its log says why.",
-                                "backend")(scope, receive, recorded)
+                                "Backend")(scope, receive, recorded)
         endpoint = path if path in self.ENDPOINTS else "other"
         service.metrics.requests.labels(endpoint, str(status[0] if status else 500)).inc()
         service.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
@@ -226,19 +351,19 @@ class Guard:
             return (400, f"The Host {headers.get('host', '')!r} is not one this server answers (it answers "
                          f"{', '.join(sorted(service.host_names))}), so a web page cannot reach it by DNS rebinding; "
                          "start it with --allowed-hosts NAME to add a name ('*': any, behind a proxy that checks "
-                         "hosts).", "validation")
-        if not service.authorized(path, headers):
+                         "hosts).", "Validation")
+        if not service.authorized(scope["method"], path, headers):
             return (401, "A missing or wrong API key: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`.",
-                    "unauthorized")
+                    "Validation")
         if scope["method"] != "POST" or path not in self.BODIES:
             return None
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > service.max_body:
-            return 413, service.body_limit_message(f"has {length} bytes,"), "payload_too_large"
+            return 413, service.body_limit_message(f"has {length} bytes,"), "Validation"
         if not JSON_TYPE.match(headers.get("content-type", "")):
             sent = f"as {headers['content-type']!r}" if headers.get("content-type") else "without a content type"
             return (415, f"The body is sent {sent}; send it as JSON with `Content-Type: application/json` (curl: -H "
-                         "'Content-Type: application/json').", "validation")
+                         "'Content-Type: application/json').", "Validation")
         return None
 
     async def read_body(self, receive):
@@ -252,7 +377,7 @@ class Guard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.service.max_body:
-                return None, (413, self.service.body_limit_message("passed"), "payload_too_large")
+                return None, (413, self.service.body_limit_message("passed"), "Validation")
             if not message.get("more_body", False):
                 return b"".join(chunks), None
 
@@ -340,7 +465,9 @@ def build_app(model_dir, settings=None, **keywords):
                 continue
             where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body") or "the body"
             problems.append(f"`{where}`: {problem.get('msg', 'invalid')}")
-        return error(422, "; ".join(problems) or "The request is not valid JSON.", "validation")
+        if endpoint_path(request.scope) in PREDICT_PATHS:
+            service.metrics.tei.inc("te_request_failure", "validation")
+        return error(422, "; ".join(problems) or "The request is not valid JSON.")
 
     @app.exception_handler(HTTPException)
     async def routing(request, exc):
@@ -349,65 +476,79 @@ def build_app(model_dir, settings=None, **keywords):
         if exc.status_code == 400 and exc.__cause__ is not None:
             cause = exc.__cause__
             why = "it nests too deeply" if isinstance(cause, RecursionError) else f"{type(cause).__name__}: {cause}"
-            return error(422, f"The body is not valid UTF-8 JSON ({why}).", "validation")
+            return error(422, f"The body is not valid UTF-8 JSON ({why}).")
         if exc.status_code == 404:
             return error(404, f"There is no endpoint {endpoint_path(request.scope)}; the endpoints are "
-                              f"{', '.join(Guard.ENDPOINTS)}.", "validation", exc.headers)
+                              f"{', '.join(Guard.ENDPOINTS)}.", headers=exc.headers)
         if exc.status_code == 405:
             allowed = Headers(exc.headers or {}).get("allow", "another method")
             return error(405, f"{endpoint_path(request.scope)} does not take {request.method}; it takes {allowed}.",
-                         "validation", exc.headers)
-        return error(exc.status_code, str(exc.detail), "validation", exc.headers)
+                         headers=exc.headers)
+        return error(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(Overloaded)
     async def overloaded(request, exc):
-        return error(429, str(exc), "overloaded")
+        if endpoint_path(request.scope) in PREDICT_PATHS:
+            service.metrics.tei.inc("te_request_failure", "overloaded")
+        return error(429, str(exc), "Overloaded")
 
     @app.exception_handler(Unavailable)
     async def unavailable(request, exc):
-        return error(503, str(exc), "unhealthy")
+        return error(503, str(exc), "Unhealthy")
 
-    @app.post("/predict")
+    @app.exception_handler(Refused)
+    async def refused(request, exc):
+        if endpoint_path(request.scope) in PREDICT_PATHS:
+            service.metrics.tei.inc("te_request_failure", exc.failure)
+        return exc.response
+
     async def predict(request: PredictRequest):
-        """Text embeddings inference's `/predict`: per document, every class with its score, best first."""
-        single = isinstance(request.inputs, str)
-        texts = [request.inputs] if single else []
-        for index, item in enumerate([] if single else request.inputs):
-            if isinstance(item, list) and not item:
-                return error(422, f"`inputs[{index}]` is an empty list; send [\"document\"] or the document itself.",
-                             "validation")
-            if isinstance(item, list) and len(item) != 1:
-                return error(422, f"`inputs[{index}]` is a sequence pair; these models read one document each: send "
-                                  "[[\"document\"], ...] or a list of documents.", "validation")
-            texts.append(item[0] if isinstance(item, list) else item)
-        if (refused := service.check_documents(texts)) is not None:
-            return refused
-        predictions, _ = await service.batcher.submit(texts)
+        """Text embeddings inference's `/predict` (also `POST /` and `/invocations`, as TEI routes them for a
+        classifier): per document, every class with its score, best first; `parameters` (InferenceClient's) read for
+        `top_k` and `function_to_apply`."""
+        started, single = time.perf_counter(), isinstance(request.inputs, str)
+        service.metrics.tei.inc("te_request_count", "single" if single else "batch")
+        service.note_ignored(request)
+        texts, function, top_k = predict_arguments(request)
+        if (refusal := service.check_documents(texts)) is not None:
+            raise Refused(*refusal)
+        reading = Reading(side=side_of(request.truncation_direction))
+        check = service.refuse_cut if request.truncate is False else None
+        predictions, documents, timing = await service.batcher.submit(texts, reading, check)
         answers = []
         for prediction in predictions:
-            if request.raw_scores:
-                scores = dict(zip(service.labels, prediction["logits"]))
-            else:
-                scores = prediction["scores"]
-            answers.append([{"label": label, "score": score}
-                            for label, score in sorted(scores.items(), key=lambda item: -item[1])])
-        return JSONResponse(answers[0] if single else answers)
+            scores = dict(zip(service.labels, apply_function(prediction, function)))
+            ranked = sorted(scores.items(), key=lambda item: -item[1])[:top_k]
+            answers.append([{"label": label, "score": score} for label, score in ranked])
+        service.metrics.tei.inc("te_request_success", "single" if single else "batch")
+        service.metrics.request_done(started, timing, [document_ids(document) for document in documents])
+        return JSONResponse(answers[0] if single else answers,
+                            headers=service.compute_headers(started, texts, documents, timing))
+
+    for path in PREDICT_PATHS:  # one handler; the OpenAPI page shows it once, at /predict
+        app.post(path, include_in_schema=path == "/predict", summary="Predict")(predict)
 
     @app.post("/classify")
     async def classify(request: ClassifyRequest):
-        """Per document: its label(s) and score(s), every class's score, how much of it was read, and with
-        `explain` the passages that weighed most (character offsets into the text as sent)."""
+        """Per document: its label(s) and score(s), every class's score, how much of it was read (and which part),
+        and with `explain` the passages that weighed most (character offsets into the text as sent)."""
+        started = time.perf_counter()
         texts = [request.inputs] if isinstance(request.inputs, str) else list(request.inputs)
-        if (refused := service.check_documents(texts)) is not None:
-            return refused
+        if (refusal := service.check_documents(texts)) is not None:
+            return refusal[0]
+        reading = Reading(request.explain, side_of(request.truncation_direction))
         if request.explain is not None:
             if service.explain_refusal is not None:
-                return error(422, f"`explain`: {service.explain_refusal}; leave it out.", "validation")
+                return error(422, f"`explain`: {service.explain_refusal}; leave it out.")
             if request.explain > settings.max_explain:
                 return error(422, f"`explain` {request.explain} is more passages than this server returns "
-                                  f"(--max-explain {settings.max_explain}).", "validation")
-        predictions, documents = await service.batcher.submit(texts, request.explain)
-        reader = service.reader_for(request.explain)
+                                  f"(--max-explain {settings.max_explain}).")
+            if reading.side != "right":
+                return error(422, "`explain` weighs the passages of a document's start; it cannot be combined with "
+                                  "`truncation_direction: left`: drop one.")
+        check = service.refuse_cut if request.truncate is False else None
+        predictions, documents, timing = await service.batcher.submit(texts, reading, check)
+        reader = service.reader_for(reading)
         answers = []
         for prediction, document in zip(predictions, documents):
             scores = prediction["scores"]
@@ -418,13 +559,16 @@ def build_app(model_dir, settings=None, **keywords):
             if request.explain is not None:
                 answer["evidence"] = prediction["evidence"]
             answers.append(answer)
-        return JSONResponse(answers)
+        return JSONResponse(answers, headers=service.compute_headers(started, texts, documents, timing))
 
-    @app.get("/health")
     async def health():
-        """ok once the model is loaded and a request can be answered; 503 in TEI's shape when not (shutting down)."""
+        """TEI's health probe (`GET /health`, `/ping` and `/`): 200 with an empty body once the model is loaded and
+        a request can be answered; 503 in TEI's error shape when not (shutting down)."""
         service.batcher.start()  # mounted in another app: not started by a lifespan
-        return {"status": "ok"}
+        return Response(status_code=200)
+
+    for path in ("/health", "/ping", "/"):
+        app.get(path, include_in_schema=path == "/health", summary="Health")(health)
 
     @app.get("/info")
     async def info():
@@ -437,11 +581,56 @@ def build_app(model_dir, settings=None, **keywords):
     with open(PAGE, encoding="utf-8") as f:
         page_html = f.read()
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get(PAGE_PATH, response_class=HTMLResponse)
     async def page():
+        """A page to paste a document into: its label, scores, coverage and evidence."""
         return page_html
 
     return app
+
+
+def predict_arguments(request):
+    """(the documents, the function that turns logits into scores (None: the model's own), how many classes to
+    return (None: all)) of a `/predict` request; a `Refused` 422 for what these models cannot read."""
+    single = isinstance(request.inputs, str)
+    texts = [request.inputs] if single else []
+    for index, item in enumerate([] if single else request.inputs):
+        if isinstance(item, list) and not item:
+            raise Refused(error(422, f"`inputs[{index}]` is an empty list; send [\"document\"] or the document "
+                                     "itself."))
+        if isinstance(item, list) and len(item) != 1:
+            raise Refused(error(422, f"`inputs[{index}]` is a sequence pair; these models read one document each: "
+                                     "send [[\"document\"], ...] or a list of documents."))
+        texts.append(item[0] if isinstance(item, list) else item)
+    parameters = request.parameters
+    function = parameters.function_to_apply.lower() if parameters and parameters.function_to_apply else None
+    if request.raw_scores:
+        if function not in (None, "none"):
+            raise Refused(error(422, f"`raw_scores: true` asks for the logits and `parameters.function_to_apply` "
+                                     f"for {function}: drop one."))
+        function = "none"
+    return texts, function, parameters.top_k if parameters else None
+
+
+def apply_function(prediction, function):
+    """A prediction's scores in label order: the model's own (softmax, or sigmoid for a multi-label model), or
+    `function` (`softmax`, `sigmoid`, `none`: the logits) applied to its logits."""
+    if function is None:
+        return list(prediction["scores"].values())
+    logits = torch.tensor(prediction["logits"])
+    if function == "none":
+        return prediction["logits"]
+    return (logits.softmax(-1) if function == "softmax" else logits.sigmoid()).tolist()
+
+
+def side_of(direction):
+    """`PredictSettings.truncation_side` of TEI's `truncation_direction`: `right` cuts the end (reads the start)."""
+    return direction.lower()
+
+
+def document_ids(document):
+    """The ids a prepared document is read in (its chunks', special tokens included)."""
+    return sum(len(chunk) for chunk in document.get("chunks", ()))
 
 
 __all__ = ["build_app"]

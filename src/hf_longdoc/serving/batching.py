@@ -6,14 +6,17 @@ thread (on the CPU one per core, each on one intra-op thread, as `predict` reads
 is free, the queued requests in arrival order while their documents fit one batch (`batch_size` documents and
 `max_batch_tokens` ids; a request alone may exceed both), and reads them with `Reader.batches` and `Reader.predict`.
 So while one thread reads, the requests it answered are sent again and queue for the next free thread: the model is
-never idle while requests wait. Requests that ask for evidence (`explain`) are read with a reader that explains,
-never in a batch with others. There is no timer: a lone request is read at once, a busy server batches more.
+never idle while requests wait. Requests read another way (evidence, `explain`; a document's end,
+`truncation_direction: "left"`) are read with a reader of their own, never in a batch with others. There is no
+timer: a lone request is read at once, a busy server batches more. Each answer says how long its request spent being
+tokenized, queued and read (TEI's `x-*-time` headers).
 """
 
 import asyncio
 import contextlib
 import itertools
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,22 +37,42 @@ class Unavailable(Exception):
     """The server is stopping: nothing more is read (503)."""
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How a request's documents are read: with `explain` passages of evidence (None: none), and the `side` a cut
+    document is read from (`PredictSettings.truncation_side`). Requests read the same way are batched together."""
+
+    explain: int | None = None
+    side: str = "right"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds a request spent being tokenized, waiting for a reading thread, and being read (with the requests it
+    was batched with)."""
+
+    tokenization: float
+    queue: float
+    inference: float
+
+
 @dataclass(eq=False)
 class Job:
-    """One request's documents, read together with others of the same `explain`."""
+    """One request's documents, read together with others read the same way."""
 
     documents: list
-    explain: int | None
+    reading: Reading
     future: asyncio.Future
     ids: int = field(init=False)
+    queued: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
         self.ids = sum(len(chunk) for document in self.documents for chunk in document["chunks"])
 
 
 class Batcher:
-    """Queues requests and reads them in batches across clients (see the module docstring). `reader_for(explain)`
-    gives the `predicting.Reader` for an `explain` (None: none); `metrics` records the queue and the batches."""
+    """Queues requests and reads them in batches across clients (see the module docstring). `reader_for(reading)`
+    gives the `predicting.Reader` of a `Reading`; `metrics` records the queue and the batches."""
 
     def __init__(self, reader_for, max_batch_tokens, max_requests, workers, metrics, batch_size):
         self.reader_for, self.max_batch_tokens, self.max_requests = reader_for, max_batch_tokens, max_requests
@@ -96,9 +119,10 @@ class Batcher:
             pool.shutdown(wait=True)
         self.threads.close()
 
-    async def submit(self, texts, explain=None):
-        """The predictions of `texts` (`Reader.predict`'s, in order) and their prepared documents; `Overloaded`
-        when the queue is full."""
+    async def submit(self, texts, reading=Reading(), check=None):
+        """The predictions of `texts` (`Reader.predict`'s, in order), their prepared documents and the request's
+        `Timing`; `Overloaded` when the queue is full. `check(reader, documents)`, once they are tokenized, may raise to
+        refuse them before they queue."""
         self.start()
         if self.in_flight >= self.max_requests:
             raise Overloaded(f"{self.in_flight} requests are queued or being read, the most this server takes "
@@ -107,27 +131,32 @@ class Batcher:
         self.metrics.queue_depth.set(self.in_flight)
         try:
             loop = asyncio.get_running_loop()
-            reader = self.reader_for(explain)
+            reader = self.reader_for(reading)
             start = next(self.rows)
             for _ in range(len(texts) - 1):
                 next(self.rows)
+            tokenizing = time.perf_counter()
             documents = await loop.run_in_executor(self.tokenizing, reader.documents, start, texts)
-            job = Job(documents, explain, loop.create_future())
+            if check is not None:
+                check(reader, documents)
+            job = Job(documents, reading, loop.create_future())
             self.waiting.append(job)
+            self.metrics.tei_queue_size.set(len(self.waiting))
             self.ready.set()
-            predictions = await job.future
-            return [predictions[document["row"]] for document in documents], documents
+            predictions, started, ended = await job.future
+            timing = Timing(job.queued - tokenizing, started - job.queued, ended - started)
+            return [predictions[document["row"]] for document in documents], documents, timing
         finally:
             self.in_flight -= 1
             self.metrics.queue_depth.set(self.in_flight)
 
     def take(self):
-        """The next jobs to read together: the oldest, and the later ones of the same `explain` while their documents
+        """The next jobs to read together: the oldest, and the later ones read the same way while their documents
         fit one batch (`batch_size` documents, `max_batch_tokens` ids)."""
         first = self.waiting[0]
         chosen, ids, documents = [], 0, 0
         for job in self.waiting:
-            if job.explain != first.explain:
+            if job.reading != first.reading:
                 continue
             if chosen and (ids + job.ids > self.max_batch_tokens or documents + len(job.documents) > self.batch_size):
                 break
@@ -136,6 +165,7 @@ class Batcher:
             documents += len(job.documents)
         for job in chosen:
             self.waiting.remove(job)
+        self.metrics.tei_queue_size.set(len(self.waiting))
         return chosen
 
     async def run(self):
@@ -152,6 +182,7 @@ class Batcher:
             asyncio.get_running_loop().create_task(self.answer(self.take()))
 
     async def answer(self, jobs):
+        started = time.perf_counter()
         try:
             predictions = await asyncio.get_running_loop().run_in_executor(self.reading, self.read, jobs)
         except Exception as error:  # the model failed: every request of the batch gets a 500 naming the error
@@ -164,16 +195,15 @@ class Batcher:
             self.free.release()
         for job in jobs:
             if not job.future.done():  # a client that hung up cancelled its future
-                job.future.set_result(predictions)
+                job.future.set_result((predictions, started, time.perf_counter()))
 
     def read(self, jobs):
         """`{row: prediction}` of every document of `jobs`, read as `predict` reads a window of rows."""
-        reader = self.reader_for(jobs[0].explain)
+        reader = self.reader_for(jobs[0].reading)
         documents = [document for job in jobs for document in job.documents]
-        self.metrics.batch_documents.observe(len(documents))
-        self.metrics.input_ids.inc(sum(job.ids for job in jobs))
+        self.metrics.batch_read(len(documents), sum(job.ids for job in jobs))
         with torch.inference_mode():
             return {row: prediction for batch in reader.batches(documents) for row, prediction in reader.predict(batch)}
 
 
-__all__ = ["Batcher", "Overloaded", "Unavailable"]
+__all__ = ["Batcher", "Overloaded", "Reading", "Timing", "Unavailable"]

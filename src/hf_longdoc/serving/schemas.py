@@ -1,26 +1,51 @@
 """The requests and answers of the server, validated by pydantic: `/predict` in text embeddings inference's shape
-(so a TEI client works unchanged), `/classify` in this package's richer one."""
+(TEI's `router/src/http/types.rs`, so a TEI client works unchanged), `/classify` in this package's richer one."""
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# TEI's `TruncationDirection` (serde aliases): "right" keeps a document's start, "left" its end
+TruncationDirection = Literal["right", "left", "Right", "Left"]
+# TEI's `ErrorType`, spelled as TEI sends it (its Rust variant names: no serde rename)
+ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
+
+
 
 class Strict(BaseModel):
-    """A request: an unknown field is refused (422), never ignored."""
+    """A request of this package's own: an unknown field is refused (422), never ignored."""
 
     model_config = ConfigDict(extra="forbid")
 
 
-class PredictRequest(Strict):
-    """TEI's `/predict` request. `inputs`: one document, a list of documents, or TEI's batch of one-string lists
-    (`[["a"], ["b"]]`); a sequence pair (`[["a", "b"]]`) is refused, since these models read one document. TEI reads a
-    flat list of exactly two strings as a pair; here every flat list is a batch of documents."""
+class Parameters(BaseModel):
+    """What `huggingface_hub.InferenceClient.text_classification` sends as `parameters` (the Inference API's task
+    parameters): `top_k`, the K best classes; `function_to_apply`, what turns the logits into scores (`none`: the
+    logits, as `raw_scores`). Other parameters are ignored, as TEI ignores the whole field."""
+
+    model_config = ConfigDict(extra="allow")
+
+    top_k: int | None = Field(default=None, ge=1)
+    function_to_apply: Literal["softmax", "sigmoid", "none", "SOFTMAX", "SIGMOID", "NONE"] | None = None
+
+
+class PredictRequest(BaseModel):
+    """TEI's `/predict` request; a field TEI does not know is ignored, as TEI ignores it (and logged once).
+
+    `inputs`: one document, a list of documents, or TEI's batch of one-string lists (`[["a"], ["b"]]`); a sequence
+    pair (`[["a", "b"]]`) is refused, since these models read one document. TEI reads a flat list of exactly two
+    strings as a pair and of one string as one input; here every flat list is a batch of documents.
+    `truncate`: False refuses (422) a document longer than the server reads under `--long truncate`, as TEI does; None
+    (or absent): the server's `auto_truncate`. `truncation_direction`: `right` reads a cut document's start, `left`
+    its end."""
+
+    model_config = ConfigDict(extra="allow")
 
     inputs: str | list[str] | list[list[str]]
     raw_scores: bool = False  # the logits instead of the probabilities
-    truncate: bool = False  # accepted as TEI does; how a long document is read is the server's `--long`
-    truncation_direction: Literal["right", "left", "Right", "Left"] = "right"
+    truncate: bool | None = None
+    truncation_direction: TruncationDirection = "right"
+    parameters: Parameters | None = None
 
 
 class Prediction(BaseModel):
@@ -29,21 +54,25 @@ class Prediction(BaseModel):
 
 
 class ClassifyRequest(Strict):
-    """`/classify`: one document or a list of them; `explain`: the K passages that weighed most in each decision."""
+    """`/classify`: one document or a list of them; `explain`: the K passages that weighed most in each decision;
+    `truncation_direction`, `truncate`: as `/predict`'s."""
 
     inputs: str | list[str]
     explain: int | None = Field(default=None, ge=1)
     top_k: int | None = Field(default=None, ge=1)
+    truncate: bool | None = None
+    truncation_direction: TruncationDirection = "right"
 
 
 class Coverage(BaseModel):
     """How much of the document the model read: its text's ids (special tokens and the [PAD] fill of a sentence
-    layout excluded), how many of them were read,
-    whether it was cut, and the chunks it was read in (1 unless the server reads `--long chunks`)."""
+    layout excluded), how many of them were read, whether it was cut, which part was read (`all`, or a cut
+    document's `start` or `end`), and the chunks it was read in (1 unless the server reads `--long chunks`)."""
 
     document_ids: int
     ids_read: int
     cut: bool
+    part_read: Literal["all", "start", "end"]
     chunks: int
 
 
@@ -69,8 +98,8 @@ class ErrorResponse(BaseModel):
     """Every error: a message naming the field or the limit, and TEI's error type."""
 
     error: str
-    error_type: Literal["validation", "overloaded", "unauthorized", "payload_too_large", "backend", "unhealthy"]
+    error_type: ErrorType
 
 
-__all__ = ["Classification", "ClassifyRequest", "Coverage", "ErrorResponse", "Passage", "PredictRequest",
-           "Prediction"]
+__all__ = ["Classification", "ClassifyRequest", "Coverage", "ErrorResponse", "Parameters", "Passage",
+           "PredictRequest", "Prediction"]

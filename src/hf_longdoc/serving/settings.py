@@ -16,6 +16,7 @@ AGGREGATIONS = ("mean", "max")
 PORT = NumberRule(integer=True, low=1, high=65535)
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
+PAGE_PATH = "/ui"  # the page's path: no route of text embeddings inference uses it (TEI's `GET /` is its health probe)
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,8 @@ class ContextualizerConfig(PretrainedConfig):
     r"""
     Configuration of a [`ContextualizerModel`]. The defaults build the small model of the paper's exploratory
     experiments (m = 128, K = 5) with a rank that trains on two CPU cores in minutes. The model has no maximum length:
-    the positional encoding (Eq. 1) is a softmax over however many positions a document has.
+    the positional encoding (Eq. 1) is a softmax over however many positions a document has (a saved model reads the
+    length it was trained at, `max_input_length`).
 
     Args:
         vocab_size (`int`, defaults to 8000):
@@ -56,6 +57,11 @@ class ContextualizerConfig(PretrainedConfig):
             `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
             None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
             `hf_longdoc.reading.DEFAULT_THRESHOLD`.
+        max_input_length (`int`, *optional*):
+            The most input ids the model reads of one input: a longer one is cut inside `forward` as the tokenizer's
+            `truncation=True` cuts it (its first ids and its closing special token), so that a `pipeline` called without
+            truncation reads what training read. `hf-longdoc train` sets it to the length it trained at (the saved
+            tokenizer's `model_max_length`). None (not set, or saved before the setting existed): any length.
     """
 
     model_type = "contextualizer"
@@ -78,6 +84,7 @@ class ContextualizerConfig(PretrainedConfig):
         random_context_seed=0,
         pad_token_id=0,
         multi_label_threshold=None,
+        max_input_length=None,
         **kwargs,
     ):
         for name, value in (
@@ -112,18 +119,23 @@ class ContextualizerConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.random_context_seed = random_context_seed
         kwargs["pad_token_id"] = pad_token_id
-        self._finish_init(multi_label_threshold, kwargs)
+        self._finish_init(multi_label_threshold, kwargs, max_input_length)
 
-    def _finish_init(self, multi_label_threshold, kwargs):
-        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
-        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
-        settings (`kwargs`), and `num_labels` checked."""
+    def _finish_init(self, multi_label_threshold, kwargs, max_input_length=None):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold and `max_input_length`
+        checked and kept, the Auto classes' `auto_map` (a saved model then loads with any Auto class, without
+        hf_longdoc), Transformers' own settings (`kwargs`), and `num_labels` checked."""
         if multi_label_threshold is not None and (
                 isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
                 or not 0 < multi_label_threshold < 1):
             raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
                              f"default; got {multi_label_threshold!r}.")
         self.multi_label_threshold = multi_label_threshold
+        if max_input_length is not None and (isinstance(max_input_length, bool) or not isinstance(max_input_length, int)
+                                             or max_input_length < 1):
+            raise ValueError(f"`max_input_length` must be a positive integer (the input ids the model reads of one "
+                             f"input), or None to read all that its positions hold; got {max_input_length!r}.")
+        self.max_input_length = max_input_length
         if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)

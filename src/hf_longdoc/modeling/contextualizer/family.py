@@ -48,8 +48,9 @@ class ContextualizerFamily(Family):
     )
     train_size = {"hidden_size": 128, "num_layers": 3, "num_heads": 1, "max_length": 4096}  # rank u = 2m = 256
     card_settings = ("hidden_size", "rank", "num_hidden_layers", "vocab_size", "default_context")
-    card_limits = ("The model has no maximum length, but the saved tokenizer truncates at `model_max_length` when "
-                   "called with `truncation=True`.")
+    card_limits = ("The architecture has no maximum length; the saved model reads the length it was trained at "
+                   "(`max_input_length` in config.json), cutting a longer input as the tokenizer's `truncation=True` "
+                   "does.")
     evidence_weight = EVIDENCE_WEIGHTS["contextualizer"]
 
     def evidence(self, model, outputs, input_ids, attention_mask):

@@ -169,19 +169,43 @@ def pad_for_downsampling(materials, material_mask, backbone_config):
 
 
 # Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.keep_what_the_model_reads
-def keep_what_the_model_reads(limit, unit, *tensors, log=None):
-    """Cut (b, n, ...) inputs to the first `limit` positions, with a warning (on `log`, default this module's logger),
-    when a document is longer than the model reads (a `pipeline` or a call without `truncation=True` passes the whole
-    text); None entries pass through."""
-    given = [tensor for tensor in tensors if tensor is not None]
-    if torch.compiler.is_compiling() or not given or given[0].dim() < 2 or given[0].shape[1] <= limit:
-        return tensors  # (malformed input fails in the model's checks; a traced graph reads what its tokenizer cut)
-    length = given[0].shape[1]
-    (log or logger).warning_once(f"The input has {length} {unit} but the model reads {limit}; reading the first "
-                                 f"{limit} and ignoring the rest. The tokenizer's truncation=True cuts it too but "
-                                 "keeps the closing special token, so its scores differ slightly: truncate with the "
-                                 "tokenizer to read as training did (and to silence this).")
-    return tuple(None if tensor is None else tensor[:, :limit] for tensor in tensors)
+def keep_what_the_model_reads(limit, trained, unit, attention_mask, *tensors, width=1, log=None):
+    """What the model reads of (b, n, ...) inputs, cut as the tokenizer's `truncation=True` cuts them: a row longer
+    than it reads keeps its first ids and its last `width` (the closing [SEP] or </s> a tokenizer adds; elementwise:
+    the closing material of `width` ids), `reads` in all, moved to the front of the row; the others are read whole.
+    It reads `limit` ids (what its positions hold; None: any number) or `trained`, the config's `max_input_length`
+    (the length it was trained to read; None: not recorded), whichever is fewer; a cut is logged once (on `log`,
+    default this module's logger). A `pipeline`, or a call without `truncation=True`, passes the whole text.
+
+    Returns (attention_mask, *tensors), each cut alike; None entries pass through, and so does everything when no
+    row is cut, in a traced graph (it reads what its tokenizer cut) and for malformed input (the model's checks
+    refuse it). `attention_mask` None: every id is real."""
+    reads = min([length for length in (limit, trained) if length is not None], default=None)
+    given = [tensor for tensor in (attention_mask, *tensors) if tensor is not None]
+    if (reads is None or torch.compiler.is_compiling() or not given or given[0].dim() < 2
+            or (attention_mask is not None and attention_mask.dim() != 2)
+            or any(tuple(tensor.shape[:2]) != tuple(given[0].shape[:2]) for tensor in given)
+            or given[0].shape[1] <= reads or given[0].shape[1] % width):
+        return (attention_mask, *tensors)
+    b, n = given[0].shape[:2]
+    kept = max(reads // width, 1)  # positions read
+    real = attention_mask.bool() if attention_mask is not None else given[0].new_ones((b, n), dtype=torch.bool)
+    real = real.view(b, n // width, width).any(dim=2)  # (b, p): a position is real when any of its ids is
+    rank = real.long().cumsum(dim=1)  # (b, p): the real positions up to each one
+    last = rank[:, -1:]  # (b, 1): a row's real positions
+    keep = real & ((rank < kept) | (rank == last))  # its first kept - 1 and its last, as truncation keeps them
+    if int(last.max()) > kept:
+        why = ("the length it was trained to read (`max_input_length` in its config)" if reads == trained
+               else "what its positions hold")
+        closing = "token" if width == 1 else "material"
+        (log or logger).warning_once(f"The input has {n} {unit} but the model reads {kept * width}, {why}: reading "
+                                     f"its first {(kept - 1) * width} and its last {width} (the closing special "
+                                     f"{closing}), as the tokenizer's truncation=True cuts it, and ignoring the rest. "
+                                     "Truncate with the tokenizer to silence this.")
+    order = torch.sort((~keep).to(torch.uint8), dim=1, stable=True).indices[:, :kept]  # (b, kept): kept ones first
+    index = (order[:, :, None] * width + torch.arange(width, device=order.device)).view(b, kept * width)
+    rows = torch.arange(b, device=order.device)[:, None]
+    return tuple(None if tensor is None else tensor[rows, index] for tensor in (attention_mask, *tensors))
 
 
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.check_token_type_ids
@@ -387,9 +411,10 @@ class ElementwiseModel(ElementwisePreTrainedModel):
         output_attentions: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutputWithPooling:
-        limit = self.config.max_materials * self.config.elements_per_material
-        input_ids, attention_mask, token_type_ids = keep_what_the_model_reads(
-            limit, "elements", input_ids, attention_mask, token_type_ids)
+        v = self.config.elements_per_material  # a material's ids: the model keeps or cuts whole ones
+        attention_mask, input_ids, token_type_ids = keep_what_the_model_reads(
+            self.config.max_materials * v, self.config.max_input_length, "elements", attention_mask, input_ids,
+            token_type_ids, width=v)
         element_mask = self.element_mask(input_ids, attention_mask)  # (b, L)
         # one per element id when given: every material reads as one text, so the backbone gets type 0 throughout
         check_token_type_ids(token_type_ids, element_mask.shape)

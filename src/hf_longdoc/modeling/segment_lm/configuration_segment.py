@@ -124,9 +124,20 @@ class SegmentLMConfig(PretrainedConfig):
             `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
             None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
             `hf_longdoc.reading.DEFAULT_THRESHOLD`.
+        max_input_length (`int`, *optional*):
+            The most input ids the model reads of one input: a longer one is cut inside `forward` as the tokenizer's
+            `truncation=True` cuts it (its first ids and its closing [SEP], before it is cut into segments), so that a
+            `pipeline` called without truncation reads what training read. `hf-longdoc train` sets it to the length it
+            trained at (the saved tokenizer's `model_max_length`). None (not set, or saved before the setting existed):
+            what its segments hold, `num_segments` × (`segment_length` − 2) document ids and the [CLS] and [SEP] around
+            them.
     """
 
     model_type = "segment_lm"
+    # What the classifier returns beside the logits (`SegmentLMClassifierOutput`): `Trainer.predict` leaves them out
+    # of `predictions`, as it leaves out GPT-2's `past_key_values`, so `predictions` is the logits array that
+    # Transformers' run_classification.py hands to `np.argmax` (with them it was a tuple, and `np.argmax` failed)
+    keys_to_ignore_at_inference = ["alpha", "selected_segment", "segment_mask"]
     # Auto class -> `module.Class` of every class that loads this family; hf_longdoc's registry fills it in from its one
     # list (a copy of this file loaded from the Hub reads `auto_map` from config.json instead)
     default_auto_map = None
@@ -150,6 +161,7 @@ class SegmentLMConfig(PretrainedConfig):
         cls_token_id=None,
         sep_token_id=None,
         multi_label_threshold=None,
+        max_input_length=None,
         **kwargs,
     ):
         if backbone_config is None:
@@ -202,19 +214,24 @@ class SegmentLMConfig(PretrainedConfig):
         self.sep_token_id = _first_set(sep_token_id, getattr(backbone_config, "sep_token_id", None),
                                        getattr(backbone_config, "eos_token_id", None), 102)
         kwargs.setdefault("pad_token_id", getattr(backbone_config, "pad_token_id", None) or 0)
-        self._finish_init(multi_label_threshold, kwargs)
+        self._finish_init(multi_label_threshold, kwargs, max_input_length)
 
     # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
-    def _finish_init(self, multi_label_threshold, kwargs):
-        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
-        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
-        settings (`kwargs`), and `num_labels` checked."""
+    def _finish_init(self, multi_label_threshold, kwargs, max_input_length=None):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold and `max_input_length`
+        checked and kept, the Auto classes' `auto_map` (a saved model then loads with any Auto class, without
+        hf_longdoc), Transformers' own settings (`kwargs`), and `num_labels` checked."""
         if multi_label_threshold is not None and (
                 isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
                 or not 0 < multi_label_threshold < 1):
             raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
                              f"default; got {multi_label_threshold!r}.")
         self.multi_label_threshold = multi_label_threshold
+        if max_input_length is not None and (isinstance(max_input_length, bool) or not isinstance(max_input_length, int)
+                                             or max_input_length < 1):
+            raise ValueError(f"`max_input_length` must be a positive integer (the input ids the model reads of one "
+                             f"input), or None to read all that its positions hold; got {max_input_length!r}.")
+        self.max_input_length = max_input_length
         if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)

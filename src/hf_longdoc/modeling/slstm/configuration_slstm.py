@@ -88,6 +88,12 @@ class SLSTMConfig(PretrainedConfig):
             `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
             None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
             `hf_longdoc.reading.DEFAULT_THRESHOLD`.
+        max_input_length (`int`, *optional*):
+            The most input ids the model reads of one input: a longer one is cut inside `forward` as the tokenizer's
+            `truncation=True` cuts it (its first ids and its closing special token), so that a `pipeline` called without
+            truncation reads what training read. `hf-longdoc train` sets it to the length it trained at (the saved
+            tokenizer's `model_max_length`). None (not set, or saved before the setting existed):
+            `max_position_embeddings` with absolute positions, any length with relative ones.
     """
 
     model_type = "slstm"
@@ -118,6 +124,7 @@ class SLSTMConfig(PretrainedConfig):
         tie_word_embeddings=True,
         mlm_head="eq5",
         multi_label_threshold=None,
+        max_input_length=None,
         **kwargs,
     ):
         num_recurrent_steps = kwargs.pop("num_hidden_layers", num_recurrent_steps)  # the standard name, mapped
@@ -169,19 +176,24 @@ class SLSTMConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.pad_token_id = pad_token_id
         self.tie_word_embeddings = tie_word_embeddings
-        self._finish_init(multi_label_threshold, kwargs)
+        self._finish_init(multi_label_threshold, kwargs, max_input_length)
 
     # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
-    def _finish_init(self, multi_label_threshold, kwargs):
-        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
-        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
-        settings (`kwargs`), and `num_labels` checked."""
+    def _finish_init(self, multi_label_threshold, kwargs, max_input_length=None):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold and `max_input_length`
+        checked and kept, the Auto classes' `auto_map` (a saved model then loads with any Auto class, without
+        hf_longdoc), Transformers' own settings (`kwargs`), and `num_labels` checked."""
         if multi_label_threshold is not None and (
                 isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
                 or not 0 < multi_label_threshold < 1):
             raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
                              f"default; got {multi_label_threshold!r}.")
         self.multi_label_threshold = multi_label_threshold
+        if max_input_length is not None and (isinstance(max_input_length, bool) or not isinstance(max_input_length, int)
+                                             or max_input_length < 1):
+            raise ValueError(f"`max_input_length` must be a positive integer (the input ids the model reads of one "
+                             f"input), or None to read all that its positions hold; got {max_input_length!r}.")
+        self.max_input_length = max_input_length
         if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)

@@ -62,6 +62,46 @@ from .configuration_slstm import SLSTMConfig
 logger = logging.get_logger(__name__)
 
 
+# Copied from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer.keep_what_the_model_reads
+def keep_what_the_model_reads(limit, trained, unit, attention_mask, *tensors, width=1, log=None):
+    """What the model reads of (b, n, ...) inputs, cut as the tokenizer's `truncation=True` cuts them: a row longer
+    than it reads keeps its first ids and its last `width` (the closing [SEP] or </s> a tokenizer adds; elementwise:
+    the closing material of `width` ids), `reads` in all, moved to the front of the row; the others are read whole.
+    It reads `limit` ids (what its positions hold; None: any number) or `trained`, the config's `max_input_length`
+    (the length it was trained to read; None: not recorded), whichever is fewer; a cut is logged once (on `log`,
+    default this module's logger). A `pipeline`, or a call without `truncation=True`, passes the whole text.
+
+    Returns (attention_mask, *tensors), each cut alike; None entries pass through, and so does everything when no
+    row is cut, in a traced graph (it reads what its tokenizer cut) and for malformed input (the model's checks
+    refuse it). `attention_mask` None: every id is real."""
+    reads = min([length for length in (limit, trained) if length is not None], default=None)
+    given = [tensor for tensor in (attention_mask, *tensors) if tensor is not None]
+    if (reads is None or torch.compiler.is_compiling() or not given or given[0].dim() < 2
+            or (attention_mask is not None and attention_mask.dim() != 2)
+            or any(tuple(tensor.shape[:2]) != tuple(given[0].shape[:2]) for tensor in given)
+            or given[0].shape[1] <= reads or given[0].shape[1] % width):
+        return (attention_mask, *tensors)
+    b, n = given[0].shape[:2]
+    kept = max(reads // width, 1)  # positions read
+    real = attention_mask.bool() if attention_mask is not None else given[0].new_ones((b, n), dtype=torch.bool)
+    real = real.view(b, n // width, width).any(dim=2)  # (b, p): a position is real when any of its ids is
+    rank = real.long().cumsum(dim=1)  # (b, p): the real positions up to each one
+    last = rank[:, -1:]  # (b, 1): a row's real positions
+    keep = real & ((rank < kept) | (rank == last))  # its first kept - 1 and its last, as truncation keeps them
+    if int(last.max()) > kept:
+        why = ("the length it was trained to read (`max_input_length` in its config)" if reads == trained
+               else "what its positions hold")
+        closing = "token" if width == 1 else "material"
+        (log or logger).warning_once(f"The input has {n} {unit} but the model reads {kept * width}, {why}: reading "
+                                     f"its first {(kept - 1) * width} and its last {width} (the closing special "
+                                     f"{closing}), as the tokenizer's truncation=True cuts it, and ignoring the rest. "
+                                     "Truncate with the tokenizer to silence this.")
+    order = torch.sort((~keep).to(torch.uint8), dim=1, stable=True).indices[:, :kept]  # (b, kept): kept ones first
+    index = (order[:, :, None] * width + torch.arange(width, device=order.device)).view(b, kept * width)
+    rows = torch.arange(b, device=order.device)[:, None]
+    return tuple(None if tensor is None else tensor[rows, index] for tensor in (attention_mask, *tensors))
+
+
 # Copied from hf_longdoc.modeling.contextualizer.modeling_contextualizer.real_token_mask
 def real_token_mask(input_ids, inputs_embeds, attention_mask):
     """Validate the inputs once and return the (b, n) bool mask of real tokens."""
@@ -522,21 +562,19 @@ class SLSTMModel(SLSTMPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    def position_limit(self):
+        """The most tokens the positions hold: `max_position_embeddings` with absolute positions (they count real
+        tokens), None (any number) with relative ones."""
+        return self.config.max_position_embeddings if self.config.position_embedding_type == "absolute" else None
+
     def real_tokens_read(self, mask):
-        """The mask of the real tokens the model reads: positions count real tokens, so with absolute positions a
-        document longer than `max_position_embeddings` keeps its first ones (the rest is treated as padding, with a
-        warning: a `pipeline` or a call without `truncation=True` passes the whole text)."""
-        limit = self.config.max_position_embeddings
-        if self.config.position_embedding_type == "absolute" and torch.compiler.is_compiling():
-            return mask & (mask.long().cumsum(dim=1) <= limit)  # a traced graph cannot branch on the length
-        longest = int(mask.sum(dim=1).max())
-        if self.config.position_embedding_type != "absolute" or longest <= limit:
-            return mask
-        logger.warning_once(f"A document has {longest} tokens but the model reads {limit}; reading the first {limit} "
-                            "and ignoring the rest. The tokenizer's truncation=True cuts it too but keeps the closing "
-                            "special token, so its scores differ slightly: truncate with the tokenizer to read as "
-                            "training did (and to silence this).")
-        return mask & (mask.long().cumsum(dim=1) <= limit)
+        """The mask of the real tokens a traced graph (ONNX export) reads: with absolute positions, the first
+        `max_position_embeddings` (a graph cannot branch on the length, so the rest is treated as padding). Eagerly
+        the input is cut before, as `truncation=True` cuts it (`keep_what_the_model_reads`), so this is the mask."""
+        limit = self.position_limit()
+        if limit is not None and torch.compiler.is_compiling():
+            return mask & (mask.long().cumsum(dim=1) <= limit)
+        return mask
 
     def check_input_ids(self, input_ids, token_type_ids, mask):
         config = self.config
@@ -568,6 +606,9 @@ class SLSTMModel(SLSTMPreTrainedModel):
             Accepted for the Transformers API; the S-LSTM has no attention weights (Eq. 3-4 mix a window of words and
             the sentence node through gates), so `attentions` is always None.
         """
+        attention_mask, input_ids, inputs_embeds, token_type_ids = keep_what_the_model_reads(
+            self.position_limit(), self.config.max_input_length, "tokens", attention_mask, input_ids, inputs_embeds,
+            token_type_ids)
         mask = real_token_mask(input_ids, inputs_embeds, attention_mask)
         self.check_input_ids(input_ids, token_type_ids, mask)
         mask = self.real_tokens_read(mask)

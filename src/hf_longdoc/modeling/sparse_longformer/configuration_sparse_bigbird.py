@@ -23,7 +23,9 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
     `pmi_selection`, `unique_global_tokens`, `excluded_token_ids`, `stop_words`) mean what they mean in
     [`SparseLongformerConfig`], with one difference: `global_selector="cls"` is vanilla Big Bird (its own global,
     sliding and random blocks, exactly Transformers' computation). As there, `multi_label_threshold` is a
-    multi-label model's decision threshold (None: hf_longdoc's default).
+    multi-label model's decision threshold (None: hf_longdoc's default), and `max_input_length` the most input ids
+    the model reads of one input, a longer one cut inside `forward` as the tokenizer's `truncation=True` cuts it (None:
+    `max_position_embeddings`; `hf-longdoc train` sets it to the length it trained at).
     """
 
     model_type = "sparse_bigbird"
@@ -42,6 +44,7 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
         pmi_selection="pairs",
         stop_words=None,
         multi_label_threshold=None,
+        max_input_length=None,
         **kwargs,
     ):
         self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
@@ -58,19 +61,24 @@ class SparseBigBirdConfig(GlobalSelectorSettings, BigBirdConfig):
         if kwargs["hidden_size"] % kwargs["num_attention_heads"]:
             raise ValueError(f"`hidden_size` ({kwargs['hidden_size']}) must be a multiple of `num_attention_heads` "
                              f"({kwargs['num_attention_heads']}).")
-        self._finish_init(multi_label_threshold, kwargs)
+        self._finish_init(multi_label_threshold, kwargs, max_input_length)
 
     # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
-    def _finish_init(self, multi_label_threshold, kwargs):
-        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
-        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
-        settings (`kwargs`), and `num_labels` checked."""
+    def _finish_init(self, multi_label_threshold, kwargs, max_input_length=None):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold and `max_input_length`
+        checked and kept, the Auto classes' `auto_map` (a saved model then loads with any Auto class, without
+        hf_longdoc), Transformers' own settings (`kwargs`), and `num_labels` checked."""
         if multi_label_threshold is not None and (
                 isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
                 or not 0 < multi_label_threshold < 1):
             raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
                              f"default; got {multi_label_threshold!r}.")
         self.multi_label_threshold = multi_label_threshold
+        if max_input_length is not None and (isinstance(max_input_length, bool) or not isinstance(max_input_length, int)
+                                             or max_input_length < 1):
+            raise ValueError(f"`max_input_length` must be a positive integer (the input ids the model reads of one "
+                             f"input), or None to read all that its positions hold; got {max_input_length!r}.")
+        self.max_input_length = max_input_length
         if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)

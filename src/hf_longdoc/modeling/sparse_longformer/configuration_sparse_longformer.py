@@ -141,6 +141,12 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
             None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
             `hf_longdoc.reading.DEFAULT_THRESHOLD`.
+        max_input_length (`int`, *optional*):
+            The most input ids the model reads of one input: a longer one is cut inside `forward` as the tokenizer's
+            `truncation=True` cuts it (its first ids and its closing special token), so that a `pipeline` called without
+            truncation reads what training read. `hf-longdoc train` sets it to the length it trained at (the saved
+            tokenizer's `model_max_length`). None (not set, or saved before the setting existed): what its positions
+            hold, `max_position_embeddings - pad_token_id - 1`.
     """
 
     model_type = "sparse_longformer"
@@ -164,6 +170,7 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         stop_words=None,
         classifier_pooling="cls",
         multi_label_threshold=None,
+        max_input_length=None,
         **kwargs,
     ):
         self.set_selector_settings(global_selector, num_global_tokens, pmi_window, pmi_min_count, pmi_max_pairs,
@@ -181,19 +188,24 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
         self.attention_backend = attention_backend
         self.attention_checkpointing = attention_checkpointing
         self.classifier_pooling = classifier_pooling
-        self._finish_init(multi_label_threshold, kwargs)
+        self._finish_init(multi_label_threshold, kwargs, max_input_length)
 
     # Copied from hf_longdoc.modeling.contextualizer.configuration_contextualizer.ContextualizerConfig._finish_init
-    def _finish_init(self, multi_label_threshold, kwargs):
-        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold checked and kept, the Auto
-        classes' `auto_map` (a saved model then loads with any Auto class, without hf_longdoc), Transformers' own
-        settings (`kwargs`), and `num_labels` checked."""
+    def _finish_init(self, multi_label_threshold, kwargs, max_input_length=None):
+        """The end of `__init__` every hf_longdoc config shares: the multi-label threshold and `max_input_length`
+        checked and kept, the Auto classes' `auto_map` (a saved model then loads with any Auto class, without
+        hf_longdoc), Transformers' own settings (`kwargs`), and `num_labels` checked."""
         if multi_label_threshold is not None and (
                 isinstance(multi_label_threshold, bool) or not isinstance(multi_label_threshold, (int, float))
                 or not 0 < multi_label_threshold < 1):
             raise ValueError(f"`multi_label_threshold` must be a number in (0, 1), or None to decide at hf_longdoc's "
                              f"default; got {multi_label_threshold!r}.")
         self.multi_label_threshold = multi_label_threshold
+        if max_input_length is not None and (isinstance(max_input_length, bool) or not isinstance(max_input_length, int)
+                                             or max_input_length < 1):
+            raise ValueError(f"`max_input_length` must be a positive integer (the input ids the model reads of one "
+                             f"input), or None to read all that its positions hold; got {max_input_length!r}.")
+        self.max_input_length = max_input_length
         if self.default_auto_map:
             kwargs.setdefault("auto_map", dict(self.default_auto_map))
         super().__init__(**kwargs)

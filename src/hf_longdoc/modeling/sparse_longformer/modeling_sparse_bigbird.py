@@ -213,10 +213,12 @@ class SparseBigBirdModel(SparseBigBirdPreTrainedModel, BigBirdModel):
             The random source of `global_selector="random"`; fix it to repeat a selection.
         """
         config = self.config
-        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, global_attention_mask = \
-            keep_what_the_model_reads(config.max_position_embeddings, "tokens", input_ids, attention_mask,
-                                      token_type_ids, position_ids, inputs_embeds, global_attention_mask, log=logger)
+        attention_mask, input_ids, token_type_ids, inputs_embeds, global_attention_mask = keep_what_the_model_reads(
+            config.max_position_embeddings, config.max_input_length, "tokens", attention_mask, input_ids,
+            token_type_ids, inputs_embeds, global_attention_mask, log=logger)
         real = real_token_mask(input_ids, inputs_embeds, attention_mask)
+        if position_ids is not None:  # a caller's numbering of a cut input: its first ones, as for the truncated input
+            position_ids = position_ids[:, : real.shape[1]]
         check_right_padded(real)
         check_selection_inputs(input_ids, global_attention_mask, real, config.vocab_size)
         if torch.compiler.is_compiling() and global_attention_mask is None and inputs_embeds is None:
