@@ -265,7 +265,8 @@ FLOORS = [
     {"training"},
     {"recipe"},  # what every training follows: train's and compare's
     {"run_settings", "onnx_runtime"},
-    {"hub", "head_fitting", "export", "explaining", "attention_map"},
+    {"hub", "head_fitting", "explaining", "attention_map"},
+    {"export"},  # the ONNX graphs and what goes beside them: `push` uploads them
     {"pipelines", "saved_models", "metrics"},
     {"reading"},  # how a saved model is read: length, frame, chunks, threshold, decision
     {"modeling"},  # modeling/__init__: imports every family, so that each registers itself

@@ -118,7 +118,7 @@ def evaluate_model(model_dir, dataset=None, settings=None, **keywords):
     threshold = decision_threshold(model.config, settings.threshold, multi_label, model_dir)
     # the saved tokenizer's limit: what train read
     max_length = reading_length(model.config, settings.max_length, saved_tokenizer_limit(tokenizer))
-    model.config.max_input_length = max_length  # a --max-length past the trained one is read, not cut in the forward
+    model.config.max_input_length = max_length  # a `max_length` past the trained one is read, not cut in the forward
     encoded = tokenize(DatasetDict({split: part}), tokenizer, max_length)
     with tempfile.TemporaryDirectory() as scratch:  # Trainer needs an output folder; the model's is left alone
         trainer = Trainer(

@@ -71,6 +71,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipe
 model = AutoModelForSequenceClassification.from_pretrained("{repo_id}")
 # without hf_longdoc: the modeling code ships with the weights (it needs {remote_code_transformers})
 model = AutoModelForSequenceClassification.from_pretrained("{repo_id}", trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)  # else Transformers 5 asks [y/N]
 classifier = pipeline("text-classification", model="{repo_id}", trust_remote_code=True)
 ```
 
