@@ -72,7 +72,7 @@ from transformers import (
 
 import hf_longdoc  # noqa: F401  (registers the families with the Auto classes)
 from hf_longdoc.catalog import FAMILY_NAMES
-from hf_longdoc.data import DatasetError, load_text_classification_dataset, tokenize
+from hf_longdoc.data import DatasetError, load_text_classification_dataset, save_tokenizer, tokenize
 from hf_longdoc.data.loading import load_for_evaluation, load_splits, require_hub
 from hf_longdoc.hub import make_model_card, push_to_hub, require_hub_for_push
 from hf_longdoc.metrics import MULTI_LABEL, compute_metrics_fn
@@ -528,6 +528,8 @@ def run(model_args, data_args, training_args, saved, scratch):
     if max_length is not None:
         tokenizer.model_max_length = max_length  # the saved tokenizer cuts where the model stops reading
     max_length = max_length or data_args.max_seq_length
+    if training_args.do_train:  # as `hf-longdoc train`: the saved model reads this length of a longer input
+        model.config.max_input_length = max_length
     encoded = tokenize(data, tokenizer, max_length)
     if training_args.do_train and not saved:
         fit_statistics(get_family(family_name), model, encoded["train"]["input_ids"], tokenizer)
@@ -547,6 +549,7 @@ def run(model_args, data_args, training_args, saved, scratch):
         if multi_label:
             model.config.multi_label_threshold = threshold
         trainer.save_model()  # the model, its config and tokenizer, safetensors
+        save_tokenizer(tokenizer, training_args.output_dir)  # under a class name Transformers 4 loads too
         metrics = {**result.metrics, "train_samples": len(encoded["train"])}
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics, combined=False)
