@@ -3,9 +3,9 @@ in an ASGI application of your own.
 
 The app reads documents with `predict`'s own reader (`predicting.Reader`), so a document sent to it gets the labels,
 scores and evidence `hf-longdoc predict` gives it offline with the same settings. Endpoints: `POST /predict` (text
-embeddings inference's request and response), `POST /classify` (labels, scores, how much of the document was read,
-and with `explain` the deciding passages), `GET /health`, `GET /info`, `GET /metrics` (Prometheus) and `GET /`, a
-page to paste a document into.
+embeddings inference's API, also at TEI's `POST /` and `/invocations`), `POST /classify` (labels, scores, how much of
+the document was read, and with `explain` the deciding passages), `GET /health` (and TEI's `/ping` and `/`),
+`GET /info`, `GET /metrics` (Prometheus) and `GET /ui`, a page to paste a document into.
 """
 
 from .settings import ServeSettings
