@@ -51,7 +51,6 @@ import dataclasses
 import json
 import logging
 import os
-import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -89,6 +88,7 @@ from hf_longdoc.outputs import (
 from hf_longdoc.reading import chosen_classes, decide, decision_threshold, reading_length, scores_from_logits
 from hf_longdoc.recipe import build_from_backbone, build_model, fit_statistics, label_settings
 from hf_longdoc.run_settings import parse_config_overrides
+from hf_longdoc.training import replace_pickles
 
 logger = logging.getLogger(__name__)
 PROGRAM = "run_classification.py"
@@ -573,25 +573,10 @@ def run(model_args, data_args, training_args, saved, scratch):
     return trainer, test_metrics
 
 
-def keep_arguments_as_json(training_args, folder, output_dir):
-    """`training_args.json` in place of the pickle Trainer saves beside the model (nothing saved is pickled), with
-    the run's `output_dir` (not its staging folder)."""
-    pickled = os.path.join(folder, "training_args.bin")
-    if os.path.exists(pickled):
-        os.remove(pickled)
-    arguments = json.loads(training_args.to_json_string())
-    arguments["output_dir"] = output_dir
-    with open(os.path.join(folder, "training_args.json"), "w") as f:
-        json.dump(arguments, f, indent=2, sort_keys=True)
-
-
 def finish_training_folder(trainer, folder, data_args, test_metrics):
     """The staging folder as a finished run leaves it: Trainer's checkpoints (which hold pickles: optimizer.pt,
     scheduler.pt, rng_state.pth, training_args.bin) removed, the arguments as JSON, and the package's model card."""
-    for name in os.listdir(folder.staging):
-        if name.startswith("checkpoint-"):
-            shutil.rmtree(os.path.join(folder.staging, name))
-    keep_arguments_as_json(trainer.args, folder.staging, folder.target)
+    replace_pickles(trainer.args, folder.staging, folder.target)
     card = make_model_card(folder.staging, dataset_name=data_args.dataset_name or data_args.train_file,
                            metrics=test_metrics)
     card.save(os.path.join(folder.staging, "README.md"))

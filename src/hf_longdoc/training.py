@@ -257,21 +257,27 @@ def check_resume_matches(checkpoint, config):
                          "--resume.")
 
 
+def replace_pickles(arguments, output_dir, target_dir=None):
+    """Leave nothing pickled in a finished run's `output_dir`: Trainer's checkpoints (optimizer.pt, scheduler.pt,
+    rng_state.pth, training_args.bin) removed, and its pickled `arguments` written as training_args.json instead
+    (their output_dir: `target_dir`, where the run goes, else `output_dir`)."""
+    for name in os.listdir(output_dir):
+        if name.startswith("checkpoint-"):
+            shutil.rmtree(os.path.join(output_dir, name))
+    if os.path.exists(os.path.join(output_dir, "training_args.bin")):
+        os.remove(os.path.join(output_dir, "training_args.bin"))
+    recorded = json.loads(arguments.to_json_string())
+    recorded["output_dir"] = target_dir or output_dir
+    with open(os.path.join(output_dir, "training_args.json"), "w") as f:
+        json.dump(recorded, f, indent=2, sort_keys=True)
+
+
 def save(trainer, tokenizer, output_dir, metrics, dataset_name, target_dir=None):
     """Write the trained model, its tokenizer, the arguments as JSON, `metrics.json` and the model card into
     `output_dir` (the run's staging folder; `target_dir` is where it goes, recorded as the arguments' output_dir)."""
     trainer.save_model(output_dir)  # model + tokenizer (processing_class); checkpoints are removed below
     save_tokenizer(tokenizer, output_dir)  # again, under a class name Transformers 4 loads too
-    for name in os.listdir(output_dir):
-        if name.startswith("checkpoint-"):
-            shutil.rmtree(os.path.join(output_dir, name))
-    # Trainer pickles its arguments to training_args.bin; keep them as JSON instead (nothing saved is pickled)
-    if os.path.exists(os.path.join(output_dir, "training_args.bin")):
-        os.remove(os.path.join(output_dir, "training_args.bin"))
-    arguments = json.loads(trainer.args.to_json_string())
-    arguments["output_dir"] = target_dir or output_dir
-    with open(os.path.join(output_dir, "training_args.json"), "w") as f:
-        json.dump(arguments, f, indent=2, sort_keys=True)
+    replace_pickles(trainer.args, output_dir, target_dir)
     with open(os.path.join(output_dir, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
     make_model_card(output_dir, dataset_name=dataset_name).save(os.path.join(output_dir, "README.md"))

@@ -37,7 +37,7 @@ from ..predicting.model import Reader, choose_device, load_model, no_text_reason
 from ..reading import decision_threshold, is_multi_label, saved_reading_length
 from ..saved_models import saved_config
 from ..threads import reading_workers
-from .batching import TOKENIZING_THREADS, Batcher, Overloaded, Reading, Unavailable
+from .batching import TOKENIZING_THREADS, Batcher, Overloaded, Reading, Unavailable, ids_read
 from .schemas import ClassifyRequest, PredictRequest
 from .settings import PAGE_PATH, ServeSettings
 
@@ -271,7 +271,7 @@ class Service:
         total = str(int((time.perf_counter() - started) * 1000))
         return {"x-compute-type": self.compute_type, "x-compute-time": total, "x-total-time": total,
                 "x-compute-characters": str(sum(len(text) for text in texts)),
-                "x-compute-tokens": str(sum(document_ids(document) for document in documents)),
+                "x-compute-tokens": str(sum(ids_read(document) for document in documents)),
                 "x-tokenization-time": str(int(timing.tokenization * 1000)),
                 "x-queue-time": str(int(timing.queue * 1000)), "x-inference-time": str(int(timing.inference * 1000))}
 
@@ -521,7 +521,7 @@ def build_app(model_dir, settings=None, **keywords):
             ranked = sorted(scores.items(), key=lambda item: -item[1])[:top_k]
             answers.append([{"label": label, "score": score} for label, score in ranked])
         service.metrics.tei.inc("te_request_success", "single" if single else "batch")
-        service.metrics.request_done(started, timing, [document_ids(document) for document in documents])
+        service.metrics.request_done(started, timing, [ids_read(document) for document in documents])
         return JSONResponse(answers[0] if single else answers,
                             headers=service.compute_headers(started, texts, documents, timing))
 
@@ -535,7 +535,7 @@ def build_app(model_dir, settings=None, **keywords):
         started = time.perf_counter()
         texts = [request.inputs] if isinstance(request.inputs, str) else list(request.inputs)
         if (refusal := service.check_documents(texts)) is not None:
-            return refusal[0]
+            raise Refused(*refusal)
         reading = Reading(request.explain, side_of(request.truncation_direction))
         if request.explain is not None:
             if service.explain_refusal is not None:
@@ -617,20 +617,15 @@ def apply_function(prediction, function):
     `function` (`softmax`, `sigmoid`, `none`: the logits) applied to its logits."""
     if function is None:
         return list(prediction["scores"].values())
-    logits = torch.tensor(prediction["logits"])
     if function == "none":
         return prediction["logits"]
+    logits = torch.tensor(prediction["logits"])
     return (logits.softmax(-1) if function == "softmax" else logits.sigmoid()).tolist()
 
 
 def side_of(direction):
     """`PredictSettings.truncation_side` of TEI's `truncation_direction`: `right` cuts the end (reads the start)."""
     return direction.lower()
-
-
-def document_ids(document):
-    """The ids a prepared document is read in (its chunks', special tokens included)."""
-    return sum(len(chunk) for chunk in document.get("chunks", ()))
 
 
 __all__ = ["build_app"]

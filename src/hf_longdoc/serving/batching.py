@@ -67,7 +67,13 @@ class Job:
     queued: float = field(default_factory=time.perf_counter)
 
     def __post_init__(self):
-        self.ids = sum(len(chunk) for document in self.documents for chunk in document["chunks"])
+        self.ids = sum(ids_read(document) for document in self.documents)
+
+
+def ids_read(document):
+    """The ids a prepared document (`Reader.documents`'s) is read in: its chunks', special tokens included (none for
+    a document without text)."""
+    return sum(len(chunk) for chunk in document.get("chunks", ()))
 
 
 class Batcher:
@@ -206,4 +212,4 @@ class Batcher:
             return {row: prediction for batch in reader.batches(documents) for row, prediction in reader.predict(batch)}
 
 
-__all__ = ["Batcher", "Overloaded", "Reading", "Timing", "Unavailable"]
+__all__ = ["Batcher", "Overloaded", "Reading", "Timing", "Unavailable", "ids_read"]
