@@ -33,7 +33,9 @@ from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.modeling import get_family
 from hf_longdoc.modeling.sparse_longformer.configuration_sparse_longformer import GLOBAL_SELECTORS
-from hf_longdoc.recipe import build_from_backbone, fit_statistics
+from hf_longdoc.reading import reading_length
+from hf_longdoc.recipe import fit_statistics, wrap_backbone
+from hf_longdoc.run_settings import check_backbone
 
 READOUTS = ("cls", "mean", "global_mean", "last_512_mean")
 SPLITS = ("train", "validation", "test")
@@ -83,8 +85,10 @@ def probe(dataset, backbone, max_length, split_seed=42, global_selector="tfidf")
     if multi_label:
         raise ValueError("`dataset` must have one label per document; this probe reports accuracy.")
     set_seed(split_seed)
-    model, tokenizer = build_from_backbone(family, backbone, label_names, False,
-                                           {"global_selector": global_selector}, max_length)
+    check_backbone(family, backbone)
+    model, tokenizer = wrap_backbone(family, backbone, label_names, False, {"global_selector": global_selector},
+                                     max_length)
+    tokenizer.model_max_length = reading_length(model.config, max_length)  # cut where the model stops reading
     encoded = tokenize(data, tokenizer, tokenizer.model_max_length)
     fit_statistics(family, model, encoded["train"]["input_ids"], tokenizer)
     features = {split: readouts(model, encoded[split], tokenizer) for split in SPLITS}

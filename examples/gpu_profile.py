@@ -26,7 +26,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from hf_longdoc.experiments.bench import BenchModel, scattered_global_mask, takes_global_attention_mask
+from hf_longdoc.experiments.bench import scattered_global_mask, takes_global_attention_mask
+from hf_longdoc.experiments.bench_models import BenchModel
 
 TOP = int(os.environ.get("TOP", 14))
 

@@ -30,7 +30,9 @@ from hf_longdoc.data import load_task, load_tokenizer, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.head_fitting import cached_features, fit_head
 from hf_longdoc.modeling import get_family
-from hf_longdoc.recipe import build_from_backbone, new_parameter_names
+from hf_longdoc.reading import reading_length
+from hf_longdoc.recipe import new_parameter_names, wrap_backbone
+from hf_longdoc.run_settings import check_backbone
 
 VARIANTS = ("att", "att_ablated", "rnn", "cat", "base")
 SPLIT_SEEDS = (42, 43, 44)
@@ -56,8 +58,9 @@ def encode_mode(documents, label_names, backbone, mode, batch_size):
     = (packed, max_length); fill is the share of the read ids that are document text."""
     packed, max_length = mode
     family = get_family("segment_lm")
-    model, tokenizer = build_from_backbone(family, backbone, label_names, False, {"sentence_packing": packed},
-                                           max_length)
+    check_backbone(family, backbone)
+    model, tokenizer = wrap_backbone(family, backbone, label_names, False, {"sentence_packing": packed}, max_length)
+    tokenizer.model_max_length = reading_length(model.config, max_length)  # cut where the model stops reading
     encoded = tokenize(DatasetDict({"all": documents}), tokenizer, tokenizer.model_max_length)["all"]
     started = time.perf_counter()
     features = cached_features(model, family, encoded, tokenizer, batch_size)
@@ -216,8 +219,9 @@ def main(argv=None):
         saved = saved_features(args.save_features, mode)
         if saved is not None:  # encoded by an earlier run: fit the heads on it
             family = get_family("segment_lm")
-            model, _ = build_from_backbone(family, args.backbone, label_names, False,
-                                           {"sentence_packing": mode[0], "num_segments": saved[0].shape[1]}, mode[1])
+            check_backbone(family, args.backbone)
+            model, _ = wrap_backbone(family, args.backbone, label_names, False,
+                                     {"sentence_packing": mode[0], "num_segments": saved[0].shape[1]}, mode[1])
             features, about = saved, {"fill": None, "cut": None, "encode_seconds": None}
         else:
             features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)

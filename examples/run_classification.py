@@ -85,9 +85,10 @@ from hf_longdoc.outputs import (
     require_writable_folder,
     write_manifest,
 )
+from hf_longdoc.parsing import parse_config_overrides
 from hf_longdoc.reading import chosen_classes, decide, decision_threshold, reading_length, scores_from_logits
-from hf_longdoc.recipe import build_from_backbone, build_model, fit_statistics, label_settings
-from hf_longdoc.run_settings import parse_config_overrides
+from hf_longdoc.recipe import build_model, fit_statistics, label_settings, wrap_backbone
+from hf_longdoc.run_settings import check_backbone
 from hf_longdoc.training import replace_pickles
 
 logger = logging.getLogger(__name__)
@@ -455,8 +456,9 @@ def load_model(model_args, data_args, training_args, saved, data, label_names, m
     overrides = parse_config_overrides((model_args.config_overrides or "").split(",") if
                                        model_args.config_overrides else [])
     if model_args.model_name_or_path:
-        model, tokenizer = build_from_backbone(family, model_args.model_name_or_path, label_names, multi_label,
-                                               overrides, data_args.max_seq_length, model_args.tokenizer_name)
+        check_backbone(family, model_args.model_name_or_path)
+        model, tokenizer = wrap_backbone(family, model_args.model_name_or_path, label_names, multi_label, overrides,
+                                         data_args.max_seq_length, model_args.tokenizer_name)  # `run` sets its length
         return model, tokenizer, family.name
     config = family.build_config(**overrides)
     tokenizer = (AutoTokenizer.from_pretrained(model_args.tokenizer_name, use_fast=model_args.use_fast_tokenizer)

@@ -22,12 +22,15 @@ from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.head_fitting import cached_features, fit_head, labels_of
 from hf_longdoc.modeling import get_family
-from hf_longdoc.recipe import build_from_backbone, new_parameter_names
+from hf_longdoc.reading import reading_length
+from hf_longdoc.recipe import new_parameter_names, wrap_backbone
+from hf_longdoc.run_settings import check_backbone
 
 
 def probe(dataset, backbone, max_length, lengths, seeds=(42, 43, 44), split_seed=42, batch_size=8):
     """{L: test accuracies over `seeds`} and TF-IDF's test accuracy, all on the split drawn with `split_seed`."""
     family = get_family("segment_lm")
+    check_backbone(family, backbone)
     data, label_names, multi_label, _ = load_task(dataset, seed=split_seed)
     if multi_label:
         raise ValueError("`dataset` must have one label per document; this probe reports accuracy.")
@@ -38,8 +41,9 @@ def probe(dataset, backbone, max_length, lengths, seeds=(42, 43, 44), split_seed
         cache = None
         for seed in seeds:
             set_seed(seed)  # the head's initial weights, as `hf-longdoc train --seed` draws them
-            model, tokenizer = build_from_backbone(family, backbone, label_names, False,
-                                                   {"segment_length": length}, max_length)
+            model, tokenizer = wrap_backbone(family, backbone, label_names, False, {"segment_length": length},
+                                             max_length)
+            tokenizer.model_max_length = reading_length(model.config, max_length)  # cut where the model stops reading
             if cache is None:  # the frozen backbone gives the same vectors for every seed: encode once per L
                 encoded = tokenize(data, tokenizer, tokenizer.model_max_length)
                 cache = {split: (cached_features(model, family, encoded[split], tokenizer, batch_size),

@@ -8,10 +8,11 @@ import pytest
 import torch
 from transformers import CONFIG_MAPPING, AutoModel, pipeline
 
+from backbone_models import build_from_backbone
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.modeling import get_family
-from hf_longdoc.recipe import build_from_backbone, fit_statistics
+from hf_longdoc.recipe import fit_statistics
 from hf_longdoc.run_settings import check_backbone
 
 LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)

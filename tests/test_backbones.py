@@ -10,11 +10,11 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertModel
 
+from backbone_models import build_from_backbone
 from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenizer
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.modeling import get_family
-from hf_longdoc.recipe import build_from_backbone
 from hf_longdoc.run_settings import RunSettings
 from tiny_bert import save_tiny_bert
 
@@ -197,7 +197,8 @@ def test_train_elementwise_from_a_backbone_uses_bytes(pretrained, tmp_path):
 
 
 def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_backbone(pretrained, tmp_path):
-    from hf_longdoc.experiments.compare import CompareSettings, compare
+    from hf_longdoc.experiments.compare import compare
+    from hf_longdoc.experiments.settings import CompareSettings
 
     settings = CompareSettings(max_length=256, epochs=1, batch_size=4, segment_length=34, backbone=pretrained,
                                learning_rate=None, head_learning_rate=1e-3)  # every model's new head at its own rate
@@ -218,7 +219,8 @@ def test_compare_fine_tunes_every_model_and_the_pretrained_baselines_from_the_ba
 
 
 def test_compare_with_a_backbone_refuses_what_cannot_start_from_it(pretrained, tmp_path):
-    from hf_longdoc.experiments.compare import CompareSettings, compare
+    from hf_longdoc.experiments.compare import compare
+    from hf_longdoc.experiments.settings import CompareSettings
 
     settings = CompareSettings(backbone=pretrained)
     for models, baselines, message in ((["slstm"], [], "slstm does not start from a pretrained backbone"),

@@ -9,7 +9,8 @@ import pytest
 import hf_longdoc
 from hf_longdoc.catalog import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES
 from hf_longdoc.experiments.baselines import BASELINES, check_attention
-from hf_longdoc.experiments.bench import BenchSettings, run_bench, summary_lines
+from hf_longdoc.experiments.bench import run_bench, summary_lines
+from hf_longdoc.experiments.settings import BenchSettings
 
 SRC = pathlib.Path(hf_longdoc.__file__).parent
 TINY = dict(models=("contextualizer",), lengths=(32,), hidden_size=16, num_layers=1, num_heads=2, repeats=1,

@@ -7,7 +7,8 @@ import pytest
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import make_long_document_task
-from hf_longdoc.experiments.compare import CompareSettings, compare, parse_models, summarize
+from hf_longdoc.experiments.compare import compare, parse_models, summarize
+from hf_longdoc.experiments.settings import CompareSettings
 
 TINY = CompareSettings(hidden_size=16, num_layers=1, num_heads=2, max_length=96, epochs=1, batch_size=8, window=16,
                        segment_length=32, vocab_size=300)

@@ -371,7 +371,7 @@ def test_tokenizer_output_trainer_and_pipeline_work_as_is(family, tmp_path):
     with CaptureLogger(module_logger) as captured:
         (untruncated,) = classify(long_document + " a unique tail")
     assert untruncated["label"] in model.config.id2label.values()
-    if family.registered.reads(model.config) is not None:
+    if family.registered.reading_length(model.config) is not None:
         assert "read" in captured.out and "ignor" in captured.out, captured.out
 
 
@@ -429,7 +429,7 @@ def test_the_long_document_pipeline_reads_a_20000_word_document_in_chunks(family
     result = classify(document)
     assert result["label"] in model.config.id2label.values()
     assert abs(sum(result["scores"].values()) - 1) < 1e-5
-    reads = min(filter(None, (family.registered.reads(model.config), tokenizer.model_max_length)))
+    reads = min(filter(None, (family.registered.reading_length(model.config), tokenizer.model_max_length)))
     total = len(tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
     assert total / reads <= result["chunks"] <= 2 * total / reads + 1
 

@@ -48,7 +48,7 @@ def test_each_hook_is_a_documented_method_of_the_base_class():
 
 def test_the_defaults_say_none_or_refuse():
     family = Bare()
-    assert family.reading_length(None) is None and family.reads(None) is None
+    assert family.reading_length(None) is None
     assert family.own_tokenizer(None, 10) is None
     assert family.fit_statistics(None, [[1, 2]], None) is None
     assert family.profile(None, 1, 8) is None
@@ -62,6 +62,14 @@ def test_the_defaults_say_none_or_refuse():
     with pytest.raises(NotImplementedError, match="bare caches no frozen features"):
         family.head_logits(None)
     assert not any(getattr(family, capability) for capability in CAPABILITIES)
+
+
+def test_the_shared_defaults_cannot_be_changed_through_one_family():
+    family = Bare()
+    for attribute in ("defaults", "special_tokens", "variants"):
+        with pytest.raises(TypeError):
+            getattr(family, attribute)["key"] = "value"
+        assert dict(getattr(Family, attribute)) == {}
 
 
 @pytest.mark.parametrize("family", FAMILIES.values(), ids=lambda family: family.name)

@@ -9,12 +9,13 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
+from backbone_models import build_from_backbone
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
 from hf_longdoc.hub import make_model_card
-from hf_longdoc.recipe import build_from_backbone, new_parameter_names, training_arguments
+from hf_longdoc.recipe import new_parameter_names, training_arguments
 from tiny_bert import save_tiny_bert
 
 

@@ -13,12 +13,12 @@ from hf_longdoc.experiments.collapse import collapse_check
 from hf_longdoc.experiments.compare import (
     CHECKPOINT_HEAD_RATE,
     CHECKPOINT_RATE,
-    CompareSettings,
     compare,
     parse_models,
     summarize,
 )
 from hf_longdoc.experiments.report import write_compare_report
+from hf_longdoc.experiments.settings import CompareSettings
 from hf_longdoc.reading import decision_threshold
 
 

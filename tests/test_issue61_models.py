@@ -14,12 +14,12 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoModelForSequenceClassification, BigBirdConfig, BigBirdModel, PreTrainedTokenizerFast
 
+from backbone_models import build_from_backbone
 from hf_longdoc import ContextualizerConfig, ContextualizerForSequenceClassification
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_tokenizer, make_long_document_task
 from hf_longdoc.hub import check_license, hub_id_of_folder
 from hf_longdoc.outputs import file_digest
-from hf_longdoc.recipe import build_from_backbone
 from test_issue61_data import refused
 from tiny_bert import save_tiny_bert
 

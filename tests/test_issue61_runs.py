@@ -11,7 +11,8 @@ import torch
 
 from hf_longdoc.cli import main
 from hf_longdoc.experiments.baselines import square_tensors
-from hf_longdoc.experiments.bench import BenchModel, check_bench_fits
+from hf_longdoc.experiments.bench import check_bench_fits
+from hf_longdoc.experiments.bench_models import BenchModel
 from test_compare import _dataset
 
 GIB = 2**30
@@ -102,7 +103,8 @@ def test_a_run_the_time_budget_cut_records_what_ran_and_is_marked(tmp_path, caps
 
 
 def test_compare_on_a_dataset_trains_no_builtin_evidence_tasks_unless_asked(tmp_path):
-    from hf_longdoc.experiments.compare import CompareSettings, compare
+    from hf_longdoc.experiments.compare import compare
+    from hf_longdoc.experiments.settings import CompareSettings
 
     (row,) = compare(dataset=_dataset(tmp_path), text_column="body", label_column="topic", models=[],
                      baselines=["tfidf"], bench_lengths=(), output_dir=str(tmp_path / "out"),
@@ -116,8 +118,9 @@ def test_compare_on_a_dataset_trains_no_builtin_evidence_tasks_unless_asked(tmp_
 
 
 def test_the_report_marks_runs_cut_by_the_budget_even_when_collapsed(tmp_path):
-    from hf_longdoc.experiments.compare import CompareSettings, summarize
+    from hf_longdoc.experiments.compare import summarize
     from hf_longdoc.experiments.report import write_compare_report
+    from hf_longdoc.experiments.settings import CompareSettings
 
     def row(seed, accuracy, collapsed, cut):
         return {"model": "slstm", "seed": seed, "epochs": 0.25 if cut else 2.0, "planned_epochs": 2.0,

@@ -231,7 +231,8 @@ def test_every_number_is_checked_with_its_flag_named(argv, flag, tmp_path, capsy
 
 def test_python_callers_get_the_same_checks(tmp_path):
     from hf_longdoc.evaluation import evaluate_model
-    from hf_longdoc.experiments.compare import CompareSettings, compare
+    from hf_longdoc.experiments.compare import compare
+    from hf_longdoc.experiments.settings import CompareSettings
     from hf_longdoc.training import train
 
     with pytest.raises(ValueError, match="epochs"):

@@ -14,10 +14,11 @@ from datasets import Dataset
 from transformers import BertConfig, BertForSequenceClassification, pipeline
 
 import hf_longdoc
-from hf_longdoc import predicting
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_text_classification_dataset, make_long_document_task
 from hf_longdoc.data.loading import DatasetError
+from hf_longdoc.inference import reader as reading_models
+from hf_longdoc.predicting import settings as predict_settings
 
 TEXTS = list(make_long_document_task(train_size=16, validation_size=4, test_size=8, min_words=5, max_words=60,
                                      seed=3)["train"]["text"])
@@ -54,7 +55,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture
 def small_windows(monkeypatch):
     """Windows of 2 batches, so that a small corpus has several (sorted, resumed and shared separately)."""
-    monkeypatch.setattr(predicting, "WINDOW_BATCHES", 2)
+    monkeypatch.setattr(predict_settings, "WINDOW_BATCHES", 2)
 
 
 def read_jsonl(path):
@@ -186,7 +187,7 @@ class Interrupted(Exception):
 
 def interrupt_after(monkeypatch, batches):
     """Make the run stop (as a kill would) after `batches` batches were read."""
-    original, calls = predicting.Reader.predict, []
+    original, calls = reading_models.Reader.predict, []
 
     def stopping(self, batch):
         if len(calls) == batches:
@@ -194,13 +195,13 @@ def interrupt_after(monkeypatch, batches):
         calls.append(1)
         return original(self, batch)
 
-    monkeypatch.setattr(predicting.Reader, "predict", stopping)
+    monkeypatch.setattr(reading_models.Reader, "predict", stopping)
 
 
 def count_batches(monkeypatch):
     """A list that grows by one for each batch the model reads."""
-    original, read = predicting.Reader.predict, []
-    monkeypatch.setattr(predicting.Reader, "predict", lambda self, batch: read.append(1) or original(self, batch))
+    original, read = reading_models.Reader.predict, []
+    monkeypatch.setattr(reading_models.Reader, "predict", lambda self, batch: read.append(1) or original(self, batch))
     return read
 
 
@@ -267,7 +268,7 @@ def test_a_run_continues_at_another_batch_size(model_dir, corpus, tmp_path, monk
 
 def test_out_of_memory_says_how_to_continue(model_dir, corpus, tmp_path, monkeypatch, capsys, small_windows):
     output = tmp_path / "out.jsonl"
-    original, calls = predicting.Reader.predict, []
+    original, calls = reading_models.Reader.predict, []
 
     def running_out(self, batch):
         if len(batch) > 1 and calls:  # the second batch of two documents does not fit
@@ -276,7 +277,7 @@ def test_out_of_memory_says_how_to_continue(model_dir, corpus, tmp_path, monkeyp
         return original(self, batch)
 
     with monkeypatch.context() as patch:
-        patch.setattr(predicting.Reader, "predict", running_out)
+        patch.setattr(reading_models.Reader, "predict", running_out)
         with pytest.raises(torch.OutOfMemoryError):
             main(["predict", model_dir, "--dataset", corpus[0], "--output", str(output), "--text-column", "body",
                   "--batch-size", "2"])
@@ -494,8 +495,8 @@ def test_runtime_settings_change_how_a_saved_model_runs_not_its_rows(corpus, tmp
     SLSTMForSequenceClassification(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     loaded = []
-    load_model = predicting.load_model
-    monkeypatch.setattr(predicting, "load_model", lambda *args: loaded.append(load_model(*args)) or loaded[-1])
+    load_model = reading_models.load_model
+    monkeypatch.setattr(reading_models, "load_model", lambda *args: loaded.append(load_model(*args)) or loaded[-1])
     path = corpus[0]
     plain = hf_longdoc.predict(str(folder), path, text_column="body")
     tuned = hf_longdoc.predict(str(folder), path, text_column="body",

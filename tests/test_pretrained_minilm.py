@@ -104,8 +104,9 @@ def test_the_long_document_pipeline_reads_20000_words_with_a_saved_minilm_classi
 def test_half_precision_around_minilm_is_finite_and_keeps_fp32s_predictions(path, family, tmp_path):
     """The pretrained MiniLM inside each family, on a padded batch of English reviews of several lengths, in bf16
     (autocast and bf16 weights) and fp16."""
+    from backbone_models import build_from_backbone
     from half_precision import assert_half_precision_agrees
-    from hf_longdoc.recipe import build_from_backbone, fit_statistics
+    from hf_longdoc.recipe import fit_statistics
 
     model, tokenizer = build_from_backbone(family, path, ["neg", "pos", "mixed"], False, max_length=512)
     sentences = REVIEW.split(" . ")

@@ -143,7 +143,7 @@ EVERYWHERE = [
     (r"\bdef (?:special_frame|chunk_plan|decide|reading_length|decision_threshold)\b", "a second definition"),
 ]
 # in the modules that read a saved model
-READERS = ["pipelines.py", "predicting/__init__.py", "predicting/model.py", "predicting/inputs.py",
+READERS = ["pipelines.py", "predicting/run.py", "inference/reader.py", "predicting/inputs.py", "serving/app.py",
            "predicting/writing.py", "predicting/resuming.py", "evaluation.py", "training.py", "explaining.py",
            "export.py", "hub.py", "attention_map.py", "metrics/__init__.py"]
 IN_READERS = [
@@ -178,14 +178,14 @@ def test_nothing_outside_the_reading_module_computes_how_a_model_is_read():
 
 
 @pytest.mark.parametrize(("module", "line"), [
-    ("predicting/model.py", "chosen = [i for i, s in enumerate(scores) if s > threshold]"),
+    ("inference/reader.py", "chosen = [i for i, s in enumerate(scores) if s > threshold]"),
     ("hub.py", "labels = probabilities >= float(threshold)"),
     ("attention_map.py", "max_length = min(tokenizer.model_max_length, config.max_position_embeddings - 2)"),
     ("export.py", "reads = limit if limit < 10**9 else 4096"),
     ("run_settings.py", "    threshold: float = 0.3"),
     ("pipelines.py", "best = int(scores.argmax())"),
-    ("predicting/model.py", "special = tokenizer.num_special_tokens_to_add()"),
-    ("predicting/model.py", "starts = list(range(0, len(tokens) - content, step))"),
+    ("inference/reader.py", "special = tokenizer.num_special_tokens_to_add()"),
+    ("inference/reader.py", "starts = list(range(0, len(tokens) - content, step))"),
     ("explaining.py", "limit = tokenizer.model_max_length"),
 ])
 def test_the_scan_catches_each_kind(module, line):
@@ -195,4 +195,4 @@ def test_the_scan_catches_each_kind(module, line):
 def test_the_scan_lets_validation_and_assignments_pass():
     for line in ("if not 0 < threshold < 1:", "tokenizer.model_max_length = length", "THRESHOLD.check(threshold)",
                  "decided.argmax(axis=-1)", "threshold = decision_threshold(config, threshold)"):
-        assert not reading_computations("predicting/model.py", line), line
+        assert not reading_computations("inference/reader.py", line), line

@@ -6,11 +6,11 @@ from dataclasses import fields
 
 import pytest
 
-import hf_longdoc.recipe as recipe
 import hf_longdoc.run_settings as run_settings
 import hf_longdoc.training as training
 from hf_longdoc.data import fit_wordpiece_tokenizer
-from hf_longdoc.experiments.compare import CompareSettings, compare
+from hf_longdoc.experiments.compare import compare
+from hf_longdoc.experiments.settings import CompareSettings
 from hf_longdoc.run_settings import RunSettings, TrainingOptions
 from hf_longdoc.training import train
 from tiny_bert import save_tiny_bert
@@ -58,7 +58,6 @@ def test_the_backbone_is_checked_once_per_run(tmp_path, monkeypatch):
     checked = []
     original = run_settings.check_backbone
     monkeypatch.setattr(run_settings, "check_backbone", lambda *args: checked.append(args) or original(*args))
-    monkeypatch.setattr(recipe, "check_backbone", run_settings.check_backbone)
 
     def stop(*args, **kwargs):
         raise KeyboardInterrupt  # the model is about to be built: far enough

@@ -147,7 +147,7 @@ def test_the_command_checks_hosts_and_a_mounted_app_leaves_them_to_its_parent(mo
 ])
 def test_a_port_or_host_no_server_can_take_is_refused_before_the_model_loads(model_dir, flags, message, capsys,
                                                                              monkeypatch):
-    monkeypatch.setattr("hf_longdoc.predicting.model.load_model", lambda *a, **k: pytest.fail("the model loaded"))
+    monkeypatch.setattr("hf_longdoc.inference.reader.load_model", lambda *a, **k: pytest.fail("the model loaded"))
     assert main(["serve", model_dir, *flags]) == 2
     error = capsys.readouterr().err
     assert message in error and "Traceback" not in error

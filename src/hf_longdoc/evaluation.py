@@ -1,6 +1,10 @@
 """Score a saved model on labelled documents: `hf-longdoc evaluate` and `evaluate_model`, with the split `train` drew
 (`documents_to_score`, `split_seed_of`). The model is read as every other path reads it (`hf_longdoc.reading`: its
-reading length, and its multi-label threshold and decision rule, handed to the metrics as decisions)."""
+reading length, and its multi-label threshold and decision rule, handed to the metrics as decisions).
+
+Nothing heavy is imported at the top: `hf-longdoc evaluate --help` builds its flags from `EvaluateSettings` at once,
+and the functions import datasets, Transformers and the model code when they run.
+"""
 
 import json
 import logging
@@ -8,17 +12,11 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from datasets import DatasetDict
-from transformers import DataCollatorWithPadding, Trainer
-
-from .data import BUILTIN_TASK, load_for_evaluation, load_task, tokenize
-from .metrics import compute_metrics_fn
-from .numbers import POSITIVE_INTEGER, SEED, THRESHOLD
-from .reading import decision_threshold, is_multi_label, reading_length, saved_tokenizer_limit
-from .recipe import training_arguments, without_prefix
-from .run_settings import settings_of
+from .numbers import DEFAULT_THRESHOLD, MAX_LENGTH, POSITIVE_INTEGER, SEED, THRESHOLD
+from .parsing import option, settings_of
 
 logger = logging.getLogger(__name__)
+EVIDENCE = ("start", "middle", "end", "anywhere")  # where the built-in task's evidence sits (`train --evidence`)
 
 
 def documents_to_score(model_dir, config, dataset=None, text_column="text", label_column="label", split=None,
@@ -26,6 +24,9 @@ def documents_to_score(model_dir, config, dataset=None, text_column="text", labe
     """(split name, its documents, multi-label) that `evaluate_model` scores the model saved in `model_dir` (with
     `config`) on: a whole `dataset` (split None), else `split` (default test) as `train` drew it, with the seed it
     recorded. A ValueError names a split or labels that do not fit the model."""
+    from .data import BUILTIN_TASK, load_for_evaluation, load_task
+    from .reading import is_multi_label
+
     task = {}
     if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
         seed, task = split_seed_of(model_dir, seed)
@@ -54,31 +55,29 @@ def documents_to_score(model_dir, config, dataset=None, text_column="text", labe
 
 @dataclass(frozen=True)
 class EvaluateSettings:
-    """How `evaluate_model` (and `hf-longdoc evaluate`) scores a saved model: what its keyword arguments set, with
-    their defaults written here once, and checked once before the model is read.
-
-    Args:
-        text_column: the column with the documents, or several comma-separated, joined as `train` joins them.
-        label_column: the column with the gold labels.
-        split: the split to score, as `train` drew it; None: all of `dataset` (a Hub dataset: its test split), or
-            the built-in task's test split.
-        seed: with `split`: the seed it was drawn with; None: the one `train` recorded with the model (another is
-            refused, since its "test" split would hold documents the model trained on).
-        evidence: the built-in task only: where the label evidence sits (`start`, `middle`, `end`, `anywhere`), as
-            `train` made it.
-        threshold: the multi-label decision threshold, in (0, 1); None: the model's (`decision_threshold`).
-        batch_size: documents per forward pass.
-        max_length: the most ids read of a document; None: what the model was trained to read.
+    """How `evaluate_model` (and `hf-longdoc evaluate`) scores a saved model: what its keyword arguments set, each
+    field documented once in its `option` (whose help is also its flag's), and checked once before the model is read.
     """
 
-    text_column: str = "text"
-    label_column: str = "label"
-    split: str | None = None
-    seed: int | None = None
-    evidence: str = "end"
-    threshold: float | None = None
-    batch_size: int = 8
-    max_length: int | None = None
+    text_column: str = option("text", "the column holding the document, or several comma-separated (title,text), "
+                                      "joined as `train` joins them")
+    label_column: str = option("label", "the column with the gold labels: class name/id, or a list of labels "
+                                        "(multi-label)")
+    split: str | None = option(None, "the split to score, as `train` drew it; None: all of --dataset (a Hub "
+                                     "dataset, or a folder that names its splits: its test split), or the built-in "
+                                     "task's test split", type=str)
+    seed: int | None = option(None, "with --split: the seed the split was drawn with; None: the one `train` "
+                                    "recorded with the model (another is refused: its split would hold training "
+                                    "documents)", type=SEED.parse)
+    evidence: str = option("end", "built-in task only: where the label evidence sits, as `train` made it",
+                           choices=EVIDENCE)
+    threshold: float | None = option(None, "multi-label decision threshold on sigmoid scores, in (0, 1); None: the "
+                                           "one saved with the model (`multi_label_threshold` in its config.json), "
+                                           f"else {DEFAULT_THRESHOLD}; a given one overrides it (logged)",
+                                     type=THRESHOLD.parse)
+    batch_size: int = option(8, "documents per forward pass", type=POSITIVE_INTEGER.parse)
+    max_length: int | None = option(None, "the most ids read of a document; None: what the model was trained to "
+                                          "read", type=MAX_LENGTH.parse)
 
     def __post_init__(self):
         if self.threshold is not None:
@@ -86,6 +85,8 @@ class EvaluateSettings:
         POSITIVE_INTEGER.check(self.batch_size, "batch_size", "batch-size")
         if self.seed is not None:
             SEED.check(self.seed, "seed", "seed")
+        if self.max_length is not None:
+            MAX_LENGTH.check(self.max_length, "max_length", "max-length")
 
     @classmethod
     def of(cls, settings=None, **changes):
@@ -108,10 +109,17 @@ def evaluate_model(model_dir, dataset=None, settings=None, **keywords):
     `settings` is an `EvaluateSettings` (None: the defaults); keyword arguments set its fields instead, or change them
     (`evaluate_model(model_dir, "data.csv", label_column="gold")`)."""
     settings = EvaluateSettings.of(settings, **keywords)
-    from .saved_models import load_saved_model, load_saved_tokenizer
+    from datasets import DatasetDict
+    from transformers import DataCollatorWithPadding, Trainer
 
-    model = load_saved_model(model_dir, "`model_dir`")
-    tokenizer = load_saved_tokenizer(model_dir, "`model_dir`")
+    from .data import tokenize
+    from .inference.reader import SavedModel
+    from .inference.settings import ReadSettings
+    from .metrics import compute_metrics_fn
+    from .reading import decision_threshold, reading_length, saved_tokenizer_limit
+    from .recipe import training_arguments, without_prefix
+
+    model, tokenizer = SavedModel(model_dir, ReadSettings(batch_size=settings.batch_size)).load()  # as predict opens it
     split, part, multi_label = documents_to_score(model_dir, model.config, dataset, settings.text_column,
                                                   settings.label_column, settings.split, settings.seed,
                                                   settings.evidence)

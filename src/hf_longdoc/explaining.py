@@ -34,15 +34,25 @@ def _explaining_family(model):
                          f"the weights of the families {supported}.") from None
     if not family.has_evidence:
         raise ValueError(f"The {family.name} family has no weights that say which passages decided a label, so it "
-                         f"cannot be explained (drop --explain); the families that can: {supported}.")
+                         f"cannot be explained; the families that can: {supported}.")
     if reason := family.evidence_refusal(config):
         raise ValueError(f"Cannot explain this {family.name} model: {reason}.")
     return family
 
 
+def explain_refusal(model):
+    """Why `model` cannot be explained, naming its family and the families that can (None when it can): the one
+    reason `predict --explain`, the server's `explain` and `explain()` give."""
+    try:
+        check_explainable(model)
+    except ValueError as refusal:
+        return str(refusal)
+    return None
+
+
 def check_explainable(model):
-    """Raise a ValueError naming `model`'s family and the families that can be explained, unless `model` has weights
-    that say which passages decided its label (call it before any long work)."""
+    """Raise `explain_refusal`'s ValueError unless `model` has weights that say which passages decided its label
+    (call it before any long work)."""
     _explaining_family(model)
 
 
@@ -136,4 +146,4 @@ def explain(model, tokenizer, texts, k, max_length):
     return outputs.logits, evidence
 
 
-__all__ = ["check_explainable", "explain", "explainable_families", "weight_meanings"]
+__all__ = ["check_explainable", "explain", "explain_refusal", "explainable_families", "weight_meanings"]

@@ -297,7 +297,7 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     export's files, unchanged since, are replaced; any other existing file of those names only with `overwrite`.
     Returns a report (path, the checked shapes, the largest logit difference). An `ExportBlocked` error names the
     operation that stops a family's export."""
-    from .pipelines import family_of
+    from .modeling.registry import family_of_model_type
     from .reading import ids_per_position, saved_reading_length
     from .saved_models import load_saved_model, model_digest, saved_config
 
@@ -332,7 +332,8 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     shapes = [tuple(input_ids.shape) for input_ids, _ in checks]
     with tempfile.TemporaryDirectory(dir=output_dir) as scratch:  # the user's folder changes only on success
         written = os.path.join(scratch, "model.onnx")
-        family = family_of(model)  # None: a Transformers checkpoint, with no window or block to pad to
+        # None: a Transformers checkpoint, with no window or block to pad to
+        family = family_of_model_type(model.config.model_type)
         first = traced_length(reads, unit, family.padding_length(model.config) if family is not None else None)
         # the trace length decides how torch.export models the padding to a window or block (measured with the
         # sparse Longformer: a pad of 0 records none, a pad above half the window is a derived-dimension assertion,

@@ -69,7 +69,7 @@ NON_NEGATIVE_INTEGER = NumberRule(integer=True, low=0)
 POSITIVE_NUMBER = NumberRule(integer=False, low=0, low_open=True)
 SEED = NumberRule(integer=True, low=0, high=2**32 - 1, meaning="NumPy's seeds are 32-bit")
 THRESHOLD = NumberRule(integer=False, low=0, high=1, low_open=True, high_open=True,
-                       meaning="a probability the sigmoid score must exceed")
+                       meaning="the sigmoid score at or above which a class is given")
 DEFAULT_THRESHOLD = 0.3  # the multi-label decision threshold of a model saved without one (`train --threshold`)
 DROPOUT = NumberRule(integer=False, low=0, high=1, high_open=True, meaning="a probability")
 # [CLS], one token of text and [SEP]: fewer reads nothing of a document

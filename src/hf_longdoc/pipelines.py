@@ -14,37 +14,10 @@ from transformers import AutoModelForSequenceClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.pipelines.base import ChunkPipeline
 
-from .modeling.registry import family_of_config
-from .reading import (
-    chosen_classes,
-    chunk_plan,
-    decision_threshold,
-    is_multi_label,
-    saved_reading_length,
-    scores_from_logits,
-)
+from .inference.settings import AGGREGATIONS
+from .reading import ReadingRules, best_first, has_visible_text
 
 TASK = "long-document-classification"
-AGGREGATIONS = ("mean", "max")
-
-
-def family_of(model):
-    """The hf_longdoc family of `model`, or None for any other Transformers model."""
-    try:
-        return family_of_config(model.config)
-    except ValueError:
-        return None
-
-
-def model_reading_length(model, tokenizer):
-    """The most input ids the model reads with its saved tokenizer (`hf_longdoc.reading.saved_reading_length`)."""
-    return saved_reading_length(model.config, tokenizer)
-
-
-def has_visible_text(text):
-    """Whether `text` holds a character one can see (not only blanks, zero-width or control characters): a text
-    without one would be labelled from the model's special tokens alone."""
-    return any(c.isprintable() and not c.isspace() for c in text)
 
 
 class LongDocumentClassificationPipeline(ChunkPipeline):
@@ -52,7 +25,7 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
 
     Call arguments (also accepted by `pipeline(...)`):
         chunk_length (`int`, *optional*): ids per chunk, special tokens included; default and maximum: what the
-            model reads (see `model_reading_length`).
+            model reads (`hf_longdoc.reading.saved_reading_length`).
         stride (`int`, defaults to 0): ids consecutive chunks share (0: chunks side by side).
         aggregation (`"mean"` or `"max"`, defaults to `"mean"`): how the chunks' logits become the document's.
 
@@ -103,7 +76,7 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
     def preprocess(self, document, chunk_length=None, stride=0):
         if not isinstance(document, str):
             raise TypeError(f"The long-document pipeline classifies strings, got {type(document).__name__}.")
-        plan = chunk_plan(self.model.config, self.tokenizer, chunk_length, stride)
+        plan = self.rules().plan(chunk_length, stride)
         chunks = plan.chunks(self.tokenizer(document, add_special_tokens=False, verbose=False)["input_ids"])
         for number, chunk in enumerate(chunks):
             yield {"input_ids": torch.tensor([chunk]), "attention_mask": torch.ones(1, len(chunk), dtype=torch.long),
@@ -114,23 +87,26 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
         logits = self.model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
         return {"logits": logits, "is_last": is_last}
 
+    def rules(self, threshold=None):
+        """The model's `ReadingRules` (its labels, threshold and reading length), as `predict` and the server read
+        it; made once, or for a call's own `threshold`."""
+        if threshold is not None:
+            return ReadingRules(self.model.config, self.tokenizer, threshold, log=False)
+        if getattr(self, "_rules", None) is None:
+            self._rules = ReadingRules(self.model.config, self.tokenizer, log=False)
+        return self._rules
+
     def postprocess(self, model_outputs, aggregation="mean", top_k="", threshold=None):
         logits = torch.cat([output["logits"].float() for output in model_outputs])  # (chunks, labels)
         document = logits.mean(dim=0) if aggregation == "mean" else logits.max(dim=0).values
-        config = self.model.config
-        scores = scores_from_logits(document, config)
-        labels = [config.id2label[index] for index in range(len(scores))]
+        rules = self.rules(threshold)
+        scores = rules.scores(document).tolist()
         if top_k != "":
-            ranked = sorted(zip(labels, scores.tolist()), key=lambda pair: pair[1], reverse=True)
-            return [{"label": label, "score": score} for label, score in ranked[:top_k]]
-        result = {"scores": dict(zip(labels, scores.tolist())), "chunks": len(model_outputs)}
-        multi_label = is_multi_label(config)
-        chosen = chosen_classes(scores, decision_threshold(config, threshold, multi_label, log=False))  # `decide`
-        if multi_label:
-            result.update(label=[labels[i] for i in chosen], score=[float(scores[i]) for i in chosen])
+            return [{"label": rules.labels[index], "score": scores[index]} for index in best_first(scores, top_k)]
+        result = rules.prediction(scores)
+        result["chunks"] = len(model_outputs)
+        if rules.multi_label:
             result["labels"] = result["label"]
-        else:
-            result.update(label=labels[chosen[0]], score=float(scores[chosen[0]]))
         return {key: result[key] for key in ("label", "score", "scores", "chunks", "labels") if key in result}
 
 
@@ -141,4 +117,4 @@ def register_pipeline():
                                             pt_model=AutoModelForSequenceClassification)
 
 
-__all__ = ["LongDocumentClassificationPipeline", "TASK", "model_reading_length", "register_pipeline"]
+__all__ = ["LongDocumentClassificationPipeline", "TASK", "register_pipeline"]

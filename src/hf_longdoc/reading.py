@@ -278,7 +278,58 @@ def decision_threshold(config, threshold=None, multi_label=True, where="the mode
         logger.warning("--threshold %g overrides the threshold %g saved with %s.", threshold, saved, where)
     return threshold
 
-__all__ = ["DEFAULT_THRESHOLD", "UNBOUNDED", "ChunkPlan", "chosen_classes", "chunk_plan", "decide",
-           "decision_threshold", "folder_reading_length", "ids_for_tokens", "ids_per_position", "is_multi_label",
-           "model_limit", "reading_length", "saved_reading_length", "saved_threshold", "scores_from_logits",
-           "saved_tokenizer_limit", "special_frame", "trained_length", "uses_sigmoid"]
+
+def best_first(scores, top_k=None):
+    """The indices of `scores` (one document's, in label order) best first, ties in label order, the first `top_k`
+    (None: all): the order every answer lists classes in."""
+    return sorted(range(len(scores)), key=lambda index: (-scores[index], index))[:top_k]
+
+
+def has_visible_text(text):
+    """Whether `text` holds a character one can see (not only blanks, zero-width or control characters): a text
+    without one would be labelled from the model's special tokens alone."""
+    return any(c.isprintable() and not c.isspace() for c in text)
+
+
+class ReadingRules:
+    """What a loaded model's config and tokenizer fix about reading it, decided once for every reader of it: its
+    `labels`, whether it is `multi_label`, the `threshold` it decides at, the `length` it reads, its chunk plan and
+    how its scores become a prediction."""
+
+    def __init__(self, config, tokenizer, threshold=None, where="the model", log=True):
+        self.config, self.tokenizer = config, tokenizer
+        self.labels = [config.id2label[index] for index in range(config.num_labels)]
+        self.multi_label = is_multi_label(config)
+        self.threshold = decision_threshold(config, threshold, self.multi_label, where=where, log=log)
+        self.length = saved_reading_length(config, tokenizer)
+
+    def plan(self, chunk_length=None, stride=0):
+        """The `ChunkPlan` of this model (`chunk_plan`)."""
+        return chunk_plan(self.config, self.tokenizer, chunk_length, stride)
+
+    def scores(self, logits):
+        return scores_from_logits(logits, self.config)
+
+    def top(self, scores, top_k=None):
+        """`{label: score}` of one document's `scores` (in label order): every class in label order, or with `top_k`
+        the K best, best first."""
+        shown = range(len(scores)) if top_k is None else best_first(scores, top_k)
+        return {self.labels[index]: scores[index] for index in shown}
+
+    def prediction(self, scores, top_k=None):
+        """`{"scores", "label", "score"}` of one document's `scores` (floats in label order): `top`'s scores and the
+        classes `decide` gives it (a multi-label model's as lists, best first)."""
+        prediction = {"scores": self.top(scores, top_k)}
+        chosen = chosen_classes(scores, self.threshold)
+        if self.multi_label:
+            prediction.update(label=[self.labels[i] for i in chosen], score=[float(scores[i]) for i in chosen])
+        else:
+            prediction.update(label=self.labels[chosen[0]], score=float(scores[chosen[0]]))
+        return prediction
+
+
+__all__ = ["DEFAULT_THRESHOLD", "UNBOUNDED", "ChunkPlan", "ReadingRules", "best_first", "chosen_classes", "chunk_plan",
+           "decide", "decision_threshold", "folder_reading_length", "has_visible_text", "ids_for_tokens",
+           "ids_per_position", "is_multi_label", "model_limit", "reading_length", "saved_reading_length",
+           "saved_threshold", "scores_from_logits", "saved_tokenizer_limit", "special_frame", "trained_length",
+           "uses_sigmoid"]

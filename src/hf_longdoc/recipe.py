@@ -25,8 +25,7 @@ from .metrics import compute_metrics_fn, score_name
 from .modeling import Family, get_family
 from .numbers import POSITIVE_INTEGER
 from .outputs import RunDiverged
-from .reading import reading_length
-from .run_settings import RECIPE_DECIDES, check_backbone
+from .run_settings import RECIPE_DECIDES
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +112,9 @@ class HeadRateTrainer(Trainer):
     `head_learning_rate` while the pretrained ones keep `args.learning_rate`; the schedule scales both alike. A head
     that starts from random weights is far from where it should be, while the pretrained body must move little: one
     rate for both either leaves the head barely trained within one epoch or disturbs the body (per-group rates as in
-    ULMFiT's discriminative fine-tuning, Howard & Ruder 2018, https://arxiv.org/abs/1801.06146). Measured: the MiniLM
-    segment LM on BBC articles after 600+ tokens of filler, one epoch at 1e-4, .850 test accuracy with the head at
-    1e-3 against .806 with one rate (one seed). Without `head_learning_rate` it is a plain `Trainer` for the rates.
+    ULMFiT's discriminative fine-tuning, Howard & Ruder 2018, https://arxiv.org/abs/1801.06146; measured:
+    https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#evidence-past-token-512-real-documents).
+    Without `head_learning_rate` it is a plain `Trainer` for the rates.
 
     Divergence is an error (`RunDiverged`, naming the rates): a non-finite training loss stops the run at that step,
     where Trainer would filter it out of the logs (`logging_nan_inf_filter`) and go on to save NaN weights as a
@@ -194,27 +193,13 @@ def build_model(family, tokenizer, label_names, multi_label, config_overrides=No
     return family.classification_class(family.build_config(size, **settings))
 
 
-def build_from_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096,
-                        tokenizer=None):
-    """(model, tokenizer): `family` around the pretrained `backbone` (a folder or Hub id; the family's registry
-    `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
-    classification head for the labels. The tokenizer is `tokenizer` when given, else the backbone's own (or the
-    family's, for the elementwise bytes), with `model_max_length` set to what the model really reads
-    (`reading_length`). The backbone is checked first (`check_backbone`)."""
-    family = family if isinstance(family, Family) else get_family(family)
-    backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone  # a pathlib.Path too
-    check_backbone(family, backbone)
-    model, tokenizer = wrap_backbone(family, backbone, label_names, multi_label, config_overrides, max_length,
-                                     tokenizer)
-    length = reading_length(model.config, max_length)
-    if length is not None:
-        tokenizer.model_max_length = length
-    return model, tokenizer
-
-
 def wrap_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096, tokenizer=None):
-    """`build_from_backbone` for settings checked already (`check_backbone` ran once for the run), leaving the
-    tokenizer's `model_max_length` as it is: the caller sets it from `reading_length` before tokenizing."""
+    """(model, tokenizer): `family` (a `Family`) around the pretrained `backbone` (a folder or Hub id; the family's
+    registry `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
+    classification head for the labels. The tokenizer is `tokenizer` (a folder, a Hub id or an object), else the
+    backbone's own (or the family's, for the elementwise bytes). The settings are checked already
+    (`run_settings.check_backbone` runs once per run, before any data is read), and the tokenizer's `model_max_length`
+    is left as it is: the caller sets it from `reading_length` before tokenizing."""
     backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")

@@ -2,20 +2,20 @@
 
 `TrainingOptions` holds what every training shares (data columns, length, epochs, batch, rates, schedule, backbone,
 head stage, time budget, precision) and checks it; `RunSettings` (what `training.train` and `hf-longdoc train` take)
-and `experiments.compare.CompareSettings` (what `compare` takes) add their own, as Transformers' `TrainingArguments`
+and `experiments.settings.CompareSettings` (what `compare` takes) add their own, as Transformers' `TrainingArguments`
 is what `Trainer` takes. `RunSettings.resolve` checks every argument (numbers, rates, labels, the family and its
 settings, the backbone folder, the tokenizer, the head stage) and resolves what the rest of the run reads: the family,
-its learning rate, the tokenizer and the head stage.
+its learning rate, the tokenizer and the head stage. `option` declares a settings field and its flag at once, for every
+verb's settings (`commands.options.add_settings_arguments` reads it).
 """
 
-import json
 import logging
 import os
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .catalog import BASELINE_NAMES, FAMILY_NAMES, HEAD_TOKENS, MIN_TOKENS
+from .catalog import FAMILY_NAMES
 from .numbers import (
     DEFAULT_THRESHOLD,
     LEARNING_RATE,
@@ -27,6 +27,7 @@ from .numbers import (
     THRESHOLD,
     VOCAB_SIZE,
 )
+from .parsing import option, parse_config_overrides, settings_of, word_pair
 
 # Nothing heavy is imported here: `hf-longdoc train --help` builds its flags from these dataclasses without torch,
 # Transformers or the model code, which the checks import when they run.
@@ -35,121 +36,12 @@ logger = logging.getLogger(__name__)
 TRAIN_EPOCHS = 4  # unless the user sets them, or the family from pretrained weights (`Family.backbone_epochs`)
 
 
-def option(default=None, help="", *, factory=None, **flag):
-    """A settings field that is also a command-line flag: `help` is its documentation (shown by `--help`), `flag`
-    says how the CLI reads it (`type`: what parses each value, `combine`: what the values become together, `nargs`,
-    `metavar`, `flag`: another name for the flag, `trainer`: the `TrainingArguments` field it is, whose name is then
-    the flag's and this one's an alias). The default is written
-    here once, for the Python API and the CLI alike."""
-    metadata = {"help": help, **flag}
-    if factory is not None:
-        return field(default_factory=factory, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-EVIDENCE_POSITIONS = ("start", "middle", "end")  # where `compare` places the built-in task's evidence
 # What `--dataset` reads, for every verb that reads labelled data (`data.layouts` decides a folder's layout).
 DATASET_HELP = ("Hub id; local .csv/.tsv/.json/.jsonl/.parquet file; or a folder, read in the layout its files show: "
                 "written by `save_to_disk` (a DatasetDict: its splits; a Dataset), data files as "
                 "`datasets.load_dataset(folder)` finds them (data/train-00000-of-00001.parquet, train.csv, test.jsonl, "
                 "...: splits named in file names are used as given), or LABEL/*.txt files (one folder per class); "
                 "None: the built-in long-document task")
-COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
-FIRST_SEED = 42  # `--seeds n` runs seeds FIRST_SEED ... FIRST_SEED + n - 1 unless `--first-seed` moves them
-# one rate for every model from scratch: with a few epochs, 1e-4 leaves BERT-512 at chance on BBC news (0.238 after 2
-# epochs) where 1e-3 reaches 0.929
-SCRATCH_RATE = 1e-3
-COMPARED_MODELS = ("elementwise", "contextualizer", "slstm", "sparse_longformer:tfidf", "sparse_longformer:pmi",
-                   "segment_lm:att")
-
-
-def name_list(text):
-    """`"a, b,"` -> ("a", "b"): a comma-separated option's entries."""
-    return tuple(part.strip() for part in text.split(",") if part.strip())
-
-
-def evidence_list(text):
-    """`--evidence start,end` -> ("start", "end"); `none` -> ()."""
-    return () if text == "none" else name_list(text)
-
-
-def positive_integers(text):
-    """`"512,1024"` -> (512, 1024); an argparse error that says what they must be otherwise."""
-    import argparse
-
-    try:
-        values = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        values = ()
-    if not values or any(value < 1 for value in values):
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers, got {text!r}")
-    return values
-
-
-def length_list(text):
-    """`--bench-lengths 512,1024` -> (512, 1024); `none` -> (); an error naming the rule otherwise."""
-    import argparse
-
-    if text == "none":
-        return ()
-    try:
-        return positive_integers(text)
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"must be comma-separated positive integers or 'none', got {text!r}") from None
-
-
-def word_pair(text):
-    """`--task-words 300,900` -> (300, 900): min,max words per built-in document."""
-    import argparse
-
-    try:
-        words = positive_integers(text)
-    except argparse.ArgumentTypeError:
-        words = ()
-    if len(words) != 2 or words[0] > words[1]:
-        raise argparse.ArgumentTypeError(f"must be two positive integers min,max with min <= max, got {text!r}")
-    return words
-
-
-def parse_config_overrides(pairs):
-    """`["hidden_size=64", "default_context=random"]` -> `{"hidden_size": 64, "default_context": "random"}`."""
-    overrides = {}
-    for pair in pairs or []:
-        if "=" not in pair:
-            raise ValueError(f"`--config` takes key=value pairs, got {pair!r}.")
-        key, value = pair.split("=", 1)
-        try:
-            overrides[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key.strip()] = value  # a bare string such as `random`
-    return overrides
-
-
-def per_model_overrides(pairs):
-    """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
-    per_model = {}
-    for key, value in parse_config_overrides(pairs).items():
-        model, dot, setting = key.rpartition(".")
-        if not dot or not model:
-            raise ValueError(f"`--config` takes MODEL.KEY=VALUE pairs (e.g. slstm.compile_gates=true), got {key!r}.")
-        per_model.setdefault(model, {})[setting] = value
-    return per_model
-
-
-def settings_of(settings_class, settings, changes, caller, example):
-    """`settings` (a `settings_class`; None: its defaults) with `changes` to its fields: what a library function
-    (`caller`, e.g. "predict()") builds from its keyword arguments. A TypeError names an unknown argument, or
-    `settings` of another class (`example` shows the keyword spelling)."""
-    known = [f.name for f in fields(settings_class) if f.init]
-    if unknown := sorted(set(changes) - set(known)):
-        raise TypeError(f"{caller} got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                        f"{settings_class.__name__}).")
-    if settings is None:
-        return settings_class(**changes)
-    if not isinstance(settings, settings_class):
-        raise TypeError(f"`settings` must be a {settings_class.__name__}, got {type(settings).__name__}; or pass its "
-                        f"fields as keyword arguments ({example}).")
-    return replace(settings, **changes) if changes else settings
 
 
 @dataclass(kw_only=True)
@@ -531,7 +423,7 @@ def check_label_overrides(config_overrides):
 def resolve_tokenizer(family, tokenizer, backbone, init_from):
     """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
     object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
-    used (`build_from_backbone` loads and checks it)."""
+    used (`check_backbone` loads and checks it)."""
     from .data import load_tokenizer
 
     if isinstance(tokenizer, str):
@@ -592,117 +484,3 @@ def check_backbone_folder(backbone):
         require_safe_weights(backbone, "`backbone` (--backbone)", default_class="AutoModel")
     if not looks_local:
         require_hub("`backbone` (--backbone)", backbone)
-
-
-@dataclass(kw_only=True)
-class CompareSettings(TrainingOptions):
-    """A comparison: what `compare` (and `hf-longdoc compare`) takes, as `Trainer` takes `TrainingArguments`. The
-    training options every model shares (rates, schedule, epochs, batch, backbone, head stage, precision, time
-    budget) are `TrainingOptions`', with the defaults of a comparison from scratch below; a comparison adds the
-    fields below (each one's `help` says what it does). The budget's sizes are mapped onto each family's config by
-    its `from_size`; with a `backbone` they do not apply. `config_overrides` maps a model name (or family) to config
-    settings.
-    """
-
-    max_length: int = option(1024, "tokens every model reads (bert-N: N)", type=MAX_LENGTH.parse)
-    epochs: float | None = option(None, f"training epochs of every model; None: {COMPARE_EPOCHS}, and with --backbone "
-                                        f"each family's `train` epochs (the baselines {COMPARE_EPOCHS})",
-                                  type=POSITIVE_NUMBER.parse, trainer="num_train_epochs")
-    learning_rate: float | None = option(None, f"the same for every model; None: {SCRATCH_RATE:g} from scratch, and "
-                                               "with --backbone each family's own rate and 2e-5 for the baselines "
-                                               "that fine-tune the checkpoint (their head: 1e-3)",
-                                         type=LEARNING_RATE.parse, trainer="learning_rate")
-    backbone: str | None = option(None, "fine-tune every model from this pretrained encoder (folder or Hub id) and "
-                                        "read its tokenizer: families that can wrap it, and bert-N / bert-N-headtail "
-                                        "as the backbone itself; the size flags then do not apply", type=str,
-                                  metavar="PATH_OR_ID")
-    models: tuple = option(COMPARED_MODELS, "families or family:variant (sparse_longformer:<selector>, "
-                                            "segment_lm:<variant>), each named once, comma-separated",
-                           type=name_list)
-    baselines: tuple = option(("bert-512", "longformer"), f"bert-<N> (reading the first N tokens, N at least "
-                                                          f"{MIN_TOKENS}, e.g. bert-512), bert-<N>-headtail (the "
-                                                          f"first {HEAD_TOKENS} and the last N - {HEAD_TOKENS + 2} "
-                                                          f"tokens, N at least {HEAD_TOKENS + 3}), and so <kind>-<N> "
-                                                          "for every kind that truncates; the whole document from "
-                                                          "scratch for the others; kinds: "
-                                                          + ", ".join(BASELINE_NAMES) + "; "
-                                                          "tfidf (TF-IDF + logistic regression on the full text); "
-                                                          "with --backbone, native (the checkpoint at all its "
-                                                          "positions) and bert-chunks (its logits averaged over "
-                                                          "512-token chunks); '' for none", type=name_list)
-    hidden_size: int = option(128, "width of every model", type=POSITIVE_INTEGER.parse)
-    num_layers: int = option(2, "layers (or steps) of every model", type=POSITIVE_INTEGER.parse)
-    num_heads: int = option(4, "attention heads of every Transformer", type=POSITIVE_INTEGER.parse)
-    window: int = option(128, "Longformer-type models: attention window", type=POSITIVE_INTEGER.parse)
-    segment_length: int = option(128, "segment LMs: tokens per segment", type=POSITIVE_INTEGER.parse)
-    config_overrides: dict = option(help="config overrides for one model, e.g. slstm.num_recurrent_steps=6",
-                                    factory=dict, flag="config", nargs="*", metavar="MODEL.KEY=VALUE", type=str,
-                                    combine=per_model_overrides)
-    seeds: int = option(1, "seeds --first-seed, --first-seed + 1, ...: mean ± std", type=POSITIVE_INTEGER.parse)
-    first_seed: int = option(FIRST_SEED, "the first seed: 43 with --seeds 2 adds seeds 43 and 44 to a run of seed 42 "
-                                         "alone", type=SEED.parse, trainer="seed")
-    split_seed: int | None = option(None, "draw the data split (built-in task: its documents) once with this seed for "
-                                          "every --seeds run; None: each seed draws its own", type=SEED.parse)
-    evidence: tuple | None = option(None, "also train and test every model on the built-in task with the evidence at "
-                                          "these positions (start,middle,end), or 'none'; None: start,middle,end "
-                                          "without --dataset, none with it", type=evidence_list)
-    task_size: int = option(1000, "built-in task: training documents", type=POSITIVE_INTEGER.parse)
-    task_words: tuple = option((300, 900), "built-in task: min,max words per document", type=word_pair)
-    bench_lengths: tuple = option((512, 1024, 2048), "the lengths of the time/memory plot; 'none' to skip it",
-                                  type=length_list)
-    output_dir: str = option("out/compare", "where the report, CSVs and plots go (existing ones hf-longdoc did not "
-                                            "write are refused)", trainer="output_dir")
-
-    @classmethod
-    def of(cls, settings=None, **changes):
-        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one. A
-        comparison from scratch without a learning rate trains every model at SCRATCH_RATE."""
-        settings = settings_of(cls, settings, changes, "compare()", "`compare(models=['slstm'], epochs=1)`")
-        if settings.learning_rate is None and settings.backbone is None:
-            settings = replace(settings, learning_rate=SCRATCH_RATE)
-        return settings
-
-    def check(self):
-        """A ValueError naming the setting (and its flag) for a value no run can use, before anything is read."""
-        super().check()
-        for name in ("hidden_size", "num_layers", "num_heads", "window", "segment_length"):
-            POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
-        for overrides in self.config_overrides.values():
-            check_label_overrides(overrides)
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ValueError(f"`seeds` must be a positive integer, got {self.seeds!r}.")
-        if isinstance(self.first_seed, bool) or not isinstance(self.first_seed, int) or self.first_seed < 0:
-            raise ValueError(f"`first_seed` (--first-seed) must be a non-negative integer, got {self.first_seed!r}.")
-        if self.split_seed is not None and (isinstance(self.split_seed, bool) or not isinstance(self.split_seed, int)):
-            raise ValueError(f"`split_seed` (--split-seed) must be an integer or None, got {self.split_seed!r}.")
-        if unknown := [p for p in self.evidence_positions() if p not in EVIDENCE_POSITIONS]:
-            raise ValueError(f"`evidence` (--evidence) positions must be among {', '.join(EVIDENCE_POSITIONS)} (or "
-                             f"'none'), got {', '.join(map(str, unknown))}.")
-        if given := self.training_args or {}:
-            if given.get("push_to_hub"):
-                raise ValueError("--push_to_hub: compare writes a report, not one model; train the one to publish "
-                                 "with `hf-longdoc train --push_to_hub`.")
-
-    def evidence_positions(self):
-        """The evidence positions of the run: `evidence`, or when None all of them on the built-in task and none with
-        a `dataset` (the built-in task would train every model three more times on other data)."""
-        from .data import BUILTIN_TASK
-
-        if self.evidence is not None:
-            return tuple(self.evidence)
-        return EVIDENCE_POSITIONS if self.dataset in (None, BUILTIN_TASK) else ()
-
-    def size(self, max_length=None):
-        """The `from_size` arguments of this budget (each family takes the ones that apply to it)."""
-        return dict(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
-                    max_length=max_length or self.max_length, attention_window=self.window,
-                    segment_length=self.segment_length)
-
-    def backbone_settings(self, family):
-        """The budget's knobs that still apply around a pretrained backbone: the optional `from_size` arguments the
-        family names that are settings of its config (attention window, segment length), not the sizes."""
-        from .modeling.registry import SIZE_ARGUMENTS
-
-        knobs = {key: value for key, value in family.size_arguments(self.size()).items()
-                 if key not in SIZE_ARGUMENTS}
-        return {key: value for key, value in knobs.items() if family.has_setting(key)}

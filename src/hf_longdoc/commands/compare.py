@@ -4,7 +4,7 @@ Its flags are `CompareSettings`' fields (help and defaults written there once) a
 under its own name, as `train` takes them.
 """
 
-from ..run_settings import CompareSettings
+from ..experiments.settings import CompareSettings
 from .options import Formatter, add_settings_arguments, add_trainer_flags
 
 

@@ -7,7 +7,8 @@ import time
 from functools import partial
 
 from ..numbers import MAX_LENGTH, POSITIVE_INTEGER
-from .options import Formatter, word_range
+from ..parsing import word_range
+from .options import Formatter
 
 logger = logging.getLogger(__name__)
 

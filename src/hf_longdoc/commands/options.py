@@ -1,11 +1,10 @@
-"""Parsing helpers the verbs share: the dataset options, `--config` pairs and comma-separated lists."""
+"""What the verbs share on the command line: the help formatter, the flags of a settings dataclass
+(`add_settings_arguments`, read back by `settings_from`), the `TrainingArguments` flags of `train` and `compare`, and
+the model-folder check. What a list or `--config` option's text becomes is `parsing`'s."""
 
 import argparse
 import os
 from dataclasses import MISSING, fields, is_dataclass
-
-from ..numbers import DEFAULT_THRESHOLD, SEED, THRESHOLD
-from ..run_settings import DATASET_HELP, name_list, positive_integers, word_pair
 
 
 class Formatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -14,29 +13,6 @@ class Formatter(argparse.ArgumentDefaultsHelpFormatter):
 
     def _get_help_string(self, action):
         return action.help if action.required or action.nargs == 0 else super()._get_help_string(action)
-
-
-def add_data_arguments(parser, seed_help="seed of the data split, the model and training", seed_default=42,
-                       threshold_default=DEFAULT_THRESHOLD,
-                       threshold_help="multi-label decision threshold on sigmoid scores, in (0, 1); saved with the "
-                                      "model (`multi_label_threshold` in its config.json)"):
-    parser.add_argument("--dataset", default=None,
-                        help=DATASET_HELP)
-    parser.add_argument("--text-column", default="text",
-                        help="the column holding the document, or several comma-separated (title,text), joined")
-    parser.add_argument("--label-column", default="label", help="class name/id, or a list of labels (multi-label)")
-    parser.add_argument("--evidence", default="end", choices=["start", "middle", "end", "anywhere"],
-                        help="built-in task only: where the label evidence sits")
-    parser.add_argument("--seed", type=SEED.parse, default=seed_default, help=seed_help)
-    parser.add_argument("--threshold", type=THRESHOLD.parse, default=threshold_default, help=threshold_help)
-
-
-def add_precision_arguments(parser):
-    """--bf16 and --fp16, Trainer's mixed-precision switches (what `train` and `compare` take)."""
-    parser.add_argument("--bf16", action="store_true",
-                        help="mixed precision in bfloat16 (a GPU, or a CPU with AVX-512 BF16 / AMX); weights stay "
-                             "float32")
-    parser.add_argument("--fp16", action="store_true", help="mixed precision in float16 (a CUDA GPU)")
 
 
 def string_to_bool(text):
@@ -59,7 +35,9 @@ class OneSpelling(argparse.Action):
         self.convert = convert
 
     def __call__(self, parser, namespace, values, option_string=None):
-        if self.convert is not None and values is not self.const:  # `--flag VALUE`: named as the user spelled it
+        if self.nargs == 0:  # `--no-NAME`: its value is its presence
+            values = self.const
+        elif self.convert is not None and values is not self.const:  # `--flag VALUE`: named as the user spelled it
             try:
                 values = ([self.convert(value) for value in values] if isinstance(values, list)
                           else self.convert(values))
@@ -94,9 +72,10 @@ def spellings(name, metadata):
 
 
 def add_settings_arguments(parser, settings_class, skip=()):
-    """One flag per documented field of `settings_class` (`run_settings.option`): its help, type and default are
+    """One flag per documented field of `settings_class` (`parsing.option`): its help, type and default are
     the field's, written once. A flag the user does not give is left out of the parsed arguments, so the dataclass
-    default applies (`settings_from`)."""
+    default applies (`settings_from`). A switch that is on unless turned off (`roofline=True`) also takes
+    `--no-NAME`, as Transformers' `HfArgumentParser` gives such a field."""
     for f in fields(settings_class):
         metadata = field_help(settings_class, f.name)
         if metadata is None or f.name in skip:
@@ -104,7 +83,7 @@ def add_settings_arguments(parser, settings_class, skip=()):
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         if isinstance(default, tuple):
             default = ",".join(map(str, default))
-        shown = "" if default in (None, False, "", {}) else f" (default: {default})"
+        shown = "" if default is None or default is False or default in ("", {}) else f" (default: {default})"
         kwargs = dict(dest=f.name, default=argparse.SUPPRESS, action=OneSpelling,
                       help=metadata["help"].replace("%", "%%") + shown, required=metadata.get("required", False))
         if isinstance(default, bool) or metadata.get("switch"):
@@ -114,14 +93,21 @@ def add_settings_arguments(parser, settings_class, skip=()):
             for key in ("nargs", "metavar", "choices"):
                 if key in metadata:
                     kwargs[key] = metadata[key]
-        action = parser.add_argument(*spellings(f.name, metadata), **kwargs)
+        names = spellings(f.name, metadata)
+        action = parser.add_argument(*names, **kwargs)
         action.field_default = default  # what --help shows (the parsed arguments leave it out: `settings_from`)
+        if default is True:
+            word = metadata.get("flag", f.name)
+            negated = parser.add_argument(*dict.fromkeys((f"--no-{word.replace('_', '-')}", f"--no_{word}")),
+                                          dest=f.name, default=argparse.SUPPRESS, action=OneSpelling, nargs=0,
+                                          const=False, help=f"the same as {names[0]} false")
+            negated.field_default = default
 
 
 def settings_from(args, settings_class, **parsed):
-    """The `settings_class` (`RunSettings`, `CompareSettings`, `ServeSettings`) of the parsed `args`: each field from
-    its flag when the user gave it (combined as its metadata says: `--config` pairs to a dict), `parsed` for the
-    others that are set (`training_args`); every other field keeps its dataclass default."""
+    """The `settings_class` (`RunSettings`, `CompareSettings`, `EvaluateSettings`, ...) of the parsed `args`: each
+    field from its flag when the user gave it (combined as its metadata says: `--config` pairs to a dict), `parsed`
+    for the others that are set (`training_args`); every other field keeps its dataclass default."""
     given = {}
     for f in fields(settings_class):
         if not f.init or not hasattr(args, f.name):
@@ -130,29 +116,6 @@ def settings_from(args, settings_class, **parsed):
         metadata = field_help(settings_class, f.name) or {}
         given[f.name] = metadata["combine"](value) if "combine" in metadata else value
     return settings_class(**{**given, **parsed})
-
-
-def named(parse, value, flag):
-    """`parse(value)` (a `run_settings` parser), its argparse error turned into a ValueError naming `flag`."""
-    try:
-        return parse(value)
-    except argparse.ArgumentTypeError as error:
-        raise ValueError(f"`{flag}` {error}.") from None
-
-
-def word_range(value):
-    """`"300,900"` -> (300, 900), the built-in task's min,max words per document; a ValueError naming the flag."""
-    return named(word_pair, value, "--task-words")
-
-
-def integers(value, name):
-    """`"512,1024"` -> (512, 1024): positive integers, or a ValueError naming the option."""
-    return named(positive_integers, value, name)
-
-
-def names(value):
-    """`"a, b,"` -> ["a", "b"]: the entries of a comma-separated option."""
-    return list(name_list(value))
 
 
 def require_model_folder(path):
@@ -211,7 +174,7 @@ class TrainerHelp(argparse.Action):
 def add_trainer_flags(parser):
     """Let `parser`'s command take every `TrainingArguments` field as a flag of its own (`parse_trainer_flags`),
     and list them with `--help-trainer`."""
-    parser.add_argument("--help-trainer", action=TrainerHelp,
+    parser.add_argument("--help-trainer", "--help_trainer", action=TrainerHelp,
                         help="list the TrainingArguments flags this command also takes (--gradient_accumulation_steps, "
                              "--optim, --report_to, --torch_compile, --fsdp, --deepspeed, ...), and exit")
     parser.set_defaults(takes_trainer_flags=True)

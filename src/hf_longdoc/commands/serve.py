@@ -5,6 +5,7 @@ port opens, so a folder that cannot be served is refused with the reason and no 
 """
 
 import logging
+from dataclasses import replace
 
 from ..serving.settings import PAGE_PATH, WILDCARD_ADDRESSES, ServeSettings
 from .options import Formatter, add_settings_arguments, require_model_folder
@@ -39,7 +40,7 @@ def run(args):
     require_model_folder(args.model_dir)
     settings = settings_from(args, ServeSettings)
     if settings.allowed_hosts is None:  # a server of its own checks `Host`: the loopback names and --host
-        settings.allowed_hosts = ()
+        settings = replace(settings, allowed_hosts=())
     app = create_app(args.model_dir, settings)  # the model loads here, before the port opens
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     logger.info("POST /predict (and /, as text embeddings inference routes it); the page: http://%s:%d%s",

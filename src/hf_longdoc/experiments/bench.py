@@ -19,22 +19,14 @@ import copy
 import inspect
 import os
 import re
-from dataclasses import dataclass, field, fields, replace
 
 import torch
 
 from ..feasibility import check_fits, family_squares
-from ..modeling import FAMILIES, Family, resolve
-from ..outputs import check_files_free, require_writable_folder
-from .baselines import (
-    BASELINES,
-    baseline_attention,
-    baseline_config,
-    check_attention,
-    parse_baseline,
-    square_tensors,
-    too_few_tokens,
-)
+from ..modeling import FAMILIES
+from ..parsing import settings_of
+from .baselines import baseline_attention, check_attention, square_tensors
+from .bench_models import BenchModel
 from .measure import time_forward
 from .profiling import (
     fit_cost,
@@ -45,77 +37,7 @@ from .profiling import (
     tokenizer_throughput,
 )
 from .report import bench_output_paths, format_table, write_bench_outputs
-
-
-@dataclass
-class BenchModel:
-    """One model of a bench run, resolved once: a family (with its variant settings) or a Transformers baseline."""
-
-    name: str
-    family: Family | None = None
-    variant: dict = field(default_factory=dict)
-    baseline: str | None = None  # a key of BASELINES: bert | longformer | modernbert | eurobert ...
-
-    @classmethod
-    def parse(cls, name):
-        """The model called `name`, or a ValueError naming the known ones."""
-        parsed = parse_baseline(name)
-        if parsed is None and too_few_tokens(name) is not None:  # `bert-2`: the documented form, but not a bench name
-            parsed = (name.partition("-")[0], 2)
-        if parsed is not None:
-            if parsed[1] is not None:
-                raise ValueError(f"Bench times every model at every length; use `bert`, not {name!r}.")
-            return cls(name, baseline=parsed[0])
-        if name.partition(":")[0].lower().replace("-", "_") not in FAMILIES:
-            known = ", ".join(sorted(FAMILIES) + list(BASELINES))
-            raise ValueError(f"Unknown model {name!r} for bench; choose from {known}.")
-        family, variant = resolve(name)
-        return cls(name, family, variant)
-
-    def build(self, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-              attention_dropout=None, segment_length=256, gradient_mode="paper", attention=None, **overrides):
-        """A randomly initialised classification model of the given width and depth. `attention_dropout` (Transformer
-        models only) overrides their attention-probability dropout; `attention` is a baseline's attention
-        implementation (see `baseline_attention`; None: Transformers' default); `overrides` are config settings of a
-        family."""
-        if self.family is None:
-            return BASELINES[self.baseline].model_class(self.baseline_config(
-                hidden_size, num_layers, num_heads, max_length, vocab_size, window, attention_dropout, attention))
-        return self.family.classification_class(self.config(
-            hidden_size, num_layers, num_heads, max_length, window, attention_dropout, segment_length, gradient_mode,
-            vocab_size=vocab_size, pad_token_id=0, **overrides))
-
-    def baseline_config(self, hidden_size, num_layers, num_heads, max_length, vocab_size=8000, window=512,
-                        attention_dropout=None, attention=None):
-        """The baseline model's config (`baselines.baseline_config`) with the bench's vocabulary and labels."""
-        chosen = {} if attention is None else {"attn_implementation": attention}
-        return baseline_config(self.baseline, hidden_size, num_layers, num_heads, max_length, attention_window=window,
-                               attention_dropout=attention_dropout, vocab_size=vocab_size, num_labels=2,
-                               pad_token_id=0, **chosen)
-
-    def config(self, hidden_size, num_layers, num_heads, max_length, window=None, attention_dropout=None,
-               segment_length=None, gradient_mode=None, **settings):
-        """The family model's config (the bench's options under `from_size`'s names; each family takes the ones that
-        apply to it)."""
-        size = dict(hidden_size=hidden_size, num_layers=num_layers, num_heads=num_heads, max_length=max_length,
-                    attention_window=window, segment_length=segment_length, attention_dropout=attention_dropout,
-                    gradient_mode=gradient_mode)
-        return self.family.build_config(size, num_labels=2, **self.variant, **settings)
-
-    def reference(self):
-        """("speedup" | "time", with a memory ratio) when the other models are measured against this one: a baseline,
-        or a family's reference variant (its registry `bench_reference`); else None."""
-        if self.family is None:
-            baseline = BASELINES[self.baseline]
-            return "speedup", baseline.sparse or baseline.memory_reference
-        reference = self.family.bench_reference
-        if reference and self.name.partition(":")[2] == reference[0]:
-            return reference[1], True
-        return None
-
-    def ids_per_position(self, config):
-        """Input ids one encoder position reads (v bytes per material for elementwise models)."""
-        return 1 if self.family is None else self.family.ids_per_position(config)
+from .settings import BenchSettings
 
 
 def takes_global_attention_mask(model):
@@ -131,29 +53,6 @@ def scattered_global_mask(input_ids, num_global, seed=0):
         mask[row, torch.randperm(n - 1, generator=generator)[: min(num_global, n - 1)] + 1] = 1
     mask[:, 0] = 1
     return mask.to(input_ids.device)
-
-
-def check_models(models, lengths, config_overrides=None, **sizes):
-    """The models of a run, resolved and their configs built, before any timing: unknown models, bad sizes and
-    invalid overrides fail here."""
-    if not models:
-        raise ValueError("Give at least one model to `models` (`--models`).")
-    if not lengths or any(length < 8 for length in lengths):
-        raise ValueError(f"`lengths` must all be at least 8 tokens, got {list(lengths)}.")
-    window = sizes.get("window")
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window <= 0 or window % 2):
-        raise ValueError(f"`window` (--window) must be a positive even integer, got {window!r}.")
-    entries = [BenchModel.parse(name) for name in models]
-    config_overrides = config_overrides or {}
-    families = {entry.name for entry in entries if entry.family is not None}
-    if unknown := sorted(name for name, overrides in config_overrides.items() if overrides and name not in families):
-        raise ValueError(f"`config_overrides` (--config) names {', '.join(unknown)}, which is not a family model of "
-                         f"this run (models: {', '.join(sorted(families)) or 'none'}; baselines take no overrides).")
-    for entry in entries:
-        if entry.family is not None:
-            overrides = config_overrides.get(entry.name, {})
-            entry.config(max_length=min(lengths), **sizes, **overrides)
-    return entries
 
 
 def check_bench_fits(entries, lengths, batch_size, backward, device, config_overrides=None, attentions=None,
@@ -194,100 +93,14 @@ def bench_device(device):
     return device
 
 
-DTYPES = ("float32", "bfloat16", "float16")
-
-
-@dataclass
-class BenchSettings:
-    """A bench run: what `run_bench` (and `hf-longdoc bench`) takes, as `compare` takes `CompareSettings`. Every model
-    is built at one size and timed at every length; `check` refuses a value no run can use before any model is built.
-
-    - `models`: families (`family:variant`) and/or Transformers baselines (`catalog.BASELINE_NAMES`).
-    - `lengths`: the document lengths, in input ids (an elementwise model reads whole materials of v ids).
-    - `batch_size`: documents per pass.
-    - `hidden_size`, `num_layers`, `num_heads`: the size of every model, through each family's `from_size`.
-    - `repeats`: timed passes (the median is reported), after `warmup` untimed ones.
-    - `device`: a torch device (None: cuda if available, else cpu); `dtype`: the models' dtype (`DTYPES`).
-    - `seed`: of the weights, the input ids and the global tokens.
-    - `window`: Longformer-type models' attention window; `num_global`: their scattered global tokens besides [CLS].
-    - `backward`: time training steps (forward + backward of the loss) instead of forward passes.
-    - `attention_dropout`: Transformer models' attention-probability dropout (None: each config's, 0.1).
-    - `segment_length`: segment LMs' tokens per segment; `gradient_mode`: which segments the LM gets gradient through.
-    - `config_overrides`: model name -> config settings of that family model (baselines take none).
-    - `roofline`: forward passes only: each model's row at `roofline_length` (None: the longest of `lengths`) also
-      holds its `matmul_roofline`, its forward timed beside its matrix products alone.
-    - `attention`: the baselines' attention implementation where their model supports it (`baseline_attention`).
-    - `output`: the prefix of the CSV and PNG `run_bench` writes (None: it writes nothing); a file there that
-      hf-longdoc did not write is refused before any timing, unless `overwrite`.
-    """
-
-    models: tuple = ("contextualizer", "bert")
-    lengths: tuple = (512, 1024, 2048, 4096, 8192)
-    batch_size: int = 1
-    hidden_size: int = 256
-    num_layers: int = 4
-    num_heads: int = 4
-    repeats: int = 3
-    warmup: int = 1
-    device: str | None = None
-    dtype: str = "float32"
-    seed: int = 0
-    window: int = 512
-    num_global: int = 128
-    backward: bool = False
-    attention_dropout: float | None = None
-    segment_length: int = 256
-    gradient_mode: str = "paper"
-    config_overrides: dict = field(default_factory=dict)
-    roofline: bool = True
-    roofline_length: int | None = None
-    attention: str = "auto"
-    output: str | None = None
-    overwrite: bool = False
-
-    @classmethod
-    def of(cls, settings=None, **changes):
-        """`settings` (None: the defaults) with `changes` to its fields, and a TypeError naming any unknown one."""
-        known = [f.name for f in fields(cls)]
-        if unknown := sorted(set(changes) - set(known)):
-            raise TypeError(f"run_bench() got unknown arguments {unknown}; it takes {', '.join(known)} (see "
-                            "BenchSettings).")
-        return replace(settings or cls(), **changes)
-
-    def sizes(self):
-        """The settings every model is built with (`BenchModel.build`'s arguments)."""
-        return dict(hidden_size=self.hidden_size, num_layers=self.num_layers, num_heads=self.num_heads,
-                    window=self.window, attention_dropout=self.attention_dropout,
-                    segment_length=self.segment_length, gradient_mode=self.gradient_mode)
-
-    def check(self):
-        """The models of the run (`check_models`), or a ValueError naming the setting, its flag and the fix."""
-        entries = check_models(self.models, self.lengths, self.config_overrides or {}, **self.sizes())
-        if isinstance(self.repeats, bool) or not isinstance(self.repeats, int) or self.repeats < 1:
-            raise ValueError(f"`repeats` (--repeats) must be a positive integer, got {self.repeats!r}.")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"`dtype` (--dtype) must be {', '.join(DTYPES[:-1])} or {DTYPES[-1]}, got "
-                             f"{self.dtype!r}.")
-        if self.roofline_length is not None and self.roofline_length not in self.lengths:
-            raise ValueError(f"`roofline_length` (--roofline-length) {self.roofline_length} is not one of `lengths` "
-                             f"(--lengths: {','.join(map(str, self.lengths))}); pick one of them, or leave it out "
-                             "for the longest.")
-        if self.output is not None:
-            if not os.path.basename(self.output) or os.path.isdir(self.output):
-                raise ValueError(f"`output` (--output) {self.output!r} is a folder; pass a file prefix (e.g. "
-                                 "out/bench writes out/bench.csv and out/bench.png).")
-            require_writable_folder(os.path.dirname(os.path.abspath(self.output)), "`output` (--output)")
-            check_files_free(bench_output_paths(self.output), self.overwrite, "--overwrite (overwrite=True)")
-        return entries
-
-
 def run_bench(settings=None, /, progress=print, **changes):
     """Time every model of `settings` (a `BenchSettings`) at every length; returns rows of dicts (model, length,
     seconds, peak_mib, ratio fields; a baseline's rows also name its `attention` implementation, a model's row at the
     roofline length its `matmul_roofline` under `roofline_*` keys). Keyword arguments instead (or as well) set its
     fields (`run_bench(models=["slstm", "bert"], lengths=[1024])`). With an `output` prefix, the rows are also written
     to `<output>.csv` and `<output>.png`. `progress` receives a line per measurement."""
-    settings = BenchSettings.of(settings, **changes)
+    settings = settings_of(BenchSettings, settings, changes, "run_bench()",
+                           "`run_bench(models=['slstm', 'bert'], lengths=[1024])`")
     entries = settings.check()
     lengths, batch_size = tuple(settings.lengths), settings.batch_size
     repeats, warmup, seed, backward = settings.repeats, settings.warmup, settings.seed, settings.backward
@@ -450,7 +263,7 @@ def micro_benchmarks(settings=None, /, progress=print, **changes):
     shapes (a family with `has_profile`), and for forward passes the cost of choosing global tokens (a family with
     statistics). Returns the measurements (`kernel_efficiency`'s and `selection_cost`'s dicts), each also said to
     `progress` as a line."""
-    s = BenchSettings.of(settings, **changes)
+    s = settings_of(BenchSettings, settings, changes, "micro_benchmarks()", "`micro_benchmarks(models=['slstm'])`")
     length, found = max(s.lengths), []
     families = dict.fromkeys(entry.family for entry in map(BenchModel.parse, s.models) if entry.family is not None)
     for family in families:

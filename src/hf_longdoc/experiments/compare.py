@@ -65,16 +65,7 @@ from ..recipe import (
     training_arguments,
     wrap_backbone,
 )
-from ..run_settings import (
-    COMPARE_DECIDES,
-    COMPARE_EPOCHS,
-    COMPARE_RECIPE,
-    SCRATCH_RATE,
-    CompareSettings,
-    check_backbone,
-    check_backbone_folder,
-    recipe_epochs,
-)
+from ..run_settings import COMPARE_DECIDES, COMPARE_RECIPE, check_backbone, check_backbone_folder, recipe_epochs
 from .baselines import (
     BASELINES,
     CHECKPOINT_HEAD_RATE,
@@ -87,10 +78,12 @@ from .baselines import (
     tfidf_classifier,
     too_few_tokens,
 )
-from .bench import check_models, run_bench
+from .bench import run_bench
+from .bench_models import check_models
 from .collapse import COST_COLUMNS, collapse_check
 from .measure import PeakMemory
 from .report import COMPARE_OUTPUTS, write_compare_report, write_csv
+from .settings import COMPARE_EPOCHS, SCRATCH_RATE, CompareSettings
 
 logger = logging.getLogger(__name__)
 
@@ -634,4 +627,4 @@ def summarize(rows):
     return summary
 
 
-__all__ = ["CompareSettings", "baseline_names", "compare", "parse_models", "summarize"]
+__all__ = ["baseline_names", "compare", "parse_models", "summarize"]

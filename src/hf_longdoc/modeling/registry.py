@@ -5,6 +5,8 @@ attributes and the methods a family may override, each with its default) and the
 
 import functools
 import inspect
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import torch
 from transformers import (
@@ -72,14 +74,15 @@ class Family:
     paper_citation: str
     summary: str
 
+    # the defaults are read-only mappings and tuples: they are shared by every family that does not set its own
     train_size: dict | None = None
-    defaults: dict = {}
+    defaults: Mapping = MappingProxyType({})
     learning_rate: float = 2e-3
     backbone_learning_rate: float | None = None
     backbone_epochs: float | None = None
     tokenizer_class: type | None = None
-    special_tokens: dict = {}
-    variants: dict = {}
+    special_tokens: Mapping = MappingProxyType({})
+    variants: Mapping = MappingProxyType({})
     bench_reference: tuple = ()
     position_width: str | None = None
     new_with_backbone: tuple = ()
@@ -243,10 +246,6 @@ class Family:
             slot = "fast_tokenizer_class" if issubclass(self.tokenizer_class, PreTrainedTokenizerFast) else \
                 "slow_tokenizer_class"
             AutoTokenizer.register(self.config_class, **{slot: self.tokenizer_class}, exist_ok=True)
-
-    def reads(self, config):
-        """The most input ids a model with `config` reads (None: no limit): `reading_length`, by its older name."""
-        return self.reading_length(config)
 
     def ids_per_position(self, config):
         """Input ids one encoder position covers (elementwise: v bytes)."""

@@ -9,6 +9,7 @@ import os
 from datasets import Features, List, Value
 
 from ..outputs import require_writable_folder
+from ..reading import best_first
 from .resuming import window_predictions
 
 FORMATS = (".jsonl", ".csv", ".parquet")
@@ -107,8 +108,8 @@ def _csv_cells(row, labels):
     return cells
 
 
-def write_output(result, path, labels, best_first=False):
-    """Write the rows of `result` to `path` in the format its extension names; JSONL scores `best_first` (with
+def write_output(result, path, labels, ranked=False):
+    """Write the rows of `result` to `path` in the format its extension names; JSONL scores `ranked` best first (with
     `top_k`: the classes in the order of their scores, the pipeline's), else in label order."""
     extension = os.path.splitext(path)[1].lower()
     if extension == ".parquet":
@@ -126,8 +127,9 @@ def write_output(result, path, labels, best_first=False):
                     writer.writerow(_csv_cells(row, labels))
                     continue
                 if row["scores"] is not None:  # top_k: the K best (the others are null), best first
-                    shown = [(label, score) for label, score in row["scores"].items() if score is not None]
-                    row["scores"] = dict(sorted(shown, key=lambda item: -item[1]) if best_first else shown)
+                    shown = {label: score for label, score in row["scores"].items() if score is not None}
+                    names, scores = list(shown), list(shown.values())
+                    row["scores"] = {names[index]: scores[index] for index in best_first(scores)} if ranked else shown
                 f.write(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n")
 
 

@@ -20,9 +20,10 @@ import re
 import time
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Annotated
 
 import torch
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -30,15 +31,11 @@ from prometheus_client.core import Metric
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
-from ..explaining import check_explainable
 from ..hub import card_model_id
-from ..predicting import PredictSettings
-from ..predicting.model import Reader, choose_device, load_model, no_text_reason
-from ..reading import decision_threshold, is_multi_label, saved_reading_length
-from ..saved_models import saved_config
-from ..threads import reading_workers
+from ..inference.reader import load_reader, no_text_reason
+from ..reading import best_first
 from .batching import TOKENIZING_THREADS, Batcher, Overloaded, Reading, Unavailable, ids_read
-from .schemas import ClassifyRequest, PredictRequest
+from .schemas import Classification, ClassifyRequest, ErrorResponse, Info, Prediction, PredictRequest
 from .settings import PAGE_PATH, ServeSettings
 
 logger = logging.getLogger(__name__)
@@ -46,6 +43,7 @@ VERSION = importlib.metadata.version("hf_longdoc")
 PAGE = os.path.join(os.path.dirname(__file__), "page.html")
 OPEN_PATHS = ("/", "/health", "/ping", "/metrics", "/info", PAGE_PATH)  # GET: probes, scraping, the page need no key
 PREDICT_PATHS = ("/predict", "/", "/invocations")  # TEI's routes to predict, for a classifier
+HEALTH_PATHS = ("/health", "/ping", "/")  # TEI's health probes
 BODY_SLACK = 64 * 1024  # bytes of JSON around the documents themselves
 # a character as JSON may send it: `\\uXXXX`, as Python's json.dumps and JavaScript's escapes write a character of the
 # BMP (one outside it, an emoji, is two such escapes: 12 bytes)
@@ -143,24 +141,13 @@ class Service:
     def __init__(self, model_dir, settings):
         self.settings = settings.check()
         self.key = settings.api_key()  # read once; never logged
-        self.model_dir = model_dir
-        config = saved_config(model_dir, "`model_dir` (MODEL_DIR)")  # no saved model: a ValueError naming it
-        device = choose_device(settings.device, settings.dtype, None)
-        self.model, self.tokenizer = load_model(model_dir, device, settings.dtype)
-        self.config = self.model.config
-        self.threshold = decision_threshold(self.config, None, is_multi_label(self.config), log=False)
-        self.reading = PredictSettings(batch_size=settings.batch_size, dtype=settings.dtype, long=settings.long,
-                                       stride=settings.stride, aggregation=settings.aggregation, raw_scores=True)
-        from ..modeling.registry import family_of_model_type
-
-        family = family_of_model_type(config.get("model_type"))
-        self.explain_refusal = explain_refusal(self.model, settings)
-        workers = reading_workers(device, family.concurrent_inference if family is not None else True)
-        self.readers = {}
+        self.reader = load_reader(model_dir, replace(settings, raw_scores=True), log=False)  # predict's reader
+        settings.note_ignored()
+        self.model, self.rules, self.labels = self.reader.model, self.reader.rules, self.reader.labels
+        self.readers = {Reading(side=settings.truncation_side): self.reader}
         self.metrics = Metrics()
-        self.batcher = Batcher(self.reader_for, settings.max_batch_tokens, settings.max_concurrent_requests, workers,
-                               self.metrics, settings.batch_size)
-        self.labels = [self.config.id2label[index] for index in range(self.config.num_labels)]
+        self.batcher = Batcher(self.reader_for, settings.max_batch_tokens, settings.max_concurrent_requests,
+                               self.reader.workers, self.metrics, settings.batch_size)
         self.max_body = (settings.max_client_batch_size * (settings.max_input_chars * ESCAPED_CHARACTER_BYTES + 2)
                          + BODY_SLACK)
         self.model_name = settings.served_model_name or card_model_id(model_dir) or folder_name(model_dir)
@@ -169,37 +156,33 @@ class Service:
         self.ignored = set()
 
     def reader_for(self, reading):
-        """The `predicting.Reader` of a `batching.Reading`, made once."""
+        """The `Reader` of a `batching.Reading`: the server's, read another way (made once)."""
         if reading not in self.readers:
-            settings = replace(self.reading, explain=reading.explain, truncation_side=reading.side)
-            self.readers[reading] = Reader(self.model, self.tokenizer, settings, self.threshold)
+            self.readers[reading] = self.reader.variant(explain=reading.explain, truncation_side=reading.side)
         return self.readers[reading]
 
-    @property
-    def max_input_length(self):
-        """TEI's `max_input_length`: the ids (special tokens included) a document is read in at once; under `--long
-        truncate`, a longer one is cut (or refused with `truncate: false`); under `--long chunks` it is read in
-        chunks of this length."""
-        return saved_reading_length(self.config, self.tokenizer)
+    def reading(self, direction=None, explain=None):
+        """The `Reading` of a request: its `truncation_direction` (None: the server's `--truncation-side`)."""
+        return Reading(explain, direction.lower() if direction else self.settings.truncation_side)
 
     def info(self):
-        """TEI's `Info` (`router/src/lib.rs`), then this package's own fields."""
-        settings = self.settings
+        """TEI's `Info` (`router/src/lib.rs`), then this package's own fields (`schemas.Info`)."""
+        settings, refusal = self.settings, self.reader.explain_refusal
         tei = {
             "model_id": self.model_name, "model_sha": None,
             "model_dtype": str(self.model.dtype).replace("torch.", ""), "served_model_name": self.model_name,
             "model_type": {"classifier": {"id2label": {str(index): label for index, label in enumerate(self.labels)},
                                           "label2id": {label: index for index, label in enumerate(self.labels)}}},
-            "max_concurrent_requests": settings.max_concurrent_requests, "max_input_length": self.max_input_length,
+            "max_concurrent_requests": settings.max_concurrent_requests, "max_input_length": self.reader.length,
             "max_batch_tokens": settings.max_batch_tokens, "max_batch_requests": settings.batch_size,
             "max_client_batch_size": settings.max_client_batch_size, "auto_truncate": True,
             "tokenization_workers": TOKENIZING_THREADS, "version": VERSION, "sha": None, "docker_label": None,
         }
         return tei | {
-            "family": self.config.model_type, "labels": self.labels, "multi_label": is_multi_label(self.config),
-            "threshold": self.threshold, "reading_length": self.max_input_length, "long": settings.long,
+            "family": self.model.config.model_type, "labels": self.labels, "multi_label": self.rules.multi_label,
+            "threshold": self.rules.threshold, "reading_length": self.reader.length, "long": settings.long,
             "stride": settings.stride, "aggregation": settings.aggregation,
-            "explainable": self.explain_refusal is None, "explain_refusal": self.explain_refusal,
+            "explainable": refusal is None, "explain_refusal": refusal,
             "max_input_chars": settings.max_input_chars, "max_explain": settings.max_explain,
             "api_key_required": self.key is not None, "page": PAGE_PATH,
         }
@@ -236,7 +219,7 @@ class Service:
         for index, document in enumerate(documents):
             if document.get("cut"):
                 given = document["tokens"] + len(reader.plan.prefix) + len(reader.plan.suffix)
-                raise Refused(error(422, f"`inputs[{index}]` must have less than {self.max_input_length} tokens. "
+                raise Refused(error(422, f"`inputs[{index}]` must have less than {reader.length} tokens. "
                                          f"Given: {given} (`truncate: false`, and this server reads a document's first "
                                          "or last ids: send `truncate: true`, or serve with --long chunks to read all "
                                          "of it)."), "tokenization")
@@ -299,9 +282,6 @@ class Guard:
     bytes received (with or without `Content-Length`; the body is read here, never past the limit, and handed on),
     its content type, and the metrics. A request cut by `--shutdown-timeout` is answered 503."""
 
-    ENDPOINTS = ("/", "/health", "/ping", "/info", "/metrics", "/predict", "/invocations", "/classify", PAGE_PATH)
-    BODIES = (*PREDICT_PATHS, "/classify")
-
     def __init__(self, app, service):
         self.app, self.service = app, service
 
@@ -340,7 +320,8 @@ class Guard:
                 if not status:
                     await error(500, "The server failed to read this request; its log says why.",
                                 "Backend")(scope, receive, recorded)
-        endpoint = path if path in self.ENDPOINTS else "other"
+        route = scope.get("route")  # the route FastAPI matched; a request refused here is labelled by its path
+        endpoint = route.path if route is not None else path if path in route_paths() else "other"
         service.metrics.requests.labels(endpoint, str(status[0] if status else 500)).inc()
         service.metrics.latency.labels(endpoint).observe(time.perf_counter() - started)
 
@@ -355,7 +336,7 @@ class Guard:
         if not service.authorized(scope["method"], path, headers):
             return (401, "A missing or wrong API key: send it as `Authorization: Bearer KEY` or `X-API-Key: KEY`.",
                     "Validation")
-        if scope["method"] != "POST" or path not in self.BODIES:
+        if scope["method"] != "POST" or path not in route_paths(("POST",)):
             return None
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > service.max_body:
@@ -417,17 +398,168 @@ def folder_name(model_dir):
     return os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
 
 
-def explain_refusal(model, settings):
-    """Why this server cannot give `explain` (None when it can): the family's own refusal, as `predict --explain`
-    asks it, or the server's `--long chunks`."""
-    try:
-        check_explainable(model)
-    except ValueError as refusal:
-        return str(refusal).replace(" (drop --explain)", "")
-    if settings.long == "chunks":
-        return ("this server reads documents in chunks (--long chunks), which cannot be weighed against each other; "
-                "serve with --long truncate to explain")
-    return None
+def service_of(request: Request) -> Service:
+    """The app's `Service` (what every handler reads with)."""
+    return request.app.state.service
+
+
+Served = Annotated[Service, Depends(service_of)]
+router = APIRouter()  # the one route table: the Guard and the 404 read their paths from it
+ERRORS = {status: {"model": ErrorResponse} for status in (400, 401, 413, 415, 422, 429, 503)}
+
+
+async def predict(request: PredictRequest, service: Served):
+    """Text embeddings inference's `/predict` (also `POST /` and `/invocations`, as TEI routes them for a
+    classifier): per document, every class with its score, best first; `parameters` (InferenceClient's) read for
+    `top_k` and `function_to_apply`."""
+    started, single = time.perf_counter(), isinstance(request.inputs, str)
+    service.metrics.tei.inc("te_request_count", "single" if single else "batch")
+    service.note_ignored(request)
+    texts, function, top_k = predict_arguments(request)
+    if (refusal := service.check_documents(texts)) is not None:
+        raise Refused(*refusal)
+    check = service.refuse_cut if request.truncate is False else None
+    reading = service.reading(request.truncation_direction)
+    predictions, documents, timing = await service.batcher.submit(texts, reading, check)
+    answers = []
+    for prediction in predictions:
+        scores = apply_function(prediction, function)
+        answers.append([{"label": service.labels[index], "score": scores[index]}
+                        for index in best_first(scores, top_k)])
+    service.metrics.tei.inc("te_request_success", "single" if single else "batch")
+    service.metrics.request_done(started, timing, [ids_read(document) for document in documents])
+    return JSONResponse(answers[0] if single else answers,
+                        headers=service.compute_headers(started, texts, documents, timing))
+
+
+for path in PREDICT_PATHS:  # one handler; the OpenAPI page shows it once, at /predict
+    router.add_api_route(path, predict, methods=["POST"], include_in_schema=path == "/predict", summary="Predict",
+                         response_model=list[Prediction] | list[list[Prediction]], responses=ERRORS)
+
+
+@router.post("/classify", response_model=list[Classification], responses=ERRORS)
+async def classify(request: ClassifyRequest, service: Served):
+    """Per document: its label(s) and score(s), every class's score (with `top_k`: the K best, best first), how much
+    of it was read (and which part), and with `explain` the passages that weighed most (character offsets into the
+    text as sent)."""
+    started = time.perf_counter()
+    texts = [request.inputs] if isinstance(request.inputs, str) else list(request.inputs)
+    if (refusal := service.check_documents(texts)) is not None:
+        raise Refused(*refusal)
+    reading = service.reading(request.truncation_direction, request.explain)
+    if request.explain is not None:
+        limit = service.settings.max_explain
+        if (refusal := service.reader.explain_refusal) is not None:
+            return error(422, f"`explain`: {refusal}; leave it out.")
+        if request.explain > limit:
+            return error(422, f"`explain` {request.explain} is more passages than this server returns "
+                              f"(--max-explain {limit}).")
+        if reading.side != "right":
+            return error(422, "`explain` weighs the passages of a document's start; it cannot be combined with "
+                              "`truncation_direction: left`: drop one.")
+    check = service.refuse_cut if request.truncate is False else None
+    predictions, documents, timing = await service.batcher.submit(texts, reading, check)
+    reader = service.reader_for(reading)
+    answers = []
+    for prediction, document in zip(predictions, documents):
+        scores = prediction["scores"]
+        if request.top_k:
+            scores = service.rules.top(list(scores.values()), request.top_k)
+        answer = {"label": prediction["label"], "score": prediction["score"], "scores": scores,
+                  "coverage": reader.coverage(document)}
+        if request.explain is not None:
+            answer["evidence"] = prediction["evidence"]
+        answers.append(answer)
+    return JSONResponse(answers, headers=service.compute_headers(started, texts, documents, timing))
+
+
+async def health(service: Served):
+    """TEI's health probe (`GET /health`, `/ping` and `/`): 200 with an empty body once the model is loaded and a
+    request can be answered; 503 in TEI's error shape when not (shutting down)."""
+    service.batcher.start()  # mounted in another app: not started by a lifespan
+    return Response(status_code=200)
+
+
+for path in HEALTH_PATHS:
+    router.add_api_route(path, health, methods=["GET"], include_in_schema=path == "/health", summary="Health",
+                         responses={503: {"model": ErrorResponse}})
+
+
+@router.get("/info", response_model=Info)
+async def info(service: Served):
+    return service.info()
+
+
+@router.get("/metrics")
+async def metrics(service: Served):
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+with open(PAGE, encoding="utf-8") as f:
+    PAGE_HTML = f.read()
+
+
+@router.get(PAGE_PATH, response_class=HTMLResponse)
+async def page():
+    """A page to paste a document into: its label, scores, coverage and evidence."""
+    return PAGE_HTML
+
+
+def route_paths(methods=("GET", "POST")):
+    """The paths of `router`'s routes that take one of `methods`."""
+    return tuple(dict.fromkeys(route.path for route in router.routes if set(route.methods) & set(methods)))
+
+
+async def invalid(request, exc):
+    """A request pydantic refuses: 422, naming each field and what is wrong with it."""
+    problems = []
+    for problem in exc.errors():
+        if problem.get("type") == "json_invalid":
+            position = problem.get("loc", ("body", "?"))[-1]
+            problems.append(f"the body is not valid JSON ({problem.get('ctx', {}).get('error', 'invalid')} at "
+                            f"character {position})")
+            continue
+        where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body") or "the body"
+        problems.append(f"`{where}`: {problem.get('msg', 'invalid')}")
+    count_failure(request, "validation")
+    return error(422, "; ".join(problems) or "The request is not valid JSON.")
+
+
+async def routing(request, exc):
+    """FastAPI's and Starlette's own errors in the JSON shape: a body that cannot be decoded (FastAPI's 400 for what
+    is not UTF-8 JSON or nests too deep) is the 422 of any other malformed JSON; 404, 405."""
+    if exc.status_code == 400 and exc.__cause__ is not None:
+        cause = exc.__cause__
+        why = "it nests too deeply" if isinstance(cause, RecursionError) else f"{type(cause).__name__}: {cause}"
+        return error(422, f"The body is not valid UTF-8 JSON ({why}).")
+    if exc.status_code == 404:
+        return error(404, f"There is no endpoint {endpoint_path(request.scope)}; the endpoints are "
+                          f"{', '.join(route_paths())}.", headers=exc.headers)
+    if exc.status_code == 405:
+        allowed = Headers(exc.headers or {}).get("allow", "another method")
+        return error(405, f"{endpoint_path(request.scope)} does not take {request.method}; it takes {allowed}.",
+                     headers=exc.headers)
+    return error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def overloaded(request, exc):
+    count_failure(request, "overloaded")
+    return error(429, str(exc), "Overloaded")
+
+
+async def unavailable(request, exc):
+    return error(503, str(exc), "Unhealthy")
+
+
+async def refused(request, exc):
+    count_failure(request, exc.failure)
+    return exc.response
+
+
+def count_failure(request, failure):
+    """TEI's `te_request_failure` for a refused request to one of TEI's routes."""
+    if endpoint_path(request.scope) in PREDICT_PATHS:
+        request.app.state.service.metrics.tei.inc("te_request_failure", failure)
 
 
 def build_app(model_dir, settings=None, **keywords):
@@ -444,148 +576,18 @@ def build_app(model_dir, settings=None, **keywords):
         # request then starts the batcher, and it stops with the process
         service.batcher.start()
         logger.info("Serving %s (%s, %d labels) with %d reading thread(s).", service.model_name,
-                    service.config.model_type, len(service.labels), service.batcher.workers)
+                    service.model.config.model_type, len(service.labels), service.batcher.workers)
         yield
         await service.batcher.stop()  # uvicorn has answered every request in flight by now
 
     app = FastAPI(title="hf_longdoc", version=VERSION, lifespan=lifespan,
                   description="Long-document classification: the whole document read, its evidence returned.")
     app.state.service = service
-
+    app.include_router(router)
     app.add_middleware(Guard, service=service)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request, exc):
-        problems = []
-        for problem in exc.errors():
-            if problem.get("type") == "json_invalid":
-                position = problem.get("loc", ("body", "?"))[-1]
-                problems.append(f"the body is not valid JSON ({problem.get('ctx', {}).get('error', 'invalid')} at "
-                                f"character {position})")
-                continue
-            where = ".".join(str(part) for part in problem.get("loc", ()) if part != "body") or "the body"
-            problems.append(f"`{where}`: {problem.get('msg', 'invalid')}")
-        if endpoint_path(request.scope) in PREDICT_PATHS:
-            service.metrics.tei.inc("te_request_failure", "validation")
-        return error(422, "; ".join(problems) or "The request is not valid JSON.")
-
-    @app.exception_handler(HTTPException)
-    async def routing(request, exc):
-        """FastAPI's and Starlette's own errors in the JSON shape: a body that cannot be decoded (FastAPI's 400 for
-        what is not UTF-8 JSON or nests too deep) is the 422 of any other malformed JSON; 404, 405."""
-        if exc.status_code == 400 and exc.__cause__ is not None:
-            cause = exc.__cause__
-            why = "it nests too deeply" if isinstance(cause, RecursionError) else f"{type(cause).__name__}: {cause}"
-            return error(422, f"The body is not valid UTF-8 JSON ({why}).")
-        if exc.status_code == 404:
-            return error(404, f"There is no endpoint {endpoint_path(request.scope)}; the endpoints are "
-                              f"{', '.join(Guard.ENDPOINTS)}.", headers=exc.headers)
-        if exc.status_code == 405:
-            allowed = Headers(exc.headers or {}).get("allow", "another method")
-            return error(405, f"{endpoint_path(request.scope)} does not take {request.method}; it takes {allowed}.",
-                         headers=exc.headers)
-        return error(exc.status_code, str(exc.detail), headers=exc.headers)
-
-    @app.exception_handler(Overloaded)
-    async def overloaded(request, exc):
-        if endpoint_path(request.scope) in PREDICT_PATHS:
-            service.metrics.tei.inc("te_request_failure", "overloaded")
-        return error(429, str(exc), "Overloaded")
-
-    @app.exception_handler(Unavailable)
-    async def unavailable(request, exc):
-        return error(503, str(exc), "Unhealthy")
-
-    @app.exception_handler(Refused)
-    async def refused(request, exc):
-        if endpoint_path(request.scope) in PREDICT_PATHS:
-            service.metrics.tei.inc("te_request_failure", exc.failure)
-        return exc.response
-
-    async def predict(request: PredictRequest):
-        """Text embeddings inference's `/predict` (also `POST /` and `/invocations`, as TEI routes them for a
-        classifier): per document, every class with its score, best first; `parameters` (InferenceClient's) read for
-        `top_k` and `function_to_apply`."""
-        started, single = time.perf_counter(), isinstance(request.inputs, str)
-        service.metrics.tei.inc("te_request_count", "single" if single else "batch")
-        service.note_ignored(request)
-        texts, function, top_k = predict_arguments(request)
-        if (refusal := service.check_documents(texts)) is not None:
-            raise Refused(*refusal)
-        reading = Reading(side=side_of(request.truncation_direction))
-        check = service.refuse_cut if request.truncate is False else None
-        predictions, documents, timing = await service.batcher.submit(texts, reading, check)
-        answers = []
-        for prediction in predictions:
-            scores = dict(zip(service.labels, apply_function(prediction, function)))
-            ranked = sorted(scores.items(), key=lambda item: -item[1])[:top_k]
-            answers.append([{"label": label, "score": score} for label, score in ranked])
-        service.metrics.tei.inc("te_request_success", "single" if single else "batch")
-        service.metrics.request_done(started, timing, [ids_read(document) for document in documents])
-        return JSONResponse(answers[0] if single else answers,
-                            headers=service.compute_headers(started, texts, documents, timing))
-
-    for path in PREDICT_PATHS:  # one handler; the OpenAPI page shows it once, at /predict
-        app.post(path, include_in_schema=path == "/predict", summary="Predict")(predict)
-
-    @app.post("/classify")
-    async def classify(request: ClassifyRequest):
-        """Per document: its label(s) and score(s), every class's score, how much of it was read (and which part),
-        and with `explain` the passages that weighed most (character offsets into the text as sent)."""
-        started = time.perf_counter()
-        texts = [request.inputs] if isinstance(request.inputs, str) else list(request.inputs)
-        if (refusal := service.check_documents(texts)) is not None:
-            raise Refused(*refusal)
-        reading = Reading(request.explain, side_of(request.truncation_direction))
-        if request.explain is not None:
-            if service.explain_refusal is not None:
-                return error(422, f"`explain`: {service.explain_refusal}; leave it out.")
-            if request.explain > settings.max_explain:
-                return error(422, f"`explain` {request.explain} is more passages than this server returns "
-                                  f"(--max-explain {settings.max_explain}).")
-            if reading.side != "right":
-                return error(422, "`explain` weighs the passages of a document's start; it cannot be combined with "
-                                  "`truncation_direction: left`: drop one.")
-        check = service.refuse_cut if request.truncate is False else None
-        predictions, documents, timing = await service.batcher.submit(texts, reading, check)
-        reader = service.reader_for(reading)
-        answers = []
-        for prediction, document in zip(predictions, documents):
-            scores = prediction["scores"]
-            if request.top_k:
-                scores = dict(sorted(scores.items(), key=lambda item: -item[1])[: request.top_k])
-            answer = {"label": prediction["label"], "score": prediction["score"], "scores": scores,
-                      "coverage": reader.coverage(document)}
-            if request.explain is not None:
-                answer["evidence"] = prediction["evidence"]
-            answers.append(answer)
-        return JSONResponse(answers, headers=service.compute_headers(started, texts, documents, timing))
-
-    async def health():
-        """TEI's health probe (`GET /health`, `/ping` and `/`): 200 with an empty body once the model is loaded and
-        a request can be answered; 503 in TEI's error shape when not (shutting down)."""
-        service.batcher.start()  # mounted in another app: not started by a lifespan
-        return Response(status_code=200)
-
-    for path in ("/health", "/ping", "/"):
-        app.get(path, include_in_schema=path == "/health", summary="Health")(health)
-
-    @app.get("/info")
-    async def info():
-        return service.info()
-
-    @app.get("/metrics")
-    async def metrics():
-        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-    with open(PAGE, encoding="utf-8") as f:
-        page_html = f.read()
-
-    @app.get(PAGE_PATH, response_class=HTMLResponse)
-    async def page():
-        """A page to paste a document into: its label, scores, coverage and evidence."""
-        return page_html
-
+    for kind, handler in ((RequestValidationError, invalid), (HTTPException, routing), (Overloaded, overloaded),
+                          (Unavailable, unavailable), (Refused, refused)):
+        app.add_exception_handler(kind, handler)
     return app
 
 
@@ -621,11 +623,6 @@ def apply_function(prediction, function):
         return prediction["logits"]
     logits = torch.tensor(prediction["logits"])
     return (logits.softmax(-1) if function == "softmax" else logits.sigmoid()).tolist()
-
-
-def side_of(direction):
-    """`PredictSettings.truncation_side` of TEI's `truncation_direction`: `right` cuts the end (reads the start)."""
-    return direction.lower()
 
 
 __all__ = ["build_app"]

@@ -11,7 +11,6 @@ TruncationDirection = Literal["right", "left", "Right", "Left"]
 ErrorType = Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
 
 
-
 class Strict(BaseModel):
     """A request of this package's own: an unknown field is refused (422), never ignored."""
 
@@ -44,11 +43,13 @@ class PredictRequest(BaseModel):
     inputs: str | list[str] | list[list[str]]
     raw_scores: bool = False  # the logits instead of the probabilities
     truncate: bool | None = None
-    truncation_direction: TruncationDirection = "right"
+    truncation_direction: TruncationDirection | None = None  # None: the server's --truncation-side
     parameters: Parameters | None = None
 
 
 class Prediction(BaseModel):
+    """One class of a `/predict` answer (TEI's), best first."""
+
     label: str
     score: float
 
@@ -61,7 +62,7 @@ class ClassifyRequest(Strict):
     explain: int | None = Field(default=None, ge=1)
     top_k: int | None = Field(default=None, ge=1)
     truncate: bool | None = None
-    truncation_direction: TruncationDirection = "right"
+    truncation_direction: TruncationDirection | None = None
 
 
 class Coverage(BaseModel):
@@ -87,11 +88,58 @@ class Passage(BaseModel):
 
 
 class Classification(BaseModel):
+    """One document of a `/classify` answer: `label` and `score` are lists for a multi-label model."""
+
     label: str | list[str]
     score: float | list[float]
     scores: dict[str, float]
     coverage: Coverage
     evidence: list[Passage] | None = None
+
+
+class Classifier(BaseModel):
+    id2label: dict[str, str]
+    label2id: dict[str, int]
+
+
+class ModelType(BaseModel):
+    classifier: Classifier
+
+
+class Info(BaseModel):
+    """`GET /info`: TEI's `Info` (`router/src/lib.rs`), then this package's own fields."""
+
+    model_config = ConfigDict(extra="forbid", protected_namespaces=())
+
+    model_id: str
+    model_sha: str | None
+    model_dtype: str
+    served_model_name: str | None
+    model_type: ModelType
+    max_concurrent_requests: int
+    max_input_length: int
+    max_batch_tokens: int
+    max_batch_requests: int | None
+    max_client_batch_size: int
+    auto_truncate: bool
+    tokenization_workers: int
+    version: str
+    sha: str | None
+    docker_label: str | None
+    family: str
+    labels: list[str]
+    multi_label: bool
+    threshold: float | None
+    reading_length: int
+    long: Literal["truncate", "chunks"]
+    stride: int
+    aggregation: Literal["mean", "max"]
+    explainable: bool
+    explain_refusal: str | None
+    max_input_chars: int
+    max_explain: int
+    api_key_required: bool
+    page: str
 
 
 class ErrorResponse(BaseModel):
@@ -101,5 +149,5 @@ class ErrorResponse(BaseModel):
     error_type: ErrorType
 
 
-__all__ = ["Classification", "ClassifyRequest", "Coverage", "ErrorResponse", "Parameters", "Passage",
+__all__ = ["Classification", "ClassifyRequest", "Coverage", "ErrorResponse", "Info", "Parameters", "Passage",
            "PredictRequest", "Prediction"]

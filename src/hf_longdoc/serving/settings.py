@@ -7,23 +7,22 @@ import socket
 import stat
 from dataclasses import dataclass
 
-from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER, NumberRule
-from ..run_settings import name_list, option
+from ..inference.settings import ReadSettings
+from ..numbers import POSITIVE_INTEGER, NumberRule
+from ..parsing import name_list, option
 
 logger = logging.getLogger(__name__)
-LONG = ("truncate", "chunks")
-AGGREGATIONS = ("mean", "max")
 PORT = NumberRule(integer=True, low=1, high=65535)
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARD_ADDRESSES = ("0.0.0.0", "::", "")
 PAGE_PATH = "/ui"  # the page's path: no route of text embeddings inference uses it (TEI's `GET /` is its health probe)
 
 
-@dataclass(kw_only=True)
-class ServeSettings:
-    """One server: the reading settings (`long`, `stride`, `aggregation`, `batch_size`, `device`, `dtype`) are
-    `predict`'s, with the same meaning and defaults, so a document gets the labels and scores `predict` gives it; the
-    limits bound what one request and the queue may hold."""
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings(ReadSettings):
+    """One server: the reading settings are `ReadSettings`, `predict`'s, with the same meaning, defaults and flags, so
+    a document gets the labels and scores `predict` gives it; the limits bound what one request and the queue may
+    hold. `truncation_side` is the side a request reads when it does not say (`truncation_direction`)."""
 
     host: str = option("127.0.0.1", "the address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
                                     "interface, behind your own authentication or --api-key-file)")
@@ -37,18 +36,6 @@ class ServeSettings:
     served_model_name: str | None = option(None, "the model's name in /info and the log; None: the name on its "
                                                  "model card, else its folder's name (never a path of this disk)",
                                            type=str, metavar="NAME")
-    device: str | None = option(None, "where the model runs (cpu, cuda, cuda:1); None: a GPU when there is one",
-                                type=str)
-    dtype: str | None = option(None, "the weights' precision (float32, bfloat16, float16 on a GPU); None: as saved, "
-                                     "in float32", type=str)
-    long: str = option("truncate", "a document longer than the model reads: 'truncate' reads its start, as "
-                                   "`predict` does; 'chunks' reads all of it in chunks whose logits are aggregated",
-                       choices=LONG)
-    stride: int = option(0, "with --long chunks: ids consecutive chunks share", type=NON_NEGATIVE_INTEGER.parse)
-    aggregation: str = option("mean", "with --long chunks: how the chunks' logits become the document's",
-                              choices=AGGREGATIONS)
-    batch_size: int = option(8, "documents (chunks) per forward pass, as `predict --batch-size`",
-                             type=POSITIVE_INTEGER.parse)
     max_batch_tokens: int = option(16384, "input ids read together: the documents of requests that arrive together "
                                           "are batched across clients, by length, up to this many",
                                    type=POSITIVE_INTEGER.parse)
@@ -69,18 +56,12 @@ class ServeSettings:
     def check(self):
         """A ValueError naming the setting (and its flag) for a value no server can use, before the model loads."""
         PORT.check(self.port, "port", "port")
-        for name in ("batch_size", "max_batch_tokens", "max_client_batch_size", "max_concurrent_requests",
-                     "max_input_chars", "max_explain"):
+        for name in ("max_batch_tokens", "max_client_batch_size", "max_concurrent_requests", "max_input_chars",
+                     "max_explain"):
             POSITIVE_INTEGER.check(getattr(self, name), name, name.replace("_", "-"))
-        NON_NEGATIVE_INTEGER.check(self.stride, "stride", "stride")
-        if self.long not in LONG:
-            raise ValueError(f"`long` (--long) must be one of {', '.join(LONG)}, got {self.long!r}.")
-        if self.aggregation not in AGGREGATIONS:
-            raise ValueError(f"`aggregation` (--aggregation) must be mean or max, got {self.aggregation!r}.")
-        if isinstance(self.allowed_hosts, str):
-            self.allowed_hosts = name_list(self.allowed_hosts)
-        elif isinstance(self.allowed_hosts, list):
-            self.allowed_hosts = tuple(self.allowed_hosts)
+        if isinstance(self.allowed_hosts, (str, list)):
+            hosts = name_list(self.allowed_hosts) if isinstance(self.allowed_hosts, str) else tuple(self.allowed_hosts)
+            object.__setattr__(self, "allowed_hosts", hosts)
         if self.allowed_hosts is not None and not (isinstance(self.allowed_hosts, tuple) and all(
                 isinstance(name, str) and name for name in self.allowed_hosts)):
             raise TypeError(f"`allowed_hosts` (--allowed-hosts) must be host names, got {self.allowed_hosts!r}.")
@@ -137,4 +118,4 @@ class ServeSettings:
         return key
 
 
-__all__ = ["AGGREGATIONS", "LONG", "ServeSettings"]
+__all__ = ["ServeSettings"]

@@ -303,9 +303,9 @@ def compiler_present(device_type):
     return False
 
 
-# `compile_gates=None`: whether compiling pays for a pass that needs gradients. On 2 CPU cores a compiled training step
-# was slower than the eager one (256 wide, 8,192 tokens: 1,558 ms against 1,384), while its forward alone was faster
-# (434 ms against 606); on a GPU the compiled step was measured in training (docs/results.md).
+# `compile_gates=None`: whether compiling pays for a pass that needs gradients. On a CPU the compiled training step
+# was slower than the eager one, though its forward alone was faster; on a GPU the compiled step is the one measured in
+# training (the GPU runs in the same file). Measured: https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#the-s-lstms-compiled-run
 COMPILE_PAYS_IN_TRAINING = {"cuda": True, "cpu": False}
 
 

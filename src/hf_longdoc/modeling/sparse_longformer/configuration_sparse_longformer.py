@@ -111,8 +111,8 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             memory; the CPU's fastest); `"flex"`: the window and the global columns as one block-sparse FlexAttention
             kernel (`torch.nn.attention.flex_attention`, compiled on a GPU; eager and slow on the CPU, where it serves
             the equality tests); `"auto"`: the device's choice (`AUTO_BACKEND` in the modeling file): `blocked`,
-            except a pass with gradients on a GPU with Triton, which runs `flex` (on an H200 a training step at 8,192
-            tokens was 6% faster through it and within dense BERT's memory; it compiles for each new input shape).
+            except a pass with gradients on a GPU with Triton, which runs `flex` (there its training step is faster
+            than `blocked`'s and within dense BERT's memory; it compiles for each new input shape).
             Asking for `output_attentions` runs the `longformer` backend, which materialises the attention
             probabilities.
             FlexAttention has no dropout and no CPU backward, so a training pass with `attention_probs_dropout_prob` >
@@ -124,10 +124,10 @@ class SparseLongformerConfig(GlobalSelectorSettings, LongformerConfig):
             Whether a pass that needs gradients recomputes each layer's attention in its backward pass instead of
             keeping what it gathered (the keys and values of every query block's window, ≈3.5 times the layer's keys and
             values, and the global keys and values of every token). The outputs and gradients are the same; a training
-            step needs less memory and takes longer (on an H200 at 8,192 tokens: 10.9 GB instead of 17.3 GB, 5% above
-            dense BERT's; 142 ms instead of 121 ms). `None`: the device's choice (`RECOMPUTES_ATTENTION` in the modeling
-            file: on a GPU, where memory binds; not on the CPU). Unlike `gradient_checkpointing_enable()`, which
-            recomputes whole layers, it recomputes only the attention, not the projections or the feed-forward layers.
+            step needs less memory (on a GPU, about dense BERT's) and takes longer. `None`: the device's choice
+            (`RECOMPUTES_ATTENTION` in the modeling file: on a GPU, where memory binds; not on the CPU). Unlike
+            `gradient_checkpointing_enable()`, which recomputes whole layers, it recomputes only the attention, not the
+            projections or the feed-forward layers.
         classifier_pooling (`str`, defaults to `"cls"`):
             What the classification head reads (ModernBERT's setting, the same values): `"cls"`, the final [CLS]
             state (the thesis, 3.1, and Longformer), or `"mean"`, the mean of the final states of the real tokens

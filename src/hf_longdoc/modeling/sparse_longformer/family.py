@@ -50,12 +50,10 @@ class SparseMapFamily(Family):
     paper_citation = THESIS_CITATION
     defaults = SPARSE_LONGFORMER_TRAIN_DEFAULTS
     learning_rate = 1e-4
-    # from a pretrained checkpoint: fine-tuning at 1e-4 lost the head stage's warm start on reviews after news
-    # (validation .713 -> .500 after one epoch, gradient norms 20-50; docs/results.md); 2e-5, the low end of BERT's
-    # fine-tuning rates (Devlin et al., https://arxiv.org/abs/1810.04805, Appendix A.3), dropped less (.625, then
-    # .663; both with the [CLS] head, and the same pattern with the token mean: .775 -> .625, then .725). Two epochs:
-    # at 2,048 tokens a step of 8 documents takes 13 s on 2 CPU cores, and the whole run on 560 training documents
-    # took 39 minutes. Big Bird takes the same policy, untested on Big Bird itself
+    # from a pretrained checkpoint: fine-tuning at 1e-4 lost the head stage's warm start on reviews after news, and
+    # 2e-5, the low end of BERT's fine-tuning rates (Devlin et al., https://arxiv.org/abs/1810.04805, Appendix A.3),
+    # dropped less; two epochs, because a step over thousands of tokens is slow on a CPU. Big Bird takes the same
+    # policy, untested on Big Bird itself. Measured: https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#the-sparse-longformer-around-minilm-converted
     backbone_learning_rate = 2e-5
     backbone_epochs = 2
     special_tokens = SPARSE_LONGFORMER_TOKENS
@@ -110,8 +108,9 @@ class SparseLongformerFamily(SparseMapFamily):
         converting = AutoConfig.from_pretrained(path).model_type not in ("longformer", "sparse_longformer")
         if "classifier_pooling" not in settings:
             if declared_pooling(path) == "mean":
-                # the gate starts as that mean and learns which tokens carry the label: on reviews after news
-                # (MiniLM, three seeds on an H200) .735 against .640 for the plain mean, TF-IDF .700 (docs/results.md)
+                # the gate starts as that mean and learns which tokens carry the label, which read reviews after
+                # news better than the plain mean did; measured:
+                # https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#the-sparse-longformers-two-mean-readouts-on-a-gpu-nvidia-h200-fp16
                 settings["classifier_pooling"] = "gated"
                 logger.info("%s embeds text by the mean of its token states (its sentence-transformers Pooling "
                             "module): the classifier reads a gated mean of them, which starts as that mean, not [CLS] "

@@ -326,10 +326,9 @@ def additive_mask(allowed, dtype):
 
 # Whether a pass that needs gradients recomputes each layer's attention in its backward (the gathered window keys and
 # values, ≈3.5x k and v, and the global keys and values of every token) instead of keeping it, by device: on a GPU,
-# where memory binds (on an H200 at 8,192 tokens a training step then needs 10.9 GB instead of 17.3 GB, 5% above dense
-# BERT's, and 142 ms instead of 121 ms: docs/results.md, "Sparse attention and the S-LSTM on a GPU", "Attention
-# recomputed in the backward"); on a CPU, where time binds, off (there it halves a step's memory for half again its
-# time). `config.attention_checkpointing` True / False overrides it.
+# where memory binds, it brings a training step down to about dense BERT's memory for a little more time; on a CPU,
+# where time binds, it stays off. `config.attention_checkpointing` True / False overrides it. Measured:
+# https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#sparse-attention-and-the-s-lstm-on-a-gpu-second-session-nvidia-h200-bf16-base-size-2026-11-27
 RECOMPUTES_ATTENTION = {"cpu": False, "cuda": True}
 
 
@@ -347,18 +346,15 @@ def checkpointed(recompute, function, *args):
 
 
 # Elements of the gathered keys of one call of the `blocked` backend, by device: on a CPU ≈16 MiB in fp32, so a group
-# stays in cache; on a GPU ≈512 MiB in bf16, so a document of 8,192 tokens at batch 4 is one call a layer (hundreds
-# of small calls of a CPU's size left an H100 launching kernels: 129.4 ms a forward, against 47.4 on an H200 with one
-# call a layer; docs/results.md, "Sparse attention and the S-LSTM on a GPU", "One attention call a layer").
+# stays in cache; on a GPU ≈512 MiB in bf16, so a document of 8,192 tokens at batch 4 is one call a layer, because
+# hundreds of calls of a CPU's size leave a GPU launching kernels instead of computing. Measured:
+# https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#sparse-attention-and-the-s-lstm-on-a-gpu-second-session-nvidia-h200-bf16-base-size-2026-11-27
 GROUP_ELEMENTS = {"cpu": 1 << 22, "cuda": 1 << 28}
 
-# What `auto` runs, by device, for a pass without gradients (reading) and for one with them (training). On an H200
-# (torch 2.11, 768 wide, 12 layers, 12 heads, batch 4, bf16, 8,192 tokens; docs/results.md, "Sparse attention and
-# the S-LSTM on a GPU", the table after "Where the sparse forward's time went"): a
-# forward through `blocked` took 31.1 ms, through `flex` 35.2 and dense BERT's 35.0; a training step through `flex`
-# 131.5 ms and 10,226 MiB at its peak, through `blocked` 139.8 ms and 10,287 MiB, BERT's 122.4 ms and 10,243 MiB. So
-# a GPU reads through `blocked`, which needs no compiler, and trains through `flex`, compiled once for each new input
-# shape (about 11 s the first time), where Triton is there to compile it (`compiles_flex`).
+# What `auto` runs, by device, for a pass without gradients (reading) and for one with them (training): a GPU reads
+# through `blocked`, its faster forward there, which needs no compiler, and trains through `flex`, its faster and
+# leaner training step, compiled once for each new input shape, where Triton is there to compile it (`compiles_flex`).
+# Measured: https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#sparse-attention-and-the-s-lstm-on-a-gpu-third-session-nvidia-h200-bf16-base-size-2026-11-27
 AUTO_BACKEND = {"cpu": {"reading": "blocked", "training": "blocked"},
                 "cuda": {"reading": "blocked", "training": "flex"}}
 
@@ -419,9 +415,8 @@ def flex_block_mask(is_pad, slot_pos, slot_ok, c):
     The blocks are known from the pattern (`window_kv_blocks`), so the mask is built from them directly, in
     O(n / 128) work (`create_block_mask` would evaluate `mask_mod` on all (b, n, G' + n) pairs to find them); a key
     block wholly inside the window of a query block and free of pads is full, where the kernel skips `mask_mod`.
-    `mask_mod` reads one length and one count per document, not a flag per key: on an H200 the kernel took 7.8 ms
-    a call at 8,192 tokens when it gathered the pad and slot flags per key, 0.85 ms with these (docs/results.md,
-    "Sparse attention and the S-LSTM on a GPU", "A `mask_mod` of per-document scalars")."""
+    `mask_mod` reads one length and one count per document, not a flag per key, which makes the kernel several times
+    faster on a GPU; measured: https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/results.md#sparse-attention-and-the-s-lstm-on-a-gpu-second-session-nvidia-h200-bf16-base-size-2026-11-27"""
     b, n = is_pad.shape
     slots = slot_ok.shape[1]
     lengths = (~is_pad).sum(dim=1)  # (b,): real keys are 0..length-1 (right padding)
@@ -548,8 +543,8 @@ class SparseLongformerSelfAttention(LongformerSelfAttention):
         """The window and global columns of every query, (b, n, d), zero rows for pads: FlexAttention over
         [the keys and values at `prefix_pos` | every key and value]."""
         b, n, heads, head_dim = q.shape
-        # joined in the projections' layout, where both parts are contiguous (a copy of strided (b, heads, n,
-        # head_dim) views took 3.8 of 41.6 ms a forward on an H200), then viewed as FlexAttention reads them
+        # joined in the projections' layout, where both parts are contiguous (joining strided (b, heads, n, head_dim)
+        # views is a strided copy, a tenth of a GPU forward), then viewed as FlexAttention reads them
         gather = prefix_pos[:, :, None, None].expand(b, prefix_pos.shape[1], heads, head_dim)
         k, v = (torch.cat([x.gather(1, gather), x], dim=1).transpose(1, 2) for x in (k, v))  # (b, heads, G'+n, ·)
         q = q.transpose(1, 2)  # (b, heads, n, head_dim)
@@ -813,41 +808,18 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
     def from_bert_like_pretrained(cls, pretrained_model_name_or_path, max_length=4096, attention_window=512,
                                   **config_kwargs):
         """A long model from a short checkpoint with BERT's layers (BERT, RoBERTa, XLM-RoBERTa, CamemBERT, ELECTRA),
-        as Beltagy et al. (2020, Sec. 5) built longformer-base-4096 from roberta-base.
+        as Beltagy et al. (2020, Sec. 5) built longformer-base-4096 from roberta-base: the encoder's weights under
+        Longformer's names, every layer's `*_global` projections initialised from the local ones, the checkpoint's
+        learned positions copied repeatedly to `max_length` tokens, and a new classification head.
 
-        `pretrained_model_name_or_path` is a checkpoint with model_type `bert` or `roberta` (any head: `BertModel`,
-        `BertForSequenceClassification`, `RobertaModel`, ...; only its encoder is read). What the model gets:
+        `pretrained_model_name_or_path` is a checkpoint with model_type `bert` or `roberta` (any head; only its encoder
+        is read). `config_kwargs` (`num_labels`, `global_selector`, `num_global_tokens`, `attention_backend`, dropouts,
+        ...) go to `SparseLongformerConfig`; the sizes in `BERT_LIKE_ARCHITECTURE` come from the checkpoint. Positions
+        count real tokens from `pad_token_id + 1`, as Longformer's do, so explicit `position_ids` must use that
+        numbering. Returns the model in eval mode, like `from_pretrained`.
 
-        - the encoder unchanged: word, token-type (the source's `type_vocab_size` rows) and LayerNorm embeddings, and
-          every layer's query/key/value, attention output, intermediate and output weights, under Longformer's names;
-        - `query_global`, `key_global`, `value_global` of every layer initialised from `query`, `key`, `value`;
-        - positions for `max_length` tokens: the source's learned rows copied repeatedly (token i of a document gets
-          the source's position i mod L, L the source's length);
-        - vocabulary size and pad / bos (cls) / eos (sep) ids from the source config (BERT configs hold only the pad
-          id; pass `tokenizer=` to `fit_global_selector` to exclude its special tokens from TF-IDF / PMI);
-        - a new, randomly initialised classification head; `config_kwargs` (`num_labels`, `global_selector`,
-          `num_global_tokens`, `attention_backend`, dropouts, ...) go to `SparseLongformerConfig`. The sizes in
-          `BERT_LIKE_ARCHITECTURE` come from the source and cannot be overridden.
-
-        Position numbering. Longformer's embeddings number a document's tokens from `pad_token_id + 1` (tokens equal
-        to the pad id get `pad_token_id`), so its table has `max_length + pad_token_id + 1` rows and rows
-        0..pad_token_id are reserved. A RoBERTa source numbers the same way: its reserved rows are kept and its L =
-        `max_position_embeddings - pad_token_id - 1` rows after them repeated. A BERT source numbers from 0 and has no
-        reserved rows; the converted model keeps BERT's pad id (the tokenizer's, usually 0, so that
-        `attention_mask`-free inputs, the pad positions and `_pad_to_window_size` stay consistent) with the RoBERTa
-        numbering: row `pad_token_id + 1 + i` holds BERT's row i mod L (L = BERT's `max_position_embeddings`), and
-        the reserved rows 0..pad_token_id, read only by pad tokens, are zero. So on right-padded input (BERT
-        tokenizers pad on the right) token i gets BERT's position embedding i exactly. Positions count real tokens,
-        so left-padded input does not match BERT, which numbers the pads too; explicit `position_ids` must use this
-        numbering (`pad_token_id + 1 + i`).
-
-        Equality with the source: with `max_length` equal to L, [CLS] global (`global_selector="cls"`) and
-        `attention_window` ≥ 2·(n - 1) for documents of n tokens (each side of a token sees `attention_window / 2`
-        neighbours, so this window covers the document), every real token's hidden state equals the source
-        encoder's, on either attention backend. With a smaller window it is a Longformer, no longer the source's
-        function: fine-tune it, as the paper did.
-
-        Returns the model in eval mode, like `from_pretrained`.
+        What is copied, how the positions are numbered, and when the model equals its source:
+        https://github.com/hf-longdoc/hf_longdoc/blob/main/docs/models.md#converting-a-bert-like-checkpoint-to-the-sparse-longformer
         """
         source_config = bert_like_config(pretrained_model_name_or_path)
         fixed = sorted(set(config_kwargs) & {*BERT_LIKE_ARCHITECTURE, "max_position_embeddings"})
@@ -862,7 +834,7 @@ class SparseLongformerForSequenceClassification(SparseLongformerPreTrainedModel)
         eos = getattr(source_config, "eos_token_id", None)
         settings = {name: getattr(source_config, name) for name in BERT_LIKE_ARCHITECTURE}
         settings.update(
-            max_position_embeddings=max_length + pad + 1,  # rows 0..pad reserved (see the docstring)
+            max_position_embeddings=max_length + pad + 1,  # rows 0..pad reserved: positions start at pad + 1
             attention_window=attention_window,
             bos_token_id=bos if bos is not None else getattr(source_config, "cls_token_id", None),
             eos_token_id=eos,

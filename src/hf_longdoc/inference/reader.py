@@ -1,21 +1,25 @@
-"""The model side of `predict`: the device it runs on (`choose_device`), the saved model with the runtime settings it
-may be given (`runtime_overrides`, `load_model`), and the `Reader`, which tokenizes documents, groups them by length
-into batches and turns batches into predictions (`hf-longdoc serve` reads with it too)."""
+"""The one way to open a saved model for reading: `SavedModel` checks a folder and the reading settings before anything
+loads (its config, the runtime settings it may be given, the device), and `load_reader` (or `SavedModel.reader`)
+loads it into a `Reader`, which tokenizes documents, groups them by length into batches and turns batches into
+predictions. `predict`, `hf-longdoc serve` and `evaluate` all open models here."""
 
 import copy
 import logging
+import os
+from dataclasses import replace
 
 import torch
 
+from ..explaining import explain_refusal
 from ..modeling.registry import family_of_model_type
-from ..pipelines import has_visible_text
-from ..reading import chosen_classes, chunk_plan, is_multi_label, saved_reading_length, scores_from_logits
-from ..saved_models import load_saved_model, load_saved_tokenizer
-from ..threads import per_thread
+from ..reading import ReadingRules, has_visible_text
+from ..saved_models import load_saved_model, load_saved_tokenizer, saved_config
+from ..threads import per_thread, reading_workers
+from .settings import DTYPE_NAMES
 
 logger = logging.getLogger(__name__)
 MODEL_ARGUMENT = "`model_dir` (MODEL_DIR)"
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.bfloat16, torch.float16)))
 
 
 def choose_device(device, dtype, shared, backend="torch"):
@@ -84,22 +88,85 @@ def load_model(model_dir, device, dtype, overrides=None):
     return model.to(device).eval(), tokenizer
 
 
+class SavedModel:
+    """A saved model folder checked for reading with `settings` (a `ReadSettings`) before anything loads: its saved
+    config (`config`, a dict; a folder of no model type we know is refused), the runtime settings it may be given,
+    the device (under a launcher, `shared`: this process's) and its family (None: a Transformers checkpoint)."""
+
+    def __init__(self, model_dir, settings, shared=None):
+        if not isinstance(model_dir, (str, os.PathLike)):
+            raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
+        self.model_dir, self.settings = model_dir, settings
+        self.config = saved_config(model_dir, MODEL_ARGUMENT)
+        self.overrides = runtime_overrides(self.config, settings.config_overrides)
+        self.device = choose_device(settings.device, settings.dtype, shared, settings.backend)
+        self.family = family_of_model_type(self.config.get("model_type"))
+
+    @property
+    def labels(self):
+        """The class names in label order, from the saved config (before the model loads)."""
+        id2label = self.config.get("id2label") or {}
+        return [str(label) for _, label in sorted((int(index), label) for index, label in id2label.items())]
+
+    def load(self):
+        """The sequence classifier in eval mode on the device, and its tokenizer."""
+        return load_model(self.model_dir, self.device, self.settings.dtype, self.overrides)
+
+    def reader(self, runner=None, log=True):
+        """A ready `Reader`: the model loaded, its threshold and reading length decided, its `explain` checked
+        (a ValueError naming the reason when the settings ask for what the model cannot give); `runner` reads the
+        batches instead of the model (an exported graph's `GraphRunner`)."""
+        model, tokenizer = self.load()
+        rules = ReadingRules(model.config, tokenizer, where=repr(os.fspath(self.model_dir)), log=log)
+        reader = Reader(model, tokenizer, self.settings, rules, runner, self.workers)
+        if self.settings.explain is not None and reader.explain_refusal is not None:
+            raise ValueError(f"`explain` (--explain): {reader.explain_refusal}")
+        return reader
+
+    @property
+    def workers(self):
+        """Batches read at once (`threads.reading_workers`): a family says whether its forward may run in threads."""
+        return reading_workers(self.device, self.family is None or self.family.concurrent_inference)
+
+
+def load_reader(model_dir, settings, shared=None, log=True):
+    """The `Reader` of the model saved in `model_dir`, reading as `settings` (a `ReadSettings`) say."""
+    return SavedModel(model_dir, settings, shared).reader(log=log)
+
+
 class Reader:
     """Tokenizes windows of documents, groups them by length into batches, and turns batches into predictions."""
 
-    def __init__(self, model, tokenizer, settings, threshold, runner=None, workers=1):
-        """`runner`: what reads a padded batch instead of the model (an exported graph, `GraphRunner`); `workers`:
-        how many batches are read at once (`threads.reading_workers`), each thread with its own tokenizer."""
-        self.model, self.settings, self.threshold = model, settings, threshold
+    def __init__(self, model, tokenizer, settings, rules, runner=None, workers=1):
+        """`rules`: the model's `ReadingRules` (labels, threshold, reading length); `runner`: what reads a padded
+        batch instead of the model (an exported graph); `workers`: batches read at once, each thread with its own
+        tokenizer."""
+        self.model, self.settings, self.rules = model, settings, rules
         self.runner, self.workers = runner, workers
         self.tokenizers = per_thread(lambda: copy.deepcopy(tokenizer))
-        config = model.config
-        self.labels = [config.id2label[index] for index in range(config.num_labels)]
-        self.multi_label = is_multi_label(config)
-        self.length = saved_reading_length(config, tokenizer)
+        self.labels, self.multi_label = rules.labels, rules.multi_label
+        self.threshold, self.length = rules.threshold, rules.length
         # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
-        self.plan = chunk_plan(config, tokenizer, stride=settings.stride if settings.long == "chunks" else 0)
+        self.plan = rules.plan(stride=settings.stride if settings.long == "chunks" else 0)
         self.token_types = "token_type_ids" in tokenizer.model_input_names
+
+    def variant(self, **changes):
+        """This reader with `changes` to its settings (a server's request reads `explain`, or a document's end),
+        sharing its model, tokenizer and rules."""
+        reader = copy.copy(self)
+        reader.settings = replace(self.settings, **changes)
+        return reader
+
+    @property
+    def explain_refusal(self):
+        """Why these settings cannot give `explain` (None when they can): the family's own refusal, or reading in
+        chunks."""
+        if (refusal := explain_refusal(self.model)) is not None:
+            return refusal
+        if self.settings.long == "chunks":
+            return ("documents are read in chunks (--long chunks), which cannot be weighed against each other; read "
+                    "them with --long truncate to explain")
+        return None
 
     @property
     def tokenizer(self):
@@ -182,7 +249,7 @@ class Reader:
             logits.append(group_logits)
             evidence.extend(group_evidence or [])
         logits = torch.cat(logits)
-        scores = scores_from_logits(logits, self.model.config).tolist()
+        scores = self.rules.scores(logits).tolist()
         results = []
         for number, (document, row_scores) in enumerate(zip(batch, scores)):
             prediction = self._prediction(row_scores)
@@ -236,15 +303,7 @@ class Reader:
         return self.model(**inputs).logits.float()
 
     def _prediction(self, scores):
-        ranked = sorted(range(len(scores)), key=lambda index: -scores[index])
-        shown = ranked[: self.settings.top_k] if self.settings.top_k else range(len(scores))
-        prediction = {"scores": {self.labels[index]: scores[index] for index in sorted(shown)}}
-        chosen = chosen_classes(scores, self.threshold)  # `reading.decide`: the best class, or those at the threshold
-        if self.multi_label:
-            prediction.update(label=[self.labels[i] for i in chosen], score=[scores[i] for i in chosen])
-        else:
-            prediction.update(label=self.labels[chosen[0]], score=scores[chosen[0]])
-        return prediction
+        return self.rules.prediction(scores, self.settings.top_k)
 
 
 def no_text_reason(text):
@@ -260,4 +319,5 @@ def no_text_reason(text):
     return None
 
 
-__all__ = ["DTYPES", "MODEL_ARGUMENT", "Reader", "choose_device", "load_model", "no_text_reason", "runtime_overrides"]
+__all__ = ["DTYPES", "MODEL_ARGUMENT", "Reader", "SavedModel", "choose_device", "load_model", "load_reader",
+           "no_text_reason", "runtime_overrides"]
