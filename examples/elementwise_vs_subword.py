@@ -33,15 +33,16 @@ from transformers import (
 from hf_longdoc import ElementwiseTokenizer
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, tokenize
 from hf_longdoc.metrics import compute_metrics_fn
-from hf_longdoc.tokenization.tokenization_elementwise import OFFSET
-from hf_longdoc.training import train
+from hf_longdoc.modeling.elementwise.tokenization_elementwise import OFFSET
+from hf_longdoc.training.run import train
 
 BACKBONE = {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 8, "intermediate_size": 512,
             "max_position_embeddings": 512}
 
 
 def train_subword(dataset, output_dir, epochs, learning_rate, seed, positions=512):
-    """The WordPiece twin: same split (load_task is seeded), same Trainer settings as `hf_longdoc.training.train`."""
+    """The WordPiece twin: same split (load_task is seeded), same Trainer settings as
+    `hf_longdoc.training.run.train`."""
     data, labels, _, _ = load_task(dataset, seed=seed)
     tokenizer = fit_wordpiece_tokenizer(data["train"]["text"], vocab_size=8000, model_max_length=positions)
     encoded = tokenize(data, tokenizer, positions)

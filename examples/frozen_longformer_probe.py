@@ -31,11 +31,11 @@ from transformers import DataCollatorWithPadding, set_seed
 
 from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
+from hf_longdoc.inference.reading import reading_length
 from hf_longdoc.modeling import get_family
 from hf_longdoc.modeling.sparse_longformer.configuration_sparse_longformer import GLOBAL_SELECTORS
-from hf_longdoc.reading import reading_length
-from hf_longdoc.recipe import fit_statistics, wrap_backbone
-from hf_longdoc.run_settings import check_backbone
+from hf_longdoc.training.recipe import fit_statistics, wrap_backbone
+from hf_longdoc.training.settings import check_backbone
 
 READOUTS = ("cls", "mean", "global_mean", "last_512_mean")
 SPLITS = ("train", "validation", "test")

@@ -17,8 +17,8 @@ import torch
 from transformers import BertConfig
 
 from hf_longdoc import SegmentLMConfig, SegmentLMForSequenceClassification
-from hf_longdoc.head_fitting import _fit_head, fit_head
 from hf_longdoc.modeling import get_family
+from hf_longdoc.training.head_fitting import _fit_head, fit_head
 
 
 def demo_shaped(documents, generator):

@@ -27,8 +27,8 @@ import torch
 
 from hf_longdoc.experiments.profiling import MatmulRecorder
 from hf_longdoc.predicting import predict
-from hf_longdoc.saved_models import load_saved_model, load_saved_tokenizer
-from hf_longdoc.threads import one_thread_each
+from hf_longdoc.saving.saved_models import load_saved_model, load_saved_tokenizer
+from hf_longdoc.utils.threads import one_thread_each
 
 
 def spin():

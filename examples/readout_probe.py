@@ -28,11 +28,11 @@ from transformers import AutoModel, set_seed
 
 from hf_longdoc.data import load_task, load_tokenizer, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
-from hf_longdoc.head_fitting import cached_features, fit_head
+from hf_longdoc.inference.reading import reading_length
 from hf_longdoc.modeling import get_family
-from hf_longdoc.reading import reading_length
-from hf_longdoc.recipe import new_parameter_names, wrap_backbone
-from hf_longdoc.run_settings import check_backbone
+from hf_longdoc.training.head_fitting import cached_features, fit_head
+from hf_longdoc.training.recipe import new_parameter_names, wrap_backbone
+from hf_longdoc.training.settings import check_backbone
 
 VARIANTS = ("att", "att_ablated", "rnn", "cat", "base")
 SPLIT_SEEDS = (42, 43, 44)

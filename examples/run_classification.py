@@ -70,13 +70,13 @@ from transformers import (
 )
 
 import hf_longdoc  # noqa: F401  (registers the families with the Auto classes)
-from hf_longdoc.catalog import FAMILY_NAMES
 from hf_longdoc.data import DatasetError, load_text_classification_dataset, save_tokenizer, tokenize
 from hf_longdoc.data.loading import load_for_evaluation, load_splits, require_hub
-from hf_longdoc.hub import make_model_card, push_to_hub, require_hub_for_push
+from hf_longdoc.inference.reading import chosen_classes, decide, decision_threshold, reading_length, scores_from_logits
 from hf_longdoc.metrics import MULTI_LABEL, compute_metrics_fn
 from hf_longdoc.modeling import get_family
-from hf_longdoc.outputs import (
+from hf_longdoc.publishing.hub import make_model_card, push_to_hub, require_hub_for_push
+from hf_longdoc.saving.run_folder import (
     RunFolder,
     check_files_free,
     file_digest,
@@ -85,11 +85,11 @@ from hf_longdoc.outputs import (
     require_writable_folder,
     write_manifest,
 )
-from hf_longdoc.parsing import parse_config_overrides
-from hf_longdoc.reading import chosen_classes, decide, decision_threshold, reading_length, scores_from_logits
-from hf_longdoc.recipe import build_model, fit_statistics, label_settings, wrap_backbone
-from hf_longdoc.run_settings import check_backbone
-from hf_longdoc.training import replace_pickles
+from hf_longdoc.training.recipe import build_model, fit_statistics, label_settings, wrap_backbone
+from hf_longdoc.training.run import replace_pickles
+from hf_longdoc.training.settings import check_backbone
+from hf_longdoc.utils.catalog import FAMILY_NAMES
+from hf_longdoc.utils.parsing import parse_config_overrides
 
 logger = logging.getLogger(__name__)
 PROGRAM = "run_classification.py"

@@ -96,7 +96,7 @@ def build_model(args, tokenizer, names, backbone, selector):
 
 def plot_grid(results, path):
     """Figure 6.1: test accuracy per selector, one bar per backbone."""
-    from hf_longdoc.plotting import figure
+    from hf_longdoc.utils.plotting import figure
 
     backbones = list(results)
     selectors = [s for s in SELECTORS if any(s in results[b] for b in backbones)]

@@ -4,10 +4,10 @@ build their backbone models with."""
 
 import os
 
+from hf_longdoc.inference.reading import reading_length
 from hf_longdoc.modeling import Family, get_family
-from hf_longdoc.reading import reading_length
-from hf_longdoc.recipe import wrap_backbone
-from hf_longdoc.run_settings import check_backbone
+from hf_longdoc.training.recipe import wrap_backbone
+from hf_longdoc.training.settings import check_backbone
 
 
 def build_from_backbone(family, backbone, label_names, multi_label, config_overrides=None, max_length=4096,

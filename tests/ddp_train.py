@@ -63,7 +63,7 @@ def launch_jobs(jobs, output_dir):
 
 
 # every job the tests run, launched together by `SharedLaunch`: the conformance suite's families as they are, and
-# test_segment.py's full-gradient mode in both variants
+# test_segment_lm.py's full-gradient mode in both variants
 SHARED_JOBS = [(case.name, {}) for case in FAMILY_CASES] + [
     ("segment_lm", {"gradient_mode": "full", "variant": variant, "segments_per_pass": 2}) for variant in ("att", "cat")]
 

@@ -233,14 +233,14 @@ FAMILY_CASES = [
         left_padding=False,  # segments are cut from the document's first token
         mixin_skips={
             "test_hidden_states_output": "hidden_states are the segment vectors z (and the biLSTM states h), not one "
-                                        "state per backbone layer; tests/test_segment.py checks them",
+                                        "state per backbone layer; tests/test_segment_lm.py checks them",
             "test_capture_outputs_decorator": "a segment LM returns no attention maps (its backbone's are per "
                                               "segment), so it takes no output_attentions",
         },
         # the default backbone: ConfigTester compares flat values, not a nested dict
         config_tester_kwargs=dict(variant="rnn", num_segments=4, segment_length=64),
         # segments without gradient are encoded in evaluation mode, where Transformers' layers do not checkpoint
-        # (test_segment.py checks checkpointed training in the default setting)
+        # (test_segment_lm.py checks checkpointed training in the default setting)
         checkpointing_overrides=dict(stopped_segment_dropout=True),
     ),
 ]

@@ -12,8 +12,8 @@ from backbone_models import build_from_backbone
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.modeling import get_family
-from hf_longdoc.recipe import fit_statistics
-from hf_longdoc.run_settings import check_backbone
+from hf_longdoc.training.recipe import fit_statistics
+from hf_longdoc.training.settings import check_backbone
 
 LAYERS = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
 # model_type -> its tiny sizes; RoBERTa-numbered encoders get a table whose last rows a careless reader would index

@@ -15,7 +15,7 @@ from hf_longdoc import ElementwiseForSequenceClassification, ElementwiseTokenize
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.modeling import get_family
-from hf_longdoc.run_settings import RunSettings
+from hf_longdoc.training.settings import RunSettings
 from tiny_bert import save_tiny_bert
 
 
@@ -252,7 +252,7 @@ def test_the_new_parameters_are_exactly_those_the_checkpoint_does_not_name(pretr
     supplied when its name ends with a name in the checkpoint (a converted Longformer's `*_global` projections are
     copies of the local ones); every other parameter is new."""
     from hf_longdoc.modeling import get_family
-    from hf_longdoc.recipe import new_parameter_names
+    from hf_longdoc.training.recipe import new_parameter_names
 
     model, _ = build_from_backbone(family, pretrained, ["a", "b"], False, max_length=128)
     source = BertModel.from_pretrained(pretrained).state_dict()
@@ -267,7 +267,7 @@ def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
     """The head's optimizer groups start at --head-learning-rate and the pretrained ones at --learning-rate, both
     under the same schedule; the rate reaches metrics.json and the card, and a model from scratch refuses it."""
     from hf_longdoc.modeling import get_family
-    from hf_longdoc.recipe import HeadRateTrainer, new_parameter_names, training_arguments
+    from hf_longdoc.training.recipe import HeadRateTrainer, new_parameter_names, training_arguments
 
     model, _ = build_from_backbone("segment_lm", pretrained, ["a", "b"], False, max_length=128,
                                    config_overrides={"segment_length": 34, "variant": "att"})
@@ -289,7 +289,7 @@ def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
     assert json.loads((out / "metrics.json").read_text())["head_learning_rate"] == 3e-3
     assert "| learning rate of the new parameters (head, new embeddings) | 0.003 |" in (out / "README.md").read_text()
     with pytest.raises(ValueError, match="head_learning_rate.*from scratch"):
-        from hf_longdoc.training import train
+        from hf_longdoc.training.run import train
 
         train(model="segment_lm", output_dir=str(tmp_path / "scratch"), head_learning_rate=1e-3)
 

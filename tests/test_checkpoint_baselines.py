@@ -88,7 +88,7 @@ def test_a_bfloat16_checkpoint_fine_tunes_with_float32_weights(tmp_path, caplog)
 
     folder = save_tiny(tmp_path / "bf16", BertModel, BertConfig, num_hidden_layers=1, max_position_embeddings=128)
     BertModel.from_pretrained(folder).to(torch.bfloat16).save_pretrained(folder)
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training.run"):
         assert main(["compare", "--backbone", str(folder), "--models", "", "--baselines", "native", "--task-size",
                      "24", "--task-words", "40,80", "--epochs", "1", "--max-length", "128", "--evidence", "none",
                      "--bench-lengths", "none", "--output-dir", str(tmp_path / "c")]) == 0

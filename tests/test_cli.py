@@ -196,7 +196,7 @@ def test_contextualizer_beats_chance_with_evidence_at_the_end(tmp_path):
     documents in about 10 s on 2 cores. Measured 0.89-0.97 over seeds 0-3 and 42; the same run scores 0.21 with the
     evidence words stripped from every document and 0.19 reading only 512 tokens (`max_length=512`)."""
     from hf_longdoc.experiments.baselines import truncating_baseline
-    from hf_longdoc.training import train
+    from hf_longdoc.training.run import train
 
     metrics = train(model="contextualizer", output_dir=str(tmp_path / "m"), task_size=200, task_words=(700, 900),
                     epochs=3, batch_size=4, learning_rate=4e-3, config_overrides={"hidden_size": 64, "rank": 128},

@@ -11,11 +11,11 @@ import pytest
 import hf_longdoc
 from hf_longdoc.cli import build_parser
 from hf_longdoc.commands.options import settings_from
-from hf_longdoc.evaluation import EvaluateSettings
 from hf_longdoc.experiments.settings import BenchCommandSettings, CompareSettings
 from hf_longdoc.predicting.settings import PredictSettings
-from hf_longdoc.run_settings import RunSettings
 from hf_longdoc.serving.settings import ServeSettings
+from hf_longdoc.training.evaluation import EvaluateSettings
+from hf_longdoc.training.settings import RunSettings
 
 SRC = pathlib.Path(hf_longdoc.__file__).parent
 # verb -> (its settings dataclass, the flags it takes besides the fields: what its library function takes by position,
@@ -132,3 +132,15 @@ def test_bench_flags_refuse_what_they_refused(argv, message, capsys):
     with pytest.raises(SystemExit):
         parse("bench", *argv)
     assert message in capsys.readouterr().err
+
+
+def test_one_rule_says_whether_a_name_is_a_hub_id(tmp_path, monkeypatch):
+    from hf_longdoc.utils.parsing import is_hub_id
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "local-model").mkdir()
+    for name in ("bert-base-uncased", "sentence-transformers/all-MiniLM-L6-v2", "org/name.v2"):
+        assert is_hub_id(name), name
+    for name in ("local-model", "./model", "/abs/model", "~/model", "a/b/c", "data.csv", "train.jsonl", "", None,
+                 "bad name", "org//name"):
+        assert not is_hub_id(name), name

@@ -12,7 +12,7 @@ from hf_longdoc.cli import main
 from hf_longdoc.data import load_task, make_long_document_task
 from hf_longdoc.data.synthetic import ADJECTIVES, OTHER_PARTS, TARGET, statement_words
 from hf_longdoc.experiments.baselines import truncating_baseline
-from hf_longdoc.training import train
+from hf_longdoc.training.run import train
 
 STATEMENT = re.compile(r"[A-Z][^.]*\b(?:" + "|".join([TARGET, *OTHER_PARTS]) + r") was (?:not )?(?:"
                        + "|".join(ADJECTIVES) + r")\.")

@@ -7,7 +7,7 @@ import pytest
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_task, make_long_document_task
-from hf_longdoc.evaluation import evaluate_model
+from hf_longdoc.training.evaluation import evaluate_model
 from tiny_bert import save_tiny_bert
 
 

@@ -258,10 +258,10 @@ def test_truncated_long_words_are_counted_in_the_log(caplog):
     from transformers.testing_utils import CaptureLogger
     from transformers.utils import logging as hf_logging
 
-    from hf_longdoc.tokenization import ElementwiseTokenizer
+    from hf_longdoc.modeling.elementwise.tokenization_elementwise import ElementwiseTokenizer
 
     tokenizer = ElementwiseTokenizer(elements_per_material=8, max_materials=64)
-    logger = hf_logging.get_logger("hf_longdoc.tokenization.tokenization_elementwise")
+    logger = hf_logging.get_logger("hf_longdoc.modeling.elementwise.tokenization_elementwise")
     with CaptureLogger(logger) as captured:
         tokenizer("Donaudampfschifffahrt und 吾輩は猫である")
     assert tokenizer.words_cut == 2 and "2 words longer than 8 bytes cut" in captured.out
@@ -270,7 +270,7 @@ def test_truncated_long_words_are_counted_in_the_log(caplog):
 
 
 def test_tokenizer_refuses_left_padding():
-    from hf_longdoc.tokenization import ElementwiseTokenizer
+    from hf_longdoc.modeling.elementwise.tokenization_elementwise import ElementwiseTokenizer
 
     with pytest.raises(ValueError, match="right only"):
         ElementwiseTokenizer(elements_per_material=4, max_materials=16, padding_side="left")

@@ -71,7 +71,7 @@ def test_pretrain_slstm_mlm_lowers_perplexity_and_fine_tunes_with_init_from(tmp_
 
     from hf_longdoc import SLSTMForMaskedLM
     from hf_longdoc.cli import main as cli
-    from hf_longdoc.recipe import build_model
+    from hf_longdoc.training.recipe import build_model
 
     rng = random.Random(0)
     subjects, verbs, objects = ["the cat", "a dog", "my bird"], ["sees", "chases", "likes"], ["the ball", "a hat"]

@@ -6,7 +6,7 @@ import torch
 from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 from hf_longdoc.data import fit_wordpiece_tokenizer
-from hf_longdoc.explaining import check_explainable, explain
+from hf_longdoc.inference.explaining import check_explainable, explain
 from hf_longdoc.modeling.segment_lm.family import segment_of_positions
 from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequenceClassification, cut_into_segments
 
@@ -114,7 +114,7 @@ def test_k_keeps_the_best_and_never_more_than_the_present_segments(segment_lm):
 
 def test_max_length_truncates_as_the_pipeline_does(segment_lm, caplog):
     model, tokenizer = segment_lm
-    with caplog.at_level("DEBUG", logger="hf_longdoc.explaining"):  # INFO the first time in a process only
+    with caplog.at_level("DEBUG", logger="hf_longdoc.inference.explaining"):  # INFO the first time in a process only
         logits, evidence = explain(model, tokenizer, DOCUMENTS[:1], k=NUM_SEGMENTS, max_length=12)
     assert "1 of 1 documents" in caplog.text  # the cut is logged
     _, _, out = _plain_forward(model, tokenizer, DOCUMENTS[:1], max_length=12)
@@ -245,7 +245,7 @@ def test_sparse_longformer_passages_are_its_global_tokens_weighed_by_tfidf(saved
 
 def test_passages_are_whole_words_never_pieces_of_one(saved_bert):
     """The pieces a selector picks inside one word (`class`, `##ro`, `##om`) are one passage: the word."""
-    from hf_longdoc.explaining import _whole_words
+    from hf_longdoc.inference.explaining import _whole_words
 
     _, tokenizer = saved_bert
     text = "zirconiumcoolant quietlyhot"
@@ -261,7 +261,7 @@ def test_passages_are_whole_words_never_pieces_of_one(saved_bert):
 
 def test_predict_help_says_what_the_weight_means_for_each_family(capsys):
     from hf_longdoc.cli import main
-    from hf_longdoc.explaining import weight_meanings
+    from hf_longdoc.inference.explaining import weight_meanings
 
     assert set(weight_meanings()) == {"contextualizer", "segment_lm", "sparse_longformer"}
     assert all(weight_meanings().values())

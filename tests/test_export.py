@@ -79,7 +79,7 @@ def test_export_never_overwrites_without_the_flag_and_needs_a_saved_model(family
     test_every_family_exports_and_onnxruntime_agrees_at_two_lengths[contextualizer]."""
     if family.name != "contextualizer":
         pytest.skip("checked once")
-    from hf_longdoc import export
+    from hf_longdoc.inference import export
 
     def export_and_check(wrapped, traced, written, checks):
         with open(written, "wb") as f:
@@ -106,7 +106,7 @@ def test_export_tries_the_next_trace_length_and_stops_where_no_length_helps(tmp_
     once and nothing is written. The exporter is stubbed: the sparse Longformer's real retries take a minute and a
     half (see READS)."""
     from families import FAMILY_CASES
-    from hf_longdoc import export
+    from hf_longdoc.inference import export
 
     saved_model(next(case for case in FAMILY_CASES if case.name == "contextualizer"), tmp_path / "model")
     traced = []
@@ -123,7 +123,7 @@ def test_export_tries_the_next_trace_length_and_stops_where_no_length_helps(tmp_
         monkeypatch.setattr(export, "export_and_check", export_and_check)
 
     stub(failures=2)
-    with caplog.at_level("INFO", logger="hf_longdoc.export"):
+    with caplog.at_level("INFO", logger="hf_longdoc.inference.export"):
         report = export.export_onnx(str(tmp_path / "model"), str(tmp_path / "onnx"))
     first = export.traced_length(64, 1)
     assert traced == [first, first - 2, first - 4] and report["traced_shape"] == (2, first - 4)
@@ -140,7 +140,7 @@ def test_a_windowed_model_is_traced_past_its_first_window():
     """Traced within one window, the sparse Longformer's graph keeps that single window as a constant and fails
     (measured with MiniLM converted at window 512, reading 1,024: 255 and 383 ids failed, 583 and 767 exported): the
     trace is longer than one window wherever the model reads more, and odd as before."""
-    from hf_longdoc.export import traced_length
+    from hf_longdoc.inference.export import traced_length
 
     assert traced_length(1024, 1) == 255
     assert traced_length(1024, 1, padding=512) == 639

@@ -19,11 +19,12 @@ import numpy
 import pytest
 import torch
 
-from hf_longdoc import onnx_runtime, predicting
+from hf_longdoc import predicting
 from hf_longdoc.cli import main
-from hf_longdoc.export import export_onnx
-from hf_longdoc.outputs import file_digest, record_outputs
-from hf_longdoc.saved_models import model_digest
+from hf_longdoc.inference import onnx_runtime
+from hf_longdoc.inference.export import export_onnx
+from hf_longdoc.saving.run_folder import file_digest, record_outputs
+from hf_longdoc.saving.saved_models import model_digest
 from test_predict_backends import DOCUMENTS, saved_family_model
 
 onnx = pytest.importorskip("onnx", reason="the onnxruntime backends need pip install 'hf_longdoc[onnx]'")
@@ -133,7 +134,7 @@ def test_a_retrained_model_is_exported_again_into_its_graph_dir_and_its_own_fold
         record = json.loads((folder / "export.json").read_text())
         record.pop("model_dir")
         (folder / "export.json").write_text(json.dumps({**record, "model_dir": named} if named else record))
-    from hf_longdoc.saved_models import load_saved_model
+    from hf_longdoc.saving.saved_models import load_saved_model
 
     model = load_saved_model(model_dir, "model")
     with torch.no_grad():
@@ -206,7 +207,7 @@ def test_a_graph_without_export_json_runs_only_with_the_models_weights(saved, tm
         result = predicting.predict(saved["model"], saved["corpus"], batch_size=4, backend="onnxruntime",
                                     graph_dir=str(bare))
     assert same_scores(result, saved)
-    warnings = [r.getMessage() for r in caplog.records if r.name == "hf_longdoc.onnx_runtime"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "hf_longdoc.inference.onnx_runtime"]
     assert len(warnings) == 1 and "has no export.json" in warnings[0]
     assert "a vocabulary of 80 ids" in warnings[0] and "weights it names as the model does" in warnings[0]
     assert f"hf-longdoc export {saved['model']} --output-dir {bare} --overwrite`, which writes export.json" \

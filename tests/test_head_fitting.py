@@ -13,9 +13,9 @@ from backbone_models import build_from_backbone
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
-from hf_longdoc.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
-from hf_longdoc.hub import make_model_card
-from hf_longdoc.recipe import new_parameter_names, training_arguments
+from hf_longdoc.publishing.hub import make_model_card
+from hf_longdoc.training.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
+from hf_longdoc.training.recipe import new_parameter_names, training_arguments
 from tiny_bert import save_tiny_bert
 
 
@@ -59,8 +59,8 @@ def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_an
     sorted by label keeps both labels), with their labels, and warns; when they fit, it reads them all."""
     from datasets import Dataset
 
-    import hf_longdoc.head_fitting as head_fitting
-    from hf_longdoc.head_fitting import cached_split
+    import hf_longdoc.training.head_fitting as head_fitting
+    from hf_longdoc.training.head_fitting import cached_split
 
     family = FAMILIES["sparse_longformer"]
     model, tokenizer = build_from_backbone("sparse_longformer", str(pretrained), ["a", "b"], False,
@@ -284,7 +284,7 @@ def test_compare_trains_every_model_in_bf16_when_asked(pretrained, tmp_path, cap
 def test_the_warm_start_is_kept_when_fine_tuning_ends_clearly_below_it():
     """Only a gap larger than one standard error of the validation score, sqrt(p (1 - p) / n), brings back the warm
     start: .775 against .750 on 80 documents is 2 documents (one standard error: 3.7), on 10,000 it is 250."""
-    from hf_longdoc.head_fitting import keep_the_better, state_copy
+    from hf_longdoc.training.head_fitting import keep_the_better, state_copy
 
     model = torch.nn.Linear(3, 2)
     warm = state_copy(model)
@@ -310,7 +310,7 @@ def test_the_warm_start_is_kept_when_fine_tuning_ends_clearly_below_it():
 def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch, tmp_path):
     """`HeadStage.run` before fine-tuning: the model leaves with the head of the lowest validation loss, and the warm
     start it returns holds the head of the best validation score (what `keep_the_better` goes back to)."""
-    import hf_longdoc.head_fitting as head_fitting
+    import hf_longdoc.training.head_fitting as head_fitting
 
     model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 2))  # "0": the backbone, "1": the head
     head = ["1.weight", "1.bias"]
@@ -343,11 +343,11 @@ def test_a_half_precision_checkpoint_trains_with_float32_weights(caplog):
 
     from transformers import BertConfig, BertForSequenceClassification
 
-    from hf_longdoc.recipe import master_weights_in_float32
+    from hf_longdoc.training.recipe import master_weights_in_float32
 
     model = BertForSequenceClassification(BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                      intermediate_size=32, vocab_size=50)).to(torch.bfloat16)
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.recipe"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training.recipe"):
         master_weights_in_float32(model)
     assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
     assert "bfloat16" in caplog.text and "float32" in caplog.text
@@ -361,7 +361,7 @@ def test_a_time_budget_the_head_stage_alone_would_exceed_is_refused_after_one_ba
                                                                                     monkeypatch):
     """`--time-budget` covers the head stage: the first batch's encoding time says how long the stage will take, and a
     stage that cannot end within the budget is refused then (it ran to the end and overran 130x before)."""
-    import hf_longdoc.head_fitting as head_fitting
+    import hf_longdoc.training.head_fitting as head_fitting
 
     encoded_batches, encode, check = [], head_fitting.cached_features, head_fitting.check_encoding_fits
 

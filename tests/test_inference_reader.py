@@ -12,11 +12,11 @@ from transformers import pipeline
 import hf_longdoc
 from hf_longdoc import FAMILIES
 from hf_longdoc.data import fit_wordpiece_tokenizer
-from hf_longdoc.explaining import explain_refusal
+from hf_longdoc.inference.explaining import explain_refusal
 from hf_longdoc.inference.reader import SavedModel, load_reader
+from hf_longdoc.inference.reading import best_first
 from hf_longdoc.inference.settings import ReadSettings
 from hf_longdoc.predicting import PredictSettings
-from hf_longdoc.reading import best_first
 from hf_longdoc.serving import ServeSettings, create_app
 from hf_longdoc.serving.schemas import Classification, Info, Prediction
 from test_serving import LABELS, TEXTS, save_contextualizer

@@ -65,7 +65,7 @@ def test_the_chunks_and_their_aggregate_match_the_definition(checkpoint, chunk_l
 
 
 def test_short_documents_are_one_chunk_and_batches_keep_their_order(checkpoint):
-    # (an empty document is an error: tests/test_issue51_serve.py)
+    # (an empty document is an error: tests/test_pipeline_and_cards.py)
     classify = pipeline("long-document-classification", model=checkpoint, batch_size=4)
     results = classify([TEXTS[0][:30], TEXTS[1][:5], DOCUMENT])
     assert [result["chunks"] for result in results] == [1, 1, reference(checkpoint, DOCUMENT, 48, 0, "mean")[1]]

@@ -19,7 +19,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
 from hf_longdoc.cli import main
-from hf_longdoc.outputs import MANIFEST, RunFolder, check_files_free, read_manifest, record_outputs
+from hf_longdoc.saving.run_folder import MANIFEST, RunFolder, check_files_free, read_manifest, record_outputs
 
 TINY = ["--model", "contextualizer", "--task-size", "20", "--epochs", "1", "--max-length", "256", "--vocab-size",
         "500", "--config", "hidden_size=16", "rank=8", "num_hidden_layers=1"]
@@ -230,10 +230,10 @@ def test_every_number_is_checked_with_its_flag_named(argv, flag, tmp_path, capsy
 
 
 def test_python_callers_get_the_same_checks(tmp_path):
-    from hf_longdoc.evaluation import evaluate_model
     from hf_longdoc.experiments.compare import compare
     from hf_longdoc.experiments.settings import CompareSettings
-    from hf_longdoc.training import train
+    from hf_longdoc.training.evaluation import evaluate_model
+    from hf_longdoc.training.run import train
 
     with pytest.raises(ValueError, match="epochs"):
         train(output_dir=str(tmp_path / "out"), epochs=float("inf"))
@@ -394,8 +394,8 @@ def test_attention_map_never_overwrites_a_users_file(tmp_path, capsys):
 
 def test_non_finite_weights_after_training_are_an_error(tmp_path):
     """The last optimizer step can make weights non-finite after the last finite loss: `check_finite_weights`."""
-    from hf_longdoc.outputs import RunDiverged
-    from hf_longdoc.recipe import HeadRateTrainer, training_arguments
+    from hf_longdoc.saving.run_folder import RunDiverged
+    from hf_longdoc.training.recipe import HeadRateTrainer, training_arguments
 
     model = torch.nn.Linear(2, 2)
     trainer = HeadRateTrainer(model=model, args=training_arguments(str(tmp_path), learning_rate=0.5))
@@ -410,7 +410,7 @@ def test_resume_compares_whole_configs_and_names_what_differs(tmp_path):
     """The checkpoint's config.json leaves defaults out; both sides are compared with their defaults, so the same
     model passes and another width is named."""
     from hf_longdoc import ContextualizerConfig
-    from hf_longdoc.training import check_resume_matches
+    from hf_longdoc.training.run import check_resume_matches
 
     labels = dict(num_labels=2, id2label={0: "a", 1: "b"}, label2id={"a": 0, "b": 1})
     ContextualizerConfig(hidden_size=16, rank=8, **labels).save_pretrained(tmp_path)
@@ -454,7 +454,7 @@ def test_unusable_output_and_input_names_are_clear_errors(run, argv, message, tm
 
 
 def test_train_names_an_unknown_argument_before_any_work(tmp_path):
-    from hf_longdoc.training import train
+    from hf_longdoc.training.run import train
 
     with pytest.raises(TypeError, match=r"unknown arguments \['epoch'\].*epochs"):
         train(output_dir=str(tmp_path / "out"), epoch=3)

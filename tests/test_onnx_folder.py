@@ -20,11 +20,12 @@ import pytest
 import torch
 
 from fresh_process import run_without_hf_longdoc
-from hf_longdoc import export, onnx_runtime, predicting
+from hf_longdoc import predicting
 from hf_longdoc.cli import main
-from hf_longdoc.hub import REMOTE_CODE_TRANSFORMERS
-from hf_longdoc.outputs import record_outputs
-from hf_longdoc.saved_models import model_digest
+from hf_longdoc.inference import export, onnx_runtime
+from hf_longdoc.publishing.hub import REMOTE_CODE_TRANSFORMERS
+from hf_longdoc.saving.run_folder import record_outputs
+from hf_longdoc.saving.saved_models import model_digest
 from test_predict_backends import DOCUMENTS, saved_family_model
 
 # what the Contextualizer's folder holds beside its graphs (its config's source file; no modeling file)
@@ -44,7 +45,7 @@ def exported(tmp_path_factory):
 
 def torch_logits(model_dir, texts):
     """The saved tokenizer's ids (one document at a time, truncated) and the model's PyTorch logits for them."""
-    from hf_longdoc.saved_models import load_saved_model, load_saved_tokenizer
+    from hf_longdoc.saving.saved_models import load_saved_model, load_saved_tokenizer
 
     tokenizer, model = load_saved_tokenizer(model_dir, "model"), load_saved_model(model_dir, "model").eval()
     rows = []
@@ -129,7 +130,7 @@ def test_an_old_folders_model_int8_onnx_still_runs_and_a_new_quantization_replac
     plan = onnx_runtime.plan_graph(exported["model"], "onnxruntime-int8", str(bare))
     assert plan.path == str(bare / "model.int8.onnx") and not plan.quantize and "has no export.json" in plan.note
 
-    with caplog.at_level(logging.INFO, logger="hf_longdoc.export"):
+    with caplog.at_level(logging.INFO, logger="hf_longdoc.inference.export"):
         assert export.quantize_graph(str(old)) == str(old / "model_quantized.onnx")
     assert not (old / "model.int8.onnx").exists()
     assert json.loads((old / "export.json").read_text())["graphs"]["int8"]["file"] == "model_quantized.onnx"
@@ -203,7 +204,7 @@ def test_push_replaces_a_local_backbones_path_in_the_onnx_folders_config(tmp_pat
     """A segment LM around a BERT in the home folder: config.json, beside the model and beside the graph, records
     the backbone's folder; both uploaded copies name it by its folder's name, and nothing uploaded names the user."""
     from hf_longdoc.data import fit_wordpiece_tokenizer
-    from test_issue61_models import USER, assert_nothing_local, saved_around
+    from test_publishing import USER, assert_nothing_local, saved_around
     from tiny_bert import save_tiny_bert
 
     home = tmp_path / "home" / USER

@@ -345,7 +345,7 @@ def test_multi_label_rows_list_the_labels_over_the_saved_threshold(tmp_path, cor
 
 
 def test_explain_adds_the_evidence_column(model_dir, corpus, tmp_path, monkeypatch):
-    from hf_longdoc import explaining
+    from hf_longdoc.inference import explaining
 
     monkeypatch.setattr(explaining, "check_explainable", lambda model: None)
     seen = []

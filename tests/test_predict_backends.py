@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from families import FAMILY_CASES
-from hf_longdoc import onnx_runtime, predicting, threads
+from hf_longdoc import predicting
 from hf_longdoc.cli import main
 from hf_longdoc.data import load_task
+from hf_longdoc.inference import onnx_runtime
+from hf_longdoc.utils import threads
 from test_conformance import CORPUS, _tokenizer_and_model
 from test_predict import save_classifier
 
@@ -63,7 +65,7 @@ def test_onnxruntime_gives_torchs_labels_and_scores_and_exports_once(name, tmp_p
     def no_export(*args, **kwargs):
         raise AssertionError("exported again")
 
-    monkeypatch.setattr("hf_longdoc.export.export_onnx", no_export)
+    monkeypatch.setattr("hf_longdoc.inference.export.export_onnx", no_export)
     assert rows_of(predicting.predict(model_dir, str(corpus), batch_size=4, backend="onnxruntime"))[0] == labels
 
 
@@ -76,7 +78,7 @@ def test_a_changed_model_is_exported_again_and_the_cli_runs_the_graph(tmp_path, 
     first = os.path.getmtime(os.path.join(model_dir, "onnx", "model.onnx"))
     saved_family_model("segment_lm", tmp_path / "model")  # retrained: other weights in the same folder
     torch.manual_seed(1)
-    from hf_longdoc.saved_models import load_saved_model
+    from hf_longdoc.saving.saved_models import load_saved_model
 
     model = load_saved_model(model_dir, "model")
     with torch.no_grad():

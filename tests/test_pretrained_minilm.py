@@ -106,7 +106,7 @@ def test_half_precision_around_minilm_is_finite_and_keeps_fp32s_predictions(path
     (autocast and bf16 weights) and fp16."""
     from backbone_models import build_from_backbone
     from half_precision import assert_half_precision_agrees
-    from hf_longdoc.recipe import fit_statistics
+    from hf_longdoc.training.recipe import fit_statistics
 
     model, tokenizer = build_from_backbone(family, path, ["neg", "pos", "mixed"], False, max_length=512)
     sentences = REVIEW.split(" . ")

@@ -6,16 +6,16 @@ import logging
 from transformers import BertConfig, RobertaConfig
 
 from hf_longdoc import ContextualizerConfig, ElementwiseConfig, SLSTMConfig
-from hf_longdoc.reading import UNBOUNDED, reading_length
+from hf_longdoc.inference.reading import UNBOUNDED, reading_length
 
 
 def test_a_request_longer_than_the_model_reads_is_cut_there_and_said(caplog):
     config = SLSTMConfig(max_position_embeddings=300)
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.reading"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.inference.reading"):
         assert reading_length(config, 1000) == 300
     assert "reads at most 300 tokens, fewer than max_length=1000" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.reading"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.inference.reading"):
         assert reading_length(config, 200) == 200  # a shorter request is kept, silently
         assert reading_length(config, 200, tokenizer_limit=100) == 200  # the request, not the tokenizer, decides
     assert caplog.text == ""
@@ -43,7 +43,7 @@ def test_an_elementwise_model_reads_whole_materials(caplog):
     v = config.elements_per_material
     assert reading_length(config) == 32 * v
     assert reading_length(config, 1000) == 32 * v
-    with caplog.at_level(logging.INFO, logger="hf_longdoc.reading"):
+    with caplog.at_level(logging.INFO, logger="hf_longdoc.inference.reading"):
         assert reading_length(config, 101) == 96  # 12 whole materials of 8 bytes
     assert "Reading 96 input ids, not 101" in caplog.text
     assert reading_length(config, 3) == v  # at least one material

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from hf_longdoc.training import train
+from hf_longdoc.training.run import train
 
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 BBC = os.path.join(SHARED, "bbc_news", "data.jsonl")

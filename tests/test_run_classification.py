@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from hf_longdoc.catalog import FAMILY_NAMES
+from hf_longdoc.utils.catalog import FAMILY_NAMES
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 sys.path.insert(0, EXAMPLES)
@@ -115,7 +115,7 @@ def save_tiny_family(name, folder, texts, label_names):
     its tokenizer (WordPiece fitted on `texts`, or the family's own), saved as `hf-longdoc train` saves one."""
     from families import FAMILY_CASES
     from hf_longdoc.modeling import get_family
-    from hf_longdoc.recipe import build_model
+    from hf_longdoc.training.recipe import build_model
 
     family = get_family(name)
     tiny = next(case for case in FAMILY_CASES if case.family == name).tiny

@@ -6,9 +6,9 @@ import subprocess
 import pytest
 
 from hf_longdoc.cli import main
-from hf_longdoc.feasibility import check_fits, estimate_bytes, parameter_count
 from hf_longdoc.modeling import get_family
-from hf_longdoc.outputs import RunFolder
+from hf_longdoc.saving.run_folder import RunFolder
+from hf_longdoc.training.feasibility import check_fits, estimate_bytes, parameter_count
 
 
 @pytest.fixture

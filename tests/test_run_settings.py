@@ -6,13 +6,13 @@ from dataclasses import fields
 
 import pytest
 
-import hf_longdoc.run_settings as run_settings
-import hf_longdoc.training as training
+import hf_longdoc.training.run as training
+import hf_longdoc.training.settings as run_settings
 from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.experiments.compare import compare
 from hf_longdoc.experiments.settings import CompareSettings
-from hf_longdoc.run_settings import RunSettings, TrainingOptions
-from hf_longdoc.training import train
+from hf_longdoc.training.run import train
+from hf_longdoc.training.settings import RunSettings, TrainingOptions
 from tiny_bert import save_tiny_bert
 
 
@@ -72,7 +72,7 @@ def test_the_backbone_is_checked_once_per_run(tmp_path, monkeypatch):
 def test_compare_stops_each_model_at_the_time_budget(tmp_path, caplog):
     tiny = CompareSettings(hidden_size=16, num_layers=1, num_heads=2, max_length=96, epochs=3, batch_size=4,
                            vocab_size=300, time_budget=1e-6)
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training.run"):
         (row,) = compare(tiny, progress=lambda message: None, models=["contextualizer"], baselines=[], evidence=(),
                          task_size=16, task_words=(40, 80), bench_lengths=(), output_dir=str(tmp_path))
     assert "fine-tuning stops after step 1" in caplog.text and row["model"] == "contextualizer"

@@ -13,10 +13,10 @@ import hf_longdoc
 from fresh_process import run_without_hf_longdoc
 from hf_longdoc import FAMILIES
 from hf_longdoc.data import fit_wordpiece_tokenizer
-from hf_longdoc.explaining import explain
+from hf_longdoc.inference.explaining import explain
+from hf_longdoc.inference.reading import reading_length
 from hf_longdoc.modeling.segment_lm.modeling_segment import cut_into_segments
 from hf_longdoc.modeling.segment_lm.tokenization_segment import SegmentLMTokenizer, pack_sentences, sentence_spans
-from hf_longdoc.reading import reading_length
 from tiny_bert import save_tiny_bert
 
 SENTENCES = [
@@ -233,7 +233,7 @@ def test_a_config_without_packing_reads_pads_as_before(backbone):
 def test_the_onnx_graph_reads_the_sentence_layout_as_pytorch_does(saved_packed_model, tmp_path):
     import onnxruntime
 
-    from hf_longdoc.export import export_onnx
+    from hf_longdoc.inference.export import export_onnx
 
     export_onnx(saved_packed_model, str(tmp_path / "onnx"))
     tokenizer = AutoTokenizer.from_pretrained(saved_packed_model)

@@ -12,10 +12,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import hf_longdoc.training as training
+import hf_longdoc.training.run as training
 from hf_longdoc.cli import build_parser, main
-from hf_longdoc.run_settings import RunSettings
-from hf_longdoc.training import train
+from hf_longdoc.training.run import train
+from hf_longdoc.training.settings import RunSettings
 
 TINY = ["--model", "contextualizer", "--config", "hidden_size=16", "num_hidden_layers=1", "hidden_dropout_prob=0.0",
         "--max-length", "96"]
@@ -248,7 +248,7 @@ def test_max_steps_replaces_the_epochs_and_the_card_says_what_ran(documents, tmp
     """SIL-5: `--max_steps 2 --epochs 3` trains 2 steps (28 documents at batch 8: 4 steps an epoch, so half of one);
     the log says so, and metrics.json and the card give the steps and the epochs that ran, not the 3 epochs."""
     out = tmp_path / "capped"
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.recipe"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training.recipe"):
         run_cli([*TINY, "--dataset", documents, "--epochs", "3", "--max_steps", "2", "--output-dir", str(out)])
     assert caplog.text.count("--max_steps 2 replaces the epochs (3)") == 1
     ran = json.loads((out / "metrics.json").read_text())["training"]

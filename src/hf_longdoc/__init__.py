@@ -20,8 +20,8 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "FAMILIES": ".modeling",
     "get_family": ".modeling",
-    "LongDocumentClassificationPipeline": ".pipelines",
-    "register_pipeline": ".pipelines",
+    "LongDocumentClassificationPipeline": ".inference.pipelines",
+    "register_pipeline": ".inference.pipelines",
     "predict": ".predicting",
     "PredictSettings": ".predicting",
     "ContextualizerConfig": ".modeling.contextualizer",
@@ -30,7 +30,7 @@ _EXPORTS = {
     "ElementwiseConfig": ".modeling.elementwise",
     "ElementwiseModel": ".modeling.elementwise",
     "ElementwiseForSequenceClassification": ".modeling.elementwise",
-    "ElementwiseTokenizer": ".tokenization",
+    "ElementwiseTokenizer": ".modeling.elementwise.tokenization_elementwise",
     "SLSTMConfig": ".modeling.slstm",
     "SLSTMModel": ".modeling.slstm",
     "SLSTMForMaskedLM": ".modeling.slstm",
@@ -65,7 +65,7 @@ def __dir__():
 def register():
     """Register every family with the Auto classes and the long-document task with `pipeline` (idempotent)."""
     importlib.import_module(".modeling", __name__)  # each family registers its classes as it is imported
-    importlib.import_module(".pipelines", __name__).register_pipeline()
+    importlib.import_module(".inference.pipelines", __name__).register_pipeline()
 
 
 def _initializing(but=None):

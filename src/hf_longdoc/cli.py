@@ -59,8 +59,8 @@ def main(argv=None):
     for noisy in ("httpx", "urllib3", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        from .distributed import finish
-        from .threads import share_cores
+        from .utils.distributed import finish
+        from .utils.threads import share_cores
 
         if args.command != "push":  # every other command computes: it takes this process's share of the cores
             share_cores(args.command)

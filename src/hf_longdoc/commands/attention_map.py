@@ -1,7 +1,7 @@
 """`hf-longdoc attention-map`: a document's sparse attention map as a PNG and its selected tokens as words."""
 
-from ..catalog import selector_families
-from ..numbers import POSITIVE_INTEGER
+from ..utils.catalog import selector_families
+from ..utils.rules import POSITIVE_INTEGER
 from .options import Formatter, require_model_folder
 
 
@@ -26,7 +26,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..attention_map import attention_map_of_saved_model, read_document
+    from ..inference.attention_map import attention_map_of_saved_model, read_document
 
     require_model_folder(args.model_dir)
     text = read_document(args.text_file, "--text-file") if args.text_file is not None else args.text

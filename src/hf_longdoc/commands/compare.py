@@ -23,8 +23,8 @@ def add_parser(subparsers):
 def run(args):
     import os
 
-    from ..distributed import is_main_process
     from ..experiments.compare import compare
+    from ..utils.distributed import is_main_process
     from .options import parse_trainer_flags, settings_from
 
     settings = settings_from(args, CompareSettings,

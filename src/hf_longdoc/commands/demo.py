@@ -6,8 +6,8 @@ import os
 import time
 from functools import partial
 
-from ..numbers import MAX_LENGTH, POSITIVE_INTEGER
-from ..parsing import word_range
+from ..utils.parsing import word_range
+from ..utils.rules import MAX_LENGTH, POSITIVE_INTEGER
 from .options import Formatter
 
 logger = logging.getLogger(__name__)
@@ -85,11 +85,11 @@ def demo(output_dir="out/demo", backbone=None, task_size=200, task_words=(200, 2
     from ..data import load_task
     from ..experiments.baselines import truncating_baseline
     from ..predicting import predict
-    from ..training import train
+    from ..training.run import train
 
     if backbone is not None:  # checked as `train` checks it: a missing folder is named as such, before any work
         from ..modeling import get_family
-        from ..run_settings import check_backbone
+        from ..training.settings import check_backbone
 
         check_backbone(get_family("segment_lm"), backbone)
     name = os.path.basename(os.path.normpath(backbone)) if backbone else "all-MiniLM-L6-v2"

@@ -6,8 +6,8 @@ by position: the model folder and `--dataset`.
 
 import json
 
-from ..evaluation import EvaluateSettings
-from ..run_settings import DATASET_HELP
+from ..training.evaluation import EvaluateSettings
+from ..training.settings import DATASET_HELP
 from .options import Formatter, add_settings_arguments, require_model_folder
 
 
@@ -21,7 +21,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..evaluation import evaluate_model
+    from ..training.evaluation import evaluate_model
     from .options import settings_from
 
     require_model_folder(args.model_dir)

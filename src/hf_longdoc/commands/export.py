@@ -3,7 +3,7 @@
 import logging
 import os
 
-from ..numbers import POSITIVE_INTEGER
+from ..utils.rules import POSITIVE_INTEGER
 from .options import Formatter
 
 logger = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..export import export_onnx, quantize_graph
+    from ..inference.export import export_onnx, quantize_graph
 
     if args.dataset is not None and args.quantize is None:
         raise ValueError("`--dataset` scores the float and the quantized graph on the model's test split; it needs "
@@ -66,10 +66,10 @@ def graph_accuracies(model_dir, output_dir, dataset=None, text_column="text", la
     """{precision: test accuracy} of each graph recorded in `output_dir`'s export.json on the model's own test split
     (drawn as `train` drew it: from `dataset`, or the built-in task when the model was trained on it), written into
     export.json; None when no test split can be drawn (a model trained on a file, with no `dataset` given)."""
-    from ..evaluation import documents_to_score, split_seed_of
-    from ..export import PRECISIONS, read_record, write_record
+    from ..inference.export import PRECISIONS, read_record, write_record
     from ..predicting import predict
-    from ..saved_models import saved_config
+    from ..saving.saved_models import saved_config
+    from ..training.evaluation import documents_to_score, split_seed_of
 
     if dataset is None and not split_seed_of(model_dir)[1]:
         logger.warning("No --dataset given, and %s was not trained on the built-in task: the graphs' accuracy on its "

@@ -30,7 +30,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from ..hub import push_to_hub
+    from ..publishing.hub import push_to_hub
 
     folder, files = push_to_hub(args.output_dir, args.repo_id, dry_run=args.dry_run, dry_run_dir=args.dry_run_dir,
                                 private=args.private, replace_card=args.replace_card, license=args.license)

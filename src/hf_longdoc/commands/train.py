@@ -5,7 +5,7 @@ its own name (`--gradient_accumulation_steps 2 --report_to tensorboard --optim a
 `HfArgumentParser`; nothing heavy is imported until the command runs, so `--help` answers at once.
 """
 
-from ..run_settings import RunSettings
+from ..training.settings import RunSettings
 from .options import Formatter, add_settings_arguments, add_trainer_flags
 
 
@@ -27,9 +27,9 @@ def run(args):
     import json
     import os
 
-    from ..distributed import is_main_process
     from ..experiments.baselines import truncating_baseline
-    from ..training import train
+    from ..training.run import train
+    from ..utils.distributed import is_main_process
     from .options import parse_trainer_flags, settings_from
 
     settings = settings_from(

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import datasets
 
 # `_get_data_files_patterns` is how `load_dataset(folder)` decides the splits (`get_data_patterns` calls it with a
-# resolver that globs the folder). It is private: tests/test_issue72_datasets_folders.py fails if it changes.
+# resolver that globs the folder). It is private: tests/test_dataset_folders.py fails if it changes.
 from datasets.data_files import DEFAULT_PATTERNS_ALL, FILES_TO_IGNORE, _get_data_files_patterns
 from fsspec.utils import glob_translate
 

@@ -7,6 +7,8 @@ import os
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
+from ..utils.parsing import is_hub_id
+
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
@@ -107,7 +109,7 @@ def load_tokenizer(source, argument, fix="save the tokenizer there with `tokeniz
     from transformers import AutoTokenizer
 
     local = os.path.expanduser(source)
-    if (source.startswith((".", "/", "~")) or source.count("/") > 1) and not os.path.exists(local):
+    if not is_hub_id(source) and not os.path.exists(local):
         raise ValueError(f"{argument} {source!r} does not exist; pass a folder saved with `save_pretrained` or a Hub "
                          "id.")
     if os.path.isdir(local) and not has_tokenizer_files(source):

@@ -35,9 +35,9 @@ from transformers import (
 )
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from ..catalog import ATTENTION_IMPLEMENTATIONS, HEAD_TOKENS, MIN_TOKENS
-from ..feasibility import SquareTensors
 from ..modeling.segment_lm.modeling_segment import cut_into_segments
+from ..training.feasibility import SquareTensors
+from ..utils.catalog import ATTENTION_IMPLEMENTATIONS, HEAD_TOKENS, MIN_TOKENS
 
 
 @dataclass(frozen=True)

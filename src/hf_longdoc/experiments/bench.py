@@ -22,9 +22,9 @@ import re
 
 import torch
 
-from ..feasibility import check_fits, family_squares
 from ..modeling import FAMILIES
-from ..parsing import settings_of
+from ..training.feasibility import check_fits, family_squares
+from ..utils.parsing import settings_of
 from .baselines import baseline_attention, check_attention, square_tensors
 from .bench_models import BenchModel
 from .measure import time_forward

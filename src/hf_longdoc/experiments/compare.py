@@ -49,12 +49,11 @@ from ..data import (
     make_long_document_task,
     tokenize,
 )
-from ..distributed import is_main_process, on_main_then_share, wait_for_everyone
-from ..head_fitting import FitPlan, HeadStage
+from ..inference.reading import reading_length
 from ..modeling import Family, resolve
-from ..outputs import check_files_free, record_outputs, require_writable_folder
-from ..reading import reading_length
-from ..recipe import (
+from ..saving.run_folder import check_files_free, record_outputs, require_writable_folder
+from ..training.head_fitting import FitPlan, HeadStage
+from ..training.recipe import (
     TimeBudget,
     batch_sizes,
     build_model,
@@ -65,7 +64,8 @@ from ..recipe import (
     training_arguments,
     wrap_backbone,
 )
-from ..run_settings import COMPARE_DECIDES, COMPARE_RECIPE, check_backbone, check_backbone_folder, recipe_epochs
+from ..training.settings import COMPARE_DECIDES, COMPARE_RECIPE, check_backbone, check_backbone_folder, recipe_epochs
+from ..utils.distributed import is_main_process, on_main_then_share, wait_for_everyone
 from .baselines import (
     BASELINES,
     CHECKPOINT_HEAD_RATE,

@@ -87,7 +87,7 @@ def tokenizer_throughput(texts, elements_per_material=16, repeats=3):
     byte/character tokenizers ByT5 and CANINE, in the same run: best of `repeats` passes over the whole list."""
     from transformers import ByT5Tokenizer, CanineTokenizer
 
-    from ..tokenization import ElementwiseTokenizer
+    from ..modeling.elementwise.tokenization_elementwise import ElementwiseTokenizer
 
     megabytes = sum(len(text.encode("utf-8")) for text in texts) / 1e6
     tokenizers = {

@@ -4,10 +4,10 @@ import csv
 import os
 
 from ..data import BUILTIN_TASK
-from ..distributed import launched_processes
-from ..outputs import record_outputs
-from ..plotting import figure, plain_log_ticks
-from ..run_settings import mixed_precision
+from ..saving.run_folder import record_outputs
+from ..training.settings import mixed_precision
+from ..utils.distributed import launched_processes
+from ..utils.plotting import figure, plain_log_ticks
 from .baselines import CHECKPOINT_HEAD_RATE, CHECKPOINT_RATE
 from .collapse import COLLAPSE_SHARE, COST_COLUMNS, MAJORITY_MARGIN, NEAR_CONSTANT_SHARE
 

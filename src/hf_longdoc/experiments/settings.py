@@ -9,17 +9,9 @@ run.
 import os
 from dataclasses import dataclass, replace
 
-from ..catalog import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES, FAMILY_NAMES, HEAD_TOKENS, MIN_TOKENS
-from ..numbers import (
-    DROPOUT,
-    LEARNING_RATE,
-    MAX_LENGTH,
-    NON_NEGATIVE_INTEGER,
-    POSITIVE_INTEGER,
-    POSITIVE_NUMBER,
-    SEED,
-)
-from ..parsing import (
+from ..training.settings import TrainingOptions, check_label_overrides
+from ..utils.catalog import ATTENTION_IMPLEMENTATIONS, BASELINE_NAMES, FAMILY_NAMES, HEAD_TOKENS, MIN_TOKENS
+from ..utils.parsing import (
     evidence_list,
     length_list,
     name_list,
@@ -29,7 +21,15 @@ from ..parsing import (
     settings_of,
     word_pair,
 )
-from ..run_settings import TrainingOptions, check_label_overrides
+from ..utils.rules import (
+    DROPOUT,
+    LEARNING_RATE,
+    MAX_LENGTH,
+    NON_NEGATIVE_INTEGER,
+    POSITIVE_INTEGER,
+    POSITIVE_NUMBER,
+    SEED,
+)
 
 EVIDENCE_POSITIONS = ("start", "middle", "end")  # where `compare` places the built-in task's evidence
 COMPARE_EPOCHS = 3  # every model's epochs unless set (with a backbone: the baselines'; families take their recipe's)
@@ -213,7 +213,7 @@ class BenchSettings:
     def check(self):
         """The models of the run (`bench_models.check_models`), or a ValueError naming the setting, its flag and the
         fix."""
-        from ..outputs import check_files_free, require_writable_folder
+        from ..saving.run_folder import check_files_free, require_writable_folder
         from .bench_models import check_models
         from .report import bench_output_paths
 

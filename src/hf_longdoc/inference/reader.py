@@ -10,11 +10,11 @@ from dataclasses import replace
 
 import torch
 
-from ..explaining import explain_refusal
 from ..modeling.registry import family_of_model_type
-from ..reading import ReadingRules, has_visible_text
-from ..saved_models import load_saved_model, load_saved_tokenizer, saved_config
-from ..threads import per_thread, reading_workers
+from ..saving.saved_models import load_saved_model, load_saved_tokenizer, saved_config
+from ..utils.threads import per_thread, reading_workers
+from .explaining import explain_refusal
+from .reading import ReadingRules, has_visible_text
 from .settings import DTYPE_NAMES
 
 logger = logging.getLogger(__name__)
@@ -265,18 +265,17 @@ class Reader:
 
     @property
     def one_document_a_forward(self):
-        """Whether each document is read in a forward pass of its own (its chunks together): on the CPU. Batching
-        saves nothing there on long documents (the demo's segment LM on 96 real documents: 3.99 and 4.22 documents a
-        second at `batch_size` 8, 4.01 and 3.86 at 1; the Contextualizer 95.3 and 85.6 against 95.7 and 83.5), and a
-        document's numbers then depend on it alone, not on what it is read with: `predict` at any `batch_size` and
-        `hf-longdoc serve`, which batches across clients, give the same bytes. On a GPU, batches are read whole."""
+        """Whether each document is read in a forward pass of its own (its chunks together): on the CPU, where
+        batching long documents saves nothing (docs/results.md, "Serving") and a document's numbers then depend on it
+        alone, so `predict` at any `batch_size` and the server, which batches across clients, give the same bytes. On a
+        GPU, batches are read whole."""
         return self.runner is not None or self.model.device.type == "cpu"
 
     def _read(self, batch):
         """(logits (documents, labels), the evidence of each document or None) of the documents of `batch`."""
         if self.settings.explain is None:
             return self._logits(batch), None
-        from ..explaining import explain
+        from .explaining import explain
 
         return explain(self.model, self.tokenizer, [d["text"] for d in batch], self.settings.explain, self.length)
 

@@ -6,8 +6,8 @@ Nothing heavy is imported here, so `hf-longdoc predict --help` and `serve --help
 import logging
 from dataclasses import dataclass
 
-from ..numbers import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
-from ..parsing import option, parse_config_overrides
+from ..utils.parsing import option, parse_config_overrides
+from ..utils.rules import NON_NEGATIVE_INTEGER, POSITIVE_INTEGER
 
 logger = logging.getLogger(__name__)
 LONG = ("truncate", "chunks")

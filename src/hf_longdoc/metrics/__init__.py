@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..reading import DEFAULT_THRESHOLD, decide, scores_from_logits
+from ..inference.reading import DEFAULT_THRESHOLD, decide, scores_from_logits
 
 METRICS_DIR = os.path.dirname(os.path.abspath(__file__))
 METRIC_NAMES = ("classification", "multilabel")
@@ -33,7 +33,7 @@ def score_name(multi_label):
 
 def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
     """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 of the labels
-    `predict` and the pipelines give at `threshold` (`hf_longdoc.reading.decide`: the metrics are handed those
+    `predict` and the pipelines give at `threshold` (`hf_longdoc.inference.reading.decide`: the metrics are handed those
     decisions, not scores they would compare again in float32)."""
     metric = load_metric("multilabel" if multi_label else "classification")
 

@@ -12,7 +12,7 @@ from ..data.folders import load_text_folder
 from ..data.inversion import join_parts
 from ..data.layouts import TEXT_FILES, folder_layout
 from ..data.loading import dataset_fingerprint, load_splits
-from ..outputs import file_digest
+from ..saving.run_folder import file_digest
 from .writing import reserved_columns
 
 logger = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ import os
 import shutil
 import tempfile
 
-from .. import distributed
-from ..outputs import acquire_or_refuse, file_digest, lock_beside, release_lock
+from ..saving.run_folder import acquire_or_refuse, file_digest, lock_beside, release_lock
+from ..utils import distributed
 
 logger = logging.getLogger(__name__)
 FINGERPRINT = "fingerprint.json"

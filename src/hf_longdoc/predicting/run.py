@@ -42,11 +42,11 @@ from concurrent.futures import ThreadPoolExecutor
 import datasets
 import torch
 
-from .. import distributed
 from ..data.errors import DatasetError
 from ..inference.reader import SavedModel
-from ..saved_models import model_digest
-from ..threads import one_thread_each
+from ..saving.saved_models import model_digest
+from ..utils import distributed
+from ..utils.threads import one_thread_each
 from .inputs import load_documents, refuse_output_over_inputs, resolve_columns
 from .resuming import done_path, open_partial, output_lock, run_fingerprint, shard_path, summary, write_atomically
 from .settings import PredictSettings
@@ -80,7 +80,7 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
         settings.note_ignored()
         digest = model_digest(model_dir)
         if settings.backend != "torch":  # the graph checked against the model before the documents are read
-            from ..onnx_runtime import plan_graph
+            from ..inference.onnx_runtime import plan_graph
 
             plan_graph(model_dir, settings.backend, settings.graph_dir, digest, settings.overwrite)
         with shared.main_process_first() if shared is not None else contextlib.nullcontext():
@@ -97,7 +97,7 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
             keep = [renamed.get(name, name) for name in keep]
         runner, graph = None, None
         if settings.backend != "torch":  # the graph, exported once by the main process when it is missing
-            from ..onnx_runtime import GraphRunner, graph_for
+            from ..inference.onnx_runtime import GraphRunner, graph_for
 
             with shared.main_process_first() if shared is not None else contextlib.nullcontext():
                 graph = graph_for(model_dir, settings.backend, settings.graph_dir, digest, settings.overwrite)

@@ -3,10 +3,10 @@ imported here, so `hf-longdoc predict --help` builds its flags at once."""
 
 from dataclasses import dataclass, fields
 
-from ..catalog import EVIDENCE_WEIGHTS, RUNTIME_SETTINGS
 from ..inference.settings import BACKENDS, ReadSettings
-from ..numbers import POSITIVE_INTEGER
-from ..parsing import name_list, option, parse_config_overrides, settings_of
+from ..utils.catalog import EVIDENCE_WEIGHTS, RUNTIME_SETTINGS
+from ..utils.parsing import name_list, option, parse_config_overrides, settings_of
+from ..utils.rules import POSITIVE_INTEGER
 
 WINDOW_BATCHES = 32  # batches sorted by length together: larger groups pad less, smaller ones resume finer
 
@@ -93,7 +93,7 @@ class PredictSettings(ReadSettings):
 
     def _check_graph_backend(self):
         """ValueErrors, before any work, for what an exported graph cannot do."""
-        from ..export import PRECISIONS, require_onnxruntime
+        from ..inference.export import PRECISIONS, require_onnxruntime
 
         require_onnxruntime(f"`backend` (--backend) {self.backend}")
         if self.explain is not None:

@@ -8,8 +8,8 @@ import os
 
 from datasets import Features, List, Value
 
-from ..outputs import require_writable_folder
-from ..reading import best_first
+from ..inference.reading import best_first
+from ..saving.run_folder import require_writable_folder
 from .resuming import window_predictions
 
 FORMATS = (".jsonl", ".csv", ".parquet")

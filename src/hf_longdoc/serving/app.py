@@ -31,9 +31,9 @@ from prometheus_client.core import Metric
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 
-from ..hub import card_model_id
 from ..inference.reader import load_reader, no_text_reason
-from ..reading import best_first
+from ..inference.reading import best_first
+from ..publishing.hub import card_model_id
 from .batching import TOKENIZING_THREADS, Batcher, Overloaded, Reading, Unavailable, ids_read
 from .schemas import Classification, ClassifyRequest, ErrorResponse, Info, Prediction, PredictRequest
 from .settings import PAGE_PATH, ServeSettings

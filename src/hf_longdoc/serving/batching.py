@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..threads import one_thread_each
+from ..utils.threads import one_thread_each
 
 logger = logging.getLogger(__name__)
 TOKENIZING_THREADS = 4

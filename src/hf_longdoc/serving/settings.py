@@ -8,8 +8,8 @@ import stat
 from dataclasses import dataclass
 
 from ..inference.settings import ReadSettings
-from ..numbers import POSITIVE_INTEGER, NumberRule
-from ..parsing import name_list, option
+from ..utils.parsing import name_list, option
+from ..utils.rules import POSITIVE_INTEGER, NumberRule
 
 logger = logging.getLogger(__name__)
 PORT = NumberRule(integer=True, low=1, high=65535)

@@ -56,7 +56,7 @@ class ContextualizerConfig(PretrainedConfig):
             A multi-label model's decision threshold: a label is predicted when its sigmoid score is at least this.
             `hf-longdoc train --threshold` sets it; `predict`, `evaluate` and the long-document pipeline decide at it.
             None (not set: a single-label model, or one saved before the setting existed): hf_longdoc's default,
-            `hf_longdoc.reading.DEFAULT_THRESHOLD`.
+            `hf_longdoc.inference.reading.DEFAULT_THRESHOLD`.
         max_input_length (`int`, *optional*):
             The most input ids the model reads of one input: a longer one is cut inside `forward` as the tokenizer's
             `truncation=True` cuts it (its first ids and its closing special token), so that a `pipeline` called without

@@ -6,7 +6,7 @@ Hub never does.
 
 import torch
 
-from ...catalog import CONTEXT_EVIDENCE_WINDOW, EVIDENCE_WEIGHTS
+from ...utils.catalog import CONTEXT_EVIDENCE_WINDOW, EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_contextualizer import ContextualizerConfig
 from .modeling_contextualizer import ContextualizerForSequenceClassification, ContextualizerModel

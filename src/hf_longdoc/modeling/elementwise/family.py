@@ -7,7 +7,6 @@ Hub never does.
 
 from transformers import AutoConfig
 
-from ...tokenization import ElementwiseTokenizer
 from ..registry import Family, register_family
 from .configuration_elementwise import ElementwiseConfig
 from .modeling_elementwise import (
@@ -16,6 +15,7 @@ from .modeling_elementwise import (
     backbone_materials,
     backbone_refusal,
 )
+from .tokenization_elementwise import ElementwiseTokenizer
 
 # `train` keeps every byte of a long word (the paper truncates it to v bytes), from scratch and around a backbone
 ELEMENTWISE_TRAIN_DEFAULTS = {"long_word": "split"}

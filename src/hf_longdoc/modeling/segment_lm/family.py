@@ -8,7 +8,7 @@ Hub never does.
 import torch
 from transformers import AutoTokenizer
 
-from ...catalog import EVIDENCE_WEIGHTS
+from ...utils.catalog import EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .configuration_segment import SegmentLMConfig, segments_to_read

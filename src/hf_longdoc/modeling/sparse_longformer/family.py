@@ -11,7 +11,7 @@ import logging
 from torch.nn import functional as F
 from transformers import AutoConfig, AutoTokenizer
 
-from ...catalog import EVIDENCE_WEIGHTS
+from ...utils.catalog import EVIDENCE_WEIGHTS
 from ..backbones import declared_pooling, sentence_transformers_file
 from ..registry import Family, register_family, special_token_ids
 from .configuration_sparse_bigbird import ATTENTION_TYPES as BIGBIRD_ATTENTION_TYPES

@@ -1,4 +1,4 @@
-"""Issue 61: what `compare`, `bench`, `train` and the CLI say about what ran, and refuse before any work.
+"""What `compare`, `bench`, `train` and the CLI say about what ran, and refuse before any work.
 
 A `compare --time-budget` run records the epochs and optimizer steps that ran and marks a cut run; `bench` refuses
 lengths whose (n x n) attention tensors cannot fit; `compare --dataset` trains no built-in evidence tasks unless asked;
@@ -59,7 +59,7 @@ def test_the_square_tensors_follow_the_attention_and_the_model():
 
 
 def test_sizes_that_fit_pass_the_check(monkeypatch):
-    import hf_longdoc.feasibility as feasibility
+    import hf_longdoc.training.feasibility as feasibility
 
     monkeypatch.setattr(feasibility, "available_bytes", lambda device=None: 8 * GIB)
     sizes = dict(hidden_size=64, num_layers=2, num_heads=2, window=64)
@@ -197,7 +197,7 @@ def test_demo_names_a_missing_backbone_as_train_does(tmp_path, capsys):
 @pytest.mark.parametrize("environment, named", [({"TRANSFORMERS_OFFLINE": "1"}, "TRANSFORMERS_OFFLINE=1"),
                                                 ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE=1")])
 def test_push_names_the_offline_variable_that_is_set(environment, named, monkeypatch):
-    from hf_longdoc.hub import require_hub_for_push
+    from hf_longdoc.publishing.hub import require_hub_for_push
 
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         monkeypatch.delenv(name, raising=False)
@@ -216,7 +216,7 @@ def numeric_flags():
     import argparse
 
     from hf_longdoc.cli import build_parser
-    from hf_longdoc.numbers import NumberRule
+    from hf_longdoc.utils.rules import NumberRule
 
     parser = build_parser()
     commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
@@ -257,7 +257,7 @@ def test_a_quoted_tilde_in_a_backbone_path_is_the_home_folder(tmp_path, monkeypa
     """`--backbone "~/models/x"` (the shell leaves a quoted tilde alone) names the folder in the home folder; it failed
     as a malformed Hub id when the tokenizer was loaded."""
     from hf_longdoc.data import fit_wordpiece_tokenizer
-    from hf_longdoc.run_settings import RunSettings
+    from hf_longdoc.training.settings import RunSettings
     from tiny_bert import save_tiny_bert
 
     monkeypatch.setenv("HOME", str(tmp_path))

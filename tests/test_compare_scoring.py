@@ -1,4 +1,4 @@
-"""Honest comparisons and the threshold that belongs to the model (issue 51): a multi-label model is scored at the
+"""Honest comparisons and the threshold that belongs to the model: a multi-label model is scored at the
 threshold it was trained with, `compare` refuses repeated names, and a collapsed run is marked, not averaged in."""
 
 import json
@@ -19,7 +19,7 @@ from hf_longdoc.experiments.compare import (
 )
 from hf_longdoc.experiments.report import write_compare_report
 from hf_longdoc.experiments.settings import CompareSettings
-from hf_longdoc.reading import decision_threshold
+from hf_longdoc.inference.reading import decision_threshold
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_the_threshold_is_saved_with_a_multi_label_model_and_evaluate_scores_at_
 
 def test_an_explicit_threshold_overrides_the_saved_one_and_says_so(multi_label_run, capsys, caplog):
     output, data = multi_label_run
-    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training"):
+    with caplog.at_level(logging.WARNING, logger="hf_longdoc.training.run"):
         assert main(["evaluate", str(output), "--dataset", str(data), "--label-column", "labels", "--threshold",
                      "0.3"]) == 0
     assert json.loads(capsys.readouterr().out)["threshold"] == 0.3

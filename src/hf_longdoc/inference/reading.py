@@ -32,9 +32,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .modeling.backbones import backbone_positions
-from .modeling.registry import family_of_config
-from .numbers import DEFAULT_THRESHOLD, THRESHOLD
+from ..modeling.backbones import backbone_positions
+from ..modeling.registry import family_of_config
+from ..utils.rules import DEFAULT_THRESHOLD, THRESHOLD
 
 logger = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import time
 
 from filelock import FileLock, Timeout
 
-from .distributed import is_main_process, on_main_then_share, wait_for_everyone
+from ..utils.distributed import is_main_process, on_main_then_share, wait_for_everyone
 
 logger = logging.getLogger(__name__)
 

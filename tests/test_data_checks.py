@@ -1,4 +1,4 @@
-"""Issue 51, the data side: columns checked against each other, labels that keep the identity they have in the file,
+"""The data side: columns checked against each other, labels that keep the identity they have in the file,
 classes emptied by blank documents, our messages instead of a library's, and `--resume` that fingerprints the data.
 Each case is run as a user hits it, through `hf_longdoc.cli.main`, on tiny data and a tiny model."""
 
@@ -161,8 +161,8 @@ def test_a_tokenizer_folder_without_a_vocabulary_or_missing_is_named(tmp_path):
 def test_resume_refuses_a_dataset_whose_contents_changed(tmp_path, capsys):
     """An interrupted run (a staging folder with a checkpoint and the recorded settings) over a file whose labels
     were swapped since: the path alone is the same, the contents are not."""
-    from hf_longdoc.outputs import RunFolder
-    from hf_longdoc.run_settings import RunSettings
+    from hf_longdoc.saving.run_folder import RunFolder
+    from hf_longdoc.training.settings import RunSettings
 
     data = tmp_path / "d.jsonl"
     write_jsonl(data, rows())

@@ -22,10 +22,11 @@ from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoConfig
 
-from .modeling import family_of_config
-from .outputs import is_unchanged, require_writable_folder
-from .reading import folder_reading_length
-from .saved_models import saved_config
+from ..inference.reading import folder_reading_length
+from ..modeling import family_of_config
+from ..saving.run_folder import is_unchanged, require_writable_folder
+from ..saving.saved_models import saved_config
+from ..utils.parsing import is_hub_id
 
 logger = logging.getLogger(__name__)
 
@@ -126,17 +127,6 @@ def public_name(name):
     return name
 
 
-def _looks_like_hub_id(name):
-    """Whether `name` has the form of a Hub model id (`name` or `org/name`) rather than of a local path."""
-    if not isinstance(name, str) or not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
-        return False
-    try:
-        validate_repo_id(name)
-    except HFValidationError:
-        return False
-    return not os.path.exists(name)
-
-
 # A downloaded model in the Hub's cache: .../models--ORG--NAME/snapshots/<revision>
 CACHE_FOLDER = re.compile(r"(?:^|/)models--(?P<id>[^/]+)/snapshots/")
 # A Hub id loaded in a model card's code: from_pretrained("org/name"), SentenceTransformer('org/name'), model="..."
@@ -164,7 +154,7 @@ def hub_id_of_folder(folder):
                 recorded = json.load(f).get(key)
         except (OSError, UnicodeDecodeError, ValueError, AttributeError):
             continue
-        if _looks_like_hub_id(recorded):
+        if is_hub_id(recorded):
             return recorded
     return None
 
@@ -176,7 +166,7 @@ def card_model_id(folder):
             card = f.read()
     except (OSError, UnicodeDecodeError):
         return None
-    found = [name for name in CARD_ID.findall(card) if _looks_like_hub_id(name) and not name.startswith("your-name/")]
+    found = [name for name in CARD_ID.findall(card) if is_hub_id(name) and not name.startswith("your-name/")]
     if not found:
         return None
     title = re.search(r"^#\s+(\S+)", card, re.M)
@@ -187,7 +177,7 @@ def card_model_id(folder):
 def public_model_name(name):
     """A model (a backbone) as an uploaded file names it: a Hub id as it is; a local folder by the Hub id it records
     (`hub_id_of_folder`), else by its own name."""
-    if not isinstance(name, str) or not name or _looks_like_hub_id(name):
+    if not isinstance(name, str) or not name or is_hub_id(name):
         return name
     return hub_id_of_folder(name) or public_name(name)
 
@@ -407,11 +397,6 @@ def _reading(output_dir, config):
             "is not seen. ")
 
 
-def _is_hub_id(name):
-    """`user/name` of the Hub, as opposed to a local file (which has an extension or exists)."""
-    return bool(name) and name.count("/") == 1 and not os.path.splitext(name)[1] and not os.path.exists(name)
-
-
 UNKNOWN_LICENSE = "unknown"  # the Hub's id for a license nobody chose: the training data's terms decide it
 
 # The license identifiers a model card may state: the table of https://huggingface.co/docs/hub/repositories-licenses
@@ -483,8 +468,9 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
     repo_id = repo_id or f"your-name/{family.name}-model"
     name = repo_id.split("/")[-1]
     scores = _scores(metrics)
-    results = [EvalResult(task_type="text-classification", dataset_type=dataset_name if _is_hub_id(dataset_name)
-                          else "custom", dataset_name=dataset_name or "unrecorded", dataset_split="test",
+    on_hub = is_hub_id(dataset_name, namespaced=True)
+    results = [EvalResult(task_type="text-classification", dataset_type=dataset_name if on_hub else "custom",
+                          dataset_name=dataset_name or "unrecorded", dataset_split="test",
                           metric_type=metric, metric_value=value) for metric, value in scores.items()]
     backbone = recorded.get("backbone")
     card_data = ModelCardData(
@@ -492,8 +478,8 @@ def make_model_card(output_dir, repo_id=None, dataset_name=None, metrics=None, t
         license=license,
         pipeline_tag="text-classification",
         tags=["hf_longdoc", family.name, "long-document-classification"],
-        datasets=[dataset_name] if _is_hub_id(dataset_name) else None,
-        base_model=backbone if _is_hub_id(backbone) else None,
+        datasets=[dataset_name] if on_hub else None,
+        base_model=backbone if is_hub_id(backbone, namespaced=True) else None,
         metrics=sorted({metric.split("_")[-1] for metric in scores}) or None,
         model_name=name,
         eval_results=results or None,
@@ -556,7 +542,7 @@ def upload_plan(output_dir):
     """(files to upload, files left out): the top-level files of `output_dir` that `UPLOAD_FILES`, the family's
     source files or the `auto_map` entries (`auto_map_files`) name, the ONNX folder's files that `graph_upload_plan`
     chooses (as `onnx/NAME`), and everything else there (other subfolders included)."""
-    from .export import GRAPH_FOLDER
+    from ..inference.export import GRAPH_FOLDER
 
     family = family_of_config(AutoConfig.from_pretrained(output_dir))
     sources = family_source_files(family) | auto_map_files(output_dir)
@@ -581,7 +567,7 @@ def graph_upload_plan(output_dir, sources):
     or named by its own `auto_map`). The whole folder is left out, with a warning, when its export.json does not say
     the graphs are of the weights in `output_dir` (a graph of your own, or of the model before it was trained again):
     a Hub user would get other logits from it than from the model."""
-    from .export import COMPANION_FILES, GRAPH_FOLDER, RECORD
+    from ..inference.export import COMPANION_FILES, GRAPH_FOLDER, RECORD
 
     folder = os.path.join(output_dir, GRAPH_FOLDER)
     graphs, reason = current_graphs(output_dir)
@@ -602,8 +588,8 @@ def graph_upload_plan(output_dir, sources):
 def current_graphs(output_dir):
     """(the graph files of `output_dir/onnx` that its export.json records, if it says they are of the weights in
     `output_dir`; else [], and why)."""
-    from .export import GRAPH_FOLDER, RECORD, read_record
-    from .saved_models import model_digest
+    from ..inference.export import GRAPH_FOLDER, RECORD, read_record
+    from ..saving.saved_models import model_digest
 
     folder = os.path.join(output_dir, GRAPH_FOLDER)
     record = read_record(folder)
@@ -632,8 +618,8 @@ def public_graph_record(staging, digests=False):
     in `MODEL_DIR/onnx` of a download a record that names no folder counts as the model's own), and with `digests`
     those of the staged model files (the uploaded copies, once `make_public` replaced their local paths), so the
     graphs are current for the files a Hub user downloads. Nothing when no ONNX folder is staged."""
-    from .export import GRAPH_FOLDER, RECORD, read_record
-    from .saved_models import model_digest
+    from ..inference.export import GRAPH_FOLDER, RECORD, read_record
+    from ..saving.saved_models import model_digest
 
     folder = os.path.join(staging, GRAPH_FOLDER)
     record = read_record(folder)

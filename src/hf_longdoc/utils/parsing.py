@@ -3,11 +3,13 @@
 The settings fields take these as their flag's `type` or `combine` (`parsing.option`), so `--models a,b`,
 `--lengths 512,1024` and `--config slstm.hidden_size=64` parse the same way under every verb; an argparse error says
 what the values must be, and the flag it came from is named by the parser (`commands.options.OneSpelling`) or by
-`named`. It imports nothing of ours, as `numbers` (the rule every single number follows) does not.
+`named`. It imports nothing of ours, as `rules` (the rule every single number follows) does not; `option` and
+`settings_of` declare and build the settings dataclasses every verb takes.
 """
 
 import argparse
 import json
+import os
 from dataclasses import field, fields, replace
 
 
@@ -38,6 +40,29 @@ def settings_of(settings_class, settings, changes, caller, example):
         raise TypeError(f"`settings` must be a {settings_class.__name__}, got {type(settings).__name__}; or pass its "
                         f"fields as keyword arguments ({example}).")
     return replace(settings, **changes) if changes else settings
+
+
+DATA_FILE_EXTENSIONS = (".csv", ".tsv", ".json", ".jsonl", ".parquet", ".txt", ".arrow")
+
+
+def is_hub_id(name, namespaced=False):
+    """Whether `name` names a Hub repository (`name` or `org/name`; `namespaced`: only `org/name`, as a model card's
+    metadata names one) rather than a local path: the one rule every `--backbone`, `--tokenizer` and model card asks.
+    A path that exists, or that starts with `.`, `/` or `~`, holds more than one `/` or ends in a data file's
+    extension, is local; the rest must be a valid repository id (huggingface_hub's `validate_repo_id`)."""
+    if not isinstance(name, str) or not name or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        return False
+    if namespaced and "/" not in name:
+        return False
+    if name.lower().endswith(DATA_FILE_EXTENSIONS) or os.path.exists(os.path.expanduser(name)):
+        return False
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 def name_list(text):

@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .catalog import FAMILY_NAMES
-from .numbers import (
+from ..utils.catalog import FAMILY_NAMES
+from ..utils.parsing import is_hub_id, option, parse_config_overrides, settings_of, word_pair
+from ..utils.rules import (
     DEFAULT_THRESHOLD,
     LEARNING_RATE,
     MAX_LENGTH,
@@ -27,7 +28,6 @@ from .numbers import (
     THRESHOLD,
     VOCAB_SIZE,
 )
-from .parsing import option, parse_config_overrides, settings_of, word_pair
 
 # Nothing heavy is imported here: `hf-longdoc train --help` builds its flags from these dataclasses without torch,
 # Transformers or the model code, which the checks import when they run.
@@ -207,7 +207,7 @@ class RunSettings(TrainingOptions):
     one's `help` says what it does). `epochs`, `learning_rate` None: 4 epochs at the family's rate; from pretrained
     weights the family's fine-tuning ones, `Family.backbone_epochs` and `backbone_learning_rate`. An earlier run in
     `output_dir` is replaced only when this one succeeds; files hf-longdoc did not write are kept
-    (`outputs.RunFolder`), unless `overwrite`. `tokenizer` may also be a tokenizer object, and `extra_scores` maps a
+    (`run_folder.RunFolder`), unless `overwrite`. `tokenizer` may also be a tokenizer object, and `extra_scores` maps a
     name to a function(data, multi_label) -> scores recorded in `metrics.json` under that name.
     """
 
@@ -259,8 +259,8 @@ class RunSettings(TrainingOptions):
     def resolve(self):
         """Check every argument, in the order a user would fix them, and resolve the family, the epochs, the learning
         rate, the tokenizer and the head stage; a ValueError names the argument and the fix. Returns self."""
+        from ..modeling import get_family
         from .head_fitting import HeadStage
-        from .modeling import get_family
 
         self.family = get_family(self.model)  # an unknown family or setting fails before any data is made
         for name in ("backbone", "init_from", "tokenizer"):  # `~/models/x` as typed inside quotes: the shell left it
@@ -287,11 +287,11 @@ class RunSettings(TrainingOptions):
         if self.backbone is not None:  # the one check of the backbone in a run: the model is built unchecked
             check_backbone(self.family, self.backbone)
         if self.init_from is not None:  # safetensors only: pickled weights are refused before any data is read
-            from .saved_models import require_safe_weights
+            from ..saving.saved_models import require_safe_weights
 
             require_safe_weights(self.init_from, "`init_from` (--init-from)")
         if (hub := self.hub_push()) is not None:  # no repository, no token or no Hub fails now, not after training
-            from .hub import require_hub_for_push
+            from ..publishing.hub import require_hub_for_push
 
             require_hub_for_push(hub.get("hub_token"), "--push_to_hub",
                                  "train without --push_to_hub and upload the folder later with `hf-longdoc push`")
@@ -317,8 +317,8 @@ class RunSettings(TrainingOptions):
         """The settings as `RunFolder` records them (a resumed run must repeat them; where it writes, how it reports
         and its time budget, which starts again on resume, may differ). `dataset_contents` is the dataset's
         fingerprint (`dataset_fingerprint`: a file's SHA-256), so a file edited since (labels swapped) is refused."""
-        from .data import BUILTIN_TASK
-        from .data.loading import dataset_fingerprint
+        from ..data import BUILTIN_TASK
+        from ..data.loading import dataset_fingerprint
 
         left_out = ("family", "stage", "started", "output_dir", "overwrite", "resume", "report_to", "time_budget")
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in left_out}
@@ -339,7 +339,7 @@ def recipe_epochs(family, pretrained):
 def check_task_kind(task_kind, dataset):
     """A ValueError naming `task_kind` (--task-kind) when it is not a built-in task's, or when a dataset replaces
     the built-in task it would shape."""
-    from .data import BUILTIN_TASK, TASK_KINDS
+    from ..data import BUILTIN_TASK, TASK_KINDS
 
     if task_kind not in TASK_KINDS:
         raise ValueError(f"`task_kind` (--task-kind) must be one of {', '.join(TASK_KINDS)}, got {task_kind!r}.")
@@ -424,7 +424,7 @@ def resolve_tokenizer(family, tokenizer, backbone, init_from):
     """The tokenizer of a run, loaded and checked before any data is read: `tokenizer` (a folder or Hub id, or an
     object), else the one saved with `init_from`; None when the family fits or builds its own, or a `backbone`'s is
     used (`check_backbone` loads and checks it)."""
-    from .data import load_tokenizer
+    from ..data import load_tokenizer
 
     if isinstance(tokenizer, str):
         tokenizer = load_tokenizer(tokenizer, "`tokenizer` (--tokenizer)")
@@ -445,7 +445,7 @@ def check_backbone(family, backbone):
     local path that holds no model, or the family cannot start from that architecture (its `backbone_refusal`)."""
     from transformers import AutoConfig
 
-    from .modeling import FAMILIES
+    from ..modeling import FAMILIES
 
     if not family.supports_backbones:
         able = ", ".join(name for name, other in FAMILIES.items() if other.supports_backbones)
@@ -470,10 +470,10 @@ def check_backbone(family, backbone):
 
 def check_backbone_folder(backbone):
     """A ValueError when `backbone` is a local path that holds no model (a Hub id is checked when it loads)."""
-    from .data.loading import require_hub
-    from .saved_models import require_safe_weights
+    from ..data.loading import require_hub
+    from ..saving.saved_models import require_safe_weights
 
-    looks_local = os.path.exists(backbone) or backbone.startswith((".", "/", "~")) or backbone.count("/") > 1
+    looks_local = not is_hub_id(backbone)
     if looks_local and not os.path.exists(os.path.expanduser(backbone)):
         raise ValueError(f"`backbone` (--backbone) {backbone!r} does not exist; pass a folder saved with "
                          "`save_pretrained` (model and tokenizer) or a Hub id.")

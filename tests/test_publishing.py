@@ -1,4 +1,4 @@
-"""Issue 61, publishing and loading saved models: `push` uploads no local path (a local backbone becomes its Hub id or
+"""Publishing and loading saved models: `push` uploads no local path (a local backbone becomes its Hub id or
 its folder's name, and the dry run lists each replacement); pickled weights are refused by every loader with the two
 lines that convert them; a tokenizer fitted on another script (Greek, protein letters) is the model's own and loads,
 while a folder without a vocabulary is refused; `--license` is checked against the Hub's identifiers; `export`
@@ -18,9 +18,9 @@ from backbone_models import build_from_backbone
 from hf_longdoc import ContextualizerConfig, ContextualizerForSequenceClassification
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, load_tokenizer, make_long_document_task
-from hf_longdoc.hub import check_license, hub_id_of_folder
-from hf_longdoc.outputs import file_digest
-from test_issue61_data import refused
+from hf_longdoc.publishing.hub import check_license, hub_id_of_folder
+from hf_longdoc.saving.run_folder import file_digest
+from test_data_readers import refused
 from tiny_bert import save_tiny_bert
 
 USER = "alice9876"  # the user name in the fake home folder: no uploaded file may name it
@@ -197,12 +197,12 @@ def test_every_loader_refuses_pickled_weights_and_says_how_to_convert_them(home,
     code = capsys.readouterr().err.rsplit("`", 2)[1]
     assert code.startswith("from transformers import BertModel;")
     exec(code, {})
-    from hf_longdoc.run_settings import check_backbone_folder
+    from hf_longdoc.training.settings import check_backbone_folder
     check_backbone_folder(str(backbone))  # passes now
 
 
 def test_resume_refuses_a_checkpoint_with_pickled_weights(tmp_path):
-    from hf_longdoc.training import check_resume_matches
+    from hf_longdoc.training.run import check_resume_matches
 
     tokenizer = fit_wordpiece_tokenizer(["a few words"], vocab_size=40)
     checkpoint = tiny_classifier(tmp_path / "checkpoint-4", tokenizer)
@@ -257,7 +257,7 @@ def test_a_tokenizer_for_another_script_loads_and_predicts(texts, lowercase, tmp
     assert len(rows) == len(texts) and all(row["label"] in ("sport", "tech") for row in rows)
 
     # export reaches the trace with the script's ids (the ONNX work itself is tests/test_export.py's)
-    import hf_longdoc.export as export
+    import hf_longdoc.inference.export as export
 
     traced = []
 
@@ -304,7 +304,7 @@ def test_push_refuses_an_unknown_license_with_the_closest_ids(tmp_path, capsys):
 
 
 def test_export_replaces_its_own_output_and_refuses_a_users_file(tmp_path, capsys, monkeypatch):
-    import hf_longdoc.export as export
+    import hf_longdoc.inference.export as export
 
     def export_and_check(wrapped, inputs, written, checks):
         with open(written, "wb") as f:

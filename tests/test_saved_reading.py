@@ -1,4 +1,4 @@
-"""Issue 72 §4, a saved folder in others' tools: its stock tokenizer loads in Transformers 4 and 5 and without
+"""A saved folder in others' tools: its stock tokenizer loads in Transformers 4 and 5 and without
 hf_longdoc, with the same ids and no remote-code question (UX-23), and a saved model given a whole document (a
 `pipeline` without `truncation=True`) reads the length it was trained to read, cut as `truncation=True` cuts it."""
 
@@ -18,9 +18,9 @@ from families import FAMILY_CASES
 from fresh_process import HIDE_HF_LONGDOC
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, save_tokenizer
+from hf_longdoc.inference.reading import reading_length, saved_reading_length, trained_length
+from hf_longdoc.modeling.elementwise.tokenization_elementwise import ElementwiseTokenizer
 from hf_longdoc.modeling.sparse_longformer.modeling_sparse_longformer import keep_what_the_model_reads
-from hf_longdoc.reading import reading_length, saved_reading_length, trained_length
-from hf_longdoc.tokenization import ElementwiseTokenizer
 
 CORPUS = [f"report {i} on reactors, valves and {'pumps ' * (i % 4)}with a closing remark." for i in range(20)]
 LONG = " ".join(CORPUS) * 4  # some 1,500 ids: far past what the tiny models read

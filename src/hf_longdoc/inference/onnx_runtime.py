@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..saving.run_folder import check_files_free
 from .export import (
     GRAPH_FILES,
     GRAPH_FOLDER,
@@ -59,11 +60,10 @@ from .export import (
     quantize_graph,
     read_record,
 )
-from .outputs import check_files_free
+from .settings import BACKENDS
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnxruntime", "onnxruntime-int8")
 GRAPH_INPUTS = ("input_ids", "attention_mask")  # what `GraphRunner` feeds, and `export_onnx` names
 WRAPPER_PREFIX = "model."  # `export.LogitsOnly` holds the classifier as `model`: its weights' names in the graph
 
@@ -244,7 +244,7 @@ def check_bare_graph(path, model_dir, folder=None, digest=None):
     `model_digest` is `digest`; computed when None), as the module docstring says: a ValueError naming the file and
     `hf-longdoc export MODEL_DIR --output-dir FOLDER --overwrite` for a file that is not a graph or is another model's;
     else the warning to log before running it."""
-    from .saved_models import model_digest
+    from ..saving.saved_models import model_digest
 
     folder = folder if folder is not None else os.path.dirname(path)
     digest = digest if digest is not None else model_digest(model_dir)
@@ -279,7 +279,7 @@ def plan_graph(model_dir, backend, graph_dir=None, digest=None, overwrite=False)
     the module docstring made now, before any work: a ValueError for another model's graphs (unless `overwrite`), a
     graph without export.json that is not this model's, a file in the way of the export, a folder that cannot be
     written. `digest`: `saved_models.model_digest(model_dir)` (computed when None)."""
-    from .saved_models import model_digest
+    from ..saving.saved_models import model_digest
 
     folder = graph_folder(model_dir, graph_dir)
     record = read_record(folder)

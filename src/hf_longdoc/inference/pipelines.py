@@ -9,13 +9,15 @@ LM's attention over segments is its learned aggregation, and a document within i
 Transformers' issues #4501 and #15177 ask for this pipeline.
 """
 
+import warnings
+
 import torch
 from transformers import AutoModelForSequenceClassification
 from transformers.pipelines import PIPELINE_REGISTRY
 from transformers.pipelines.base import ChunkPipeline
 
-from .inference.settings import AGGREGATIONS
 from .reading import ReadingRules, best_first, has_visible_text
+from .settings import AGGREGATIONS
 
 TASK = "long-document-classification"
 
@@ -25,7 +27,7 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
 
     Call arguments (also accepted by `pipeline(...)`):
         chunk_length (`int`, *optional*): ids per chunk, special tokens included; default and maximum: what the
-            model reads (`hf_longdoc.reading.saved_reading_length`).
+            model reads (`hf_longdoc.inference.reading.saved_reading_length`).
         stride (`int`, defaults to 0): ids consecutive chunks share (0: chunks side by side).
         aggregation (`"mean"` or `"max"`, defaults to `"mean"`): how the chunks' logits become the document's.
 
@@ -33,13 +35,14 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
             list of `{"label", "score"}`, best first (`None`: every class), in place of the result below.
         threshold (`float` in (0, 1), *optional*): multi-label models: the score from which a label is predicted;
             default: the threshold saved with the model (`config.multi_label_threshold`), else 0.3
-            (`hf_longdoc.reading.DEFAULT_THRESHOLD`).
+            (`hf_longdoc.inference.reading.DEFAULT_THRESHOLD`).
 
     Returns, per document, `{"label", "score", "scores": {label: score}, "chunks": how many chunks were read}`: the
     best class and its score. For a multi-label model, `label` and `score` are lists: every label whose score is at
     least the threshold, best first, and their scores, as `predict` writes them (`"labels"` repeats that list, as
-    earlier versions returned it). Scores are the softmax of the aggregated logits (sigmoid for multi-label or
-    one-label models); the chunks and the decision are `hf_longdoc.reading`'s, shared with `predict` and `evaluate`.
+    earlier versions returned it; deprecated, with a FutureWarning). Scores are the softmax of the aggregated logits
+    (sigmoid for multi-label or one-label models); the chunks and the decision are `hf_longdoc.inference.reading`'s
+    (`ReadingRules`), shared with `predict`, the server and `evaluate`.
 
     A document without text (empty, or only blank or invisible characters) is a ValueError naming its index in the
     call: a model would give it a confident label from its special tokens alone."""
@@ -105,7 +108,9 @@ class LongDocumentClassificationPipeline(ChunkPipeline):
             return [{"label": rules.labels[index], "score": scores[index]} for index in best_first(scores, top_k)]
         result = rules.prediction(scores)
         result["chunks"] = len(model_outputs)
-        if rules.multi_label:
+        if rules.multi_label:  # deprecated: `label` holds the list since 0.2
+            warnings.warn("The long-document pipeline's `labels` repeats `label` and will be removed in 0.4; read "
+                          "`label`.", FutureWarning, stacklevel=2)
             result["labels"] = result["label"]
         return {key: result[key] for key in ("label", "score", "scores", "chunks", "labels") if key in result}
 

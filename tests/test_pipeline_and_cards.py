@@ -1,4 +1,4 @@
-"""Issue 51, the serving side, as a user hits it: export without a tokenizer, the long-document pipeline's empty
+"""The serving side, as a user hits it: export without a tokenizer, the long-document pipeline's empty
 documents, `top_k` and multi-label threshold, no interactive prompt and no silently random weights when the CLI loads
 a model folder, and model cards that escape label names and name no local path. Tiny models, nothing downloaded."""
 
@@ -10,8 +10,8 @@ from transformers import BertConfig, BertForSequenceClassification, pipeline
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer
-from hf_longdoc.hub import make_model_card, public_name
-from hf_longdoc.saved_models import load_saved_model, load_saved_tokenizer
+from hf_longdoc.publishing.hub import make_model_card, public_name
+from hf_longdoc.saving.saved_models import load_saved_model, load_saved_tokenizer
 from test_conformance import CORPUS, _tokenizer_and_model
 
 LABELS = ["a|b", "two\nlines", "<script>alert(1)</script> & co"]

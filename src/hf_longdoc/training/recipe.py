@@ -19,13 +19,13 @@ from transformers import (
     TrainingArguments,
 )
 
-from .data import load_tokenizer
+from ..data import load_tokenizer
+from ..metrics import compute_metrics_fn, score_name
+from ..modeling import Family, get_family
+from ..saving.run_folder import RunDiverged
+from ..utils.rules import POSITIVE_INTEGER
 from .head_fitting import keep_the_better
-from .metrics import compute_metrics_fn, score_name
-from .modeling import Family, get_family
-from .numbers import POSITIVE_INTEGER
-from .outputs import RunDiverged
-from .run_settings import RECIPE_DECIDES
+from .settings import RECIPE_DECIDES
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def wrap_backbone(family, backbone, label_names, multi_label, config_overrides=N
     registry `from_backbone`), reading up to `max_length` input ids (None: as many as the model can), with a new
     classification head for the labels. The tokenizer is `tokenizer` (a folder, a Hub id or an object), else the
     backbone's own (or the family's, for the elementwise bytes). The settings are checked already
-    (`run_settings.check_backbone` runs once per run, before any data is read), and the tokenizer's `model_max_length`
+    (`settings.check_backbone` runs once per run, before any data is read), and the tokenizer's `model_max_length`
     is left as it is: the caller sets it from `reading_length` before tokenizing."""
     backbone = os.fspath(backbone) if isinstance(backbone, os.PathLike) else backbone
     if isinstance(tokenizer, str):

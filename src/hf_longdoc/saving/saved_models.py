@@ -8,7 +8,7 @@ import fnmatch
 import json
 import os
 
-from .modeling.registry import FAMILIES
+from ..modeling.registry import FAMILIES
 
 # Weight files `from_pretrained` reads with `torch.load` (unpickling, which can run code) when a folder holds no
 # safetensors; and the safetensors files it reads instead
@@ -27,7 +27,7 @@ def conversion_code(folder, config=None, default_class="AutoModelForSequenceClas
 
     import transformers
 
-    package = importlib.import_module(__package__)  # loaded already: this module is one of its own
+    package = importlib.import_module("hf_longdoc")  # loaded already: this module is one of its own
     name = next(iter((config or {}).get("architectures") or []), None)
     if isinstance(name, str) and hasattr(package, name):
         source = "hf_longdoc"
@@ -134,7 +134,7 @@ def load_saved_tokenizer(model_dir, argument, fix="save the model's tokenizer th
     """The tokenizer saved in `model_dir`: a ValueError naming `argument` and `fix` when the folder holds no tokenizer
     files (Transformers would build a vocabulary-less one, or ask to install sentencepiece) or no usable vocabulary
     (see `data.load_tokenizer`)."""
-    from .data import load_tokenizer
+    from ..data import load_tokenizer
 
     saved_config(model_dir, argument)
     return load_tokenizer(model_dir, argument, fix)
@@ -147,7 +147,7 @@ MODEL_FILES = ("config.json", "*.safetensors", "*.bin", "tokenizer*", "vocab*", 
 
 def model_digest(model_dir):
     """A SHA-256 per file of `model_dir` that changes predictions (config, weights, tokenizer)."""
-    from .outputs import file_digest
+    from .run_folder import file_digest
 
     return {name: file_digest(os.path.join(model_dir, name)) for name in sorted(os.listdir(model_dir))
             if os.path.isfile(os.path.join(model_dir, name))

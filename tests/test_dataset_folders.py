@@ -1,4 +1,4 @@
-"""Issue 72, section 3: `--dataset` reads the folders `datasets` writes and reads beside class folders. A
+"""`--dataset` reads the folders `datasets` writes and reads beside class folders. A
 `save_to_disk` folder (DatasetDict or Dataset) and a Hub-layout folder of data files
 (`data/train-00000-of-00001.parquet`, `train.csv`, ...) are read as `datasets` reads them, their splits used as given;
 the folder's files decide the layout, and a folder in none names the layouts. Run through `hf_longdoc.cli.main` where

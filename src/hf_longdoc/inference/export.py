@@ -33,9 +33,9 @@ import tempfile
 
 import torch
 
-from .data.tokenizer import TOKENIZER_FILES
-from .outputs import check_files_free, record_outputs, require_writable_folder
-from .saved_models import load_saved_tokenizer
+from ..data.tokenizer import TOKENIZER_FILES
+from ..saving.run_folder import check_files_free, record_outputs, require_writable_folder
+from ..saving.saved_models import load_saved_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def companion_copies(model_dir, output_dir):
 def check_companions_free(copies, overwrite):
     """`check_files_free` for the copies' targets, but a file that already holds the source's bytes (copied by hand
     beside the graph, as Optimum's users had to) is no one's work to lose."""
-    from .outputs import file_digest
+    from ..saving.run_folder import file_digest
 
     differing = [target for source, target in copies
                  if not (os.path.isfile(target) and file_digest(target) == file_digest(source))]
@@ -297,9 +297,9 @@ def export_onnx(model_dir, output_dir=None, overwrite=False):
     export's files, unchanged since, are replaced; any other existing file of those names only with `overwrite`.
     Returns a report (path, the checked shapes, the largest logit difference). An `ExportBlocked` error names the
     operation that stops a family's export."""
-    from .modeling.registry import family_of_model_type
+    from ..modeling.registry import family_of_model_type
+    from ..saving.saved_models import load_saved_model, model_digest, saved_config
     from .reading import ids_per_position, saved_reading_length
-    from .saved_models import load_saved_model, model_digest, saved_config
 
     require_onnxruntime("ONNX export")
     saved_config(model_dir, "`model_dir`")
@@ -379,7 +379,7 @@ def quantize_graph(output_dir, overwrite=False):
     `model.int8.onnx` (the old name), unchanged since, is removed: export.json no longer names it. Returns its path."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    from .outputs import file_digest, is_unchanged, read_manifest, write_manifest
+    from ..saving.run_folder import file_digest, is_unchanged, read_manifest, write_manifest
 
     source = os.path.join(output_dir, GRAPH_FILES["onnxruntime"])
     target = os.path.join(output_dir, GRAPH_FILES["onnxruntime-int8"])

@@ -1,6 +1,7 @@
 """Score a saved model on labelled documents: `hf-longdoc evaluate` and `evaluate_model`, with the split `train` drew
-(`documents_to_score`, `split_seed_of`). The model is read as every other path reads it (`hf_longdoc.reading`: its
-reading length, and its multi-label threshold and decision rule, handed to the metrics as decisions).
+(`documents_to_score`, `split_seed_of`). The model is opened as `predict` opens it (`inference.reader.SavedModel`) and
+read as every other path reads it (`hf_longdoc.inference.reading`: its reading length, and its multi-label threshold
+and decision rule, handed to the metrics as decisions).
 
 Nothing heavy is imported at the top: `hf-longdoc evaluate --help` builds its flags from `EvaluateSettings` at once,
 and the functions import datasets, Transformers and the model code when they run.
@@ -12,8 +13,8 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from .numbers import DEFAULT_THRESHOLD, MAX_LENGTH, POSITIVE_INTEGER, SEED, THRESHOLD
-from .parsing import option, settings_of
+from ..utils.parsing import option, settings_of
+from ..utils.rules import DEFAULT_THRESHOLD, MAX_LENGTH, POSITIVE_INTEGER, SEED, THRESHOLD
 
 logger = logging.getLogger(__name__)
 EVIDENCE = ("start", "middle", "end", "anywhere")  # where the built-in task's evidence sits (`train --evidence`)
@@ -24,8 +25,8 @@ def documents_to_score(model_dir, config, dataset=None, text_column="text", labe
     """(split name, its documents, multi-label) that `evaluate_model` scores the model saved in `model_dir` (with
     `config`) on: a whole `dataset` (split None), else `split` (default test) as `train` drew it, with the seed it
     recorded. A ValueError names a split or labels that do not fit the model."""
-    from .data import BUILTIN_TASK, load_for_evaluation, load_task
-    from .reading import is_multi_label
+    from ..data import BUILTIN_TASK, load_for_evaluation, load_task
+    from ..inference.reading import is_multi_label
 
     task = {}
     if split is not None or dataset in (None, BUILTIN_TASK):  # a split as `train` drew it
@@ -112,11 +113,11 @@ def evaluate_model(model_dir, dataset=None, settings=None, **keywords):
     from datasets import DatasetDict
     from transformers import DataCollatorWithPadding, Trainer
 
-    from .data import tokenize
-    from .inference.reader import SavedModel
-    from .inference.settings import ReadSettings
-    from .metrics import compute_metrics_fn
-    from .reading import decision_threshold, reading_length, saved_tokenizer_limit
+    from ..data import tokenize
+    from ..inference.reader import SavedModel
+    from ..inference.reading import decision_threshold, reading_length, saved_tokenizer_limit
+    from ..inference.settings import ReadSettings
+    from ..metrics import compute_metrics_fn
     from .recipe import training_arguments, without_prefix
 
     model, tokenizer = SavedModel(model_dir, ReadSettings(batch_size=settings.batch_size)).load()  # as predict opens it

@@ -1,5 +1,5 @@
 """One `hf-longdoc train` run: check the settings, load the data, build the model, fit it with the shared recipe
-(`recipe`), score it and save it with its tokenizer, metrics and card (`evaluate` is in `hf_longdoc.evaluation`)."""
+(`recipe`), score it and save it with its tokenizer, metrics and card (`evaluate` is in `training.evaluation`)."""
 
 import dataclasses
 import json
@@ -16,14 +16,14 @@ from transformers import (
     set_seed,
 )
 
-from .data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, save_tokenizer, tokenize
-from .distributed import on_main_then_share
+from ..data import BUILTIN_TASK, has_tokenizer_files, load_task, load_tokenizer, save_tokenizer, tokenize
+from ..inference.reading import reading_length
+from ..metrics import score_name
+from ..publishing.hub import make_model_card, public_name, push_to_hub
+from ..saving.run_folder import RunFolder
+from ..utils.distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan
-from .hub import make_model_card, public_name, push_to_hub
-from .metrics import score_name
-from .outputs import RunFolder
-from .reading import reading_length
 from .recipe import (
     OPTIMIZER_ARGUMENTS,
     TimeBudget,
@@ -36,7 +36,7 @@ from .recipe import (
     without_prefix,
     wrap_backbone,
 )
-from .run_settings import TRAIN_RECIPE, RunSettings, mixed_precision
+from .settings import TRAIN_RECIPE, RunSettings, mixed_precision
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or
 def check_resume_matches(checkpoint, config):
     """A ValueError naming every setting where the model this run built differs from the one in `checkpoint`
     (labels, width, depth, ...): Trainer would fail deep inside loading the state, or continue another model."""
-    from .saved_models import require_safe_weights
+    from ..saving.saved_models import require_safe_weights
 
     require_safe_weights(checkpoint, "`resume` (--resume): the checkpoint", need_weights=False)  # never unpickled
     saved, built = AutoConfig.from_pretrained(checkpoint).to_dict(), config.to_dict()  # both with their defaults

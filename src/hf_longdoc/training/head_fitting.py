@@ -26,11 +26,11 @@ from dataclasses import dataclass
 import torch
 from transformers import DataCollatorWithPadding, EvalPrediction
 
-from .metrics import compute_metrics_fn, score_name
-from .numbers import NON_NEGATIVE_INTEGER
-from .outputs import RunDiverged
-from .reading import DEFAULT_THRESHOLD
-from .threads import one_thread_each, per_thread, reading_workers, small_op_phase
+from ..inference.reading import DEFAULT_THRESHOLD
+from ..metrics import compute_metrics_fn, score_name
+from ..saving.run_folder import RunDiverged
+from ..utils.rules import NON_NEGATIVE_INTEGER
+from ..utils.threads import one_thread_each, per_thread, reading_workers, small_op_phase
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Issue 61, the data readers: a CSV/TSV row whose field count differs from the header's is refused naming its line
+"""The data readers: a CSV/TSV row whose field count differs from the header's is refused naming its line
 (pandas would have read every column one place off); a folder of .txt files is cached by its files' bytes (an edit
 that keeps a file's size and modification time was read stale); an empty file, a header with no rows and a text file
 that is not UTF-8 are named with the fix. Each refusal is also run as a user hits it, through `hf_longdoc.cli.main`."""

@@ -4,9 +4,9 @@ import os
 
 import torch
 
-from .catalog import selector_families
-from .outputs import check_files_free, record_outputs, require_writable_folder
-from .plotting import figure
+from ..saving.run_folder import check_files_free, record_outputs, require_writable_folder
+from ..utils.catalog import selector_families
+from ..utils.plotting import figure
 from .reading import saved_reading_length
 
 
@@ -77,7 +77,7 @@ def read_document(path, argument="`text_file` (--text-file)"):
     """The text of the UTF-8 file at `path` (a byte-order mark is not part of it). A file that is not UTF-8 is a
     ValueError naming it, the line and the byte, and how to convert it (as the dataset readers say it); a missing or
     blank file is one too."""
-    from .data.loading import check_utf8
+    from ..data.loading import check_utf8
 
     if not os.path.isfile(path):
         raise ValueError(f"{argument} {path!r} does not exist or is not a file.")
@@ -92,7 +92,7 @@ def read_document(path, argument="`text_file` (--text-file)"):
 def attention_map_of_saved_model(model_dir, text, path, selector=None, overwrite=False):
     """`attention_map` of the sparse-map Longformer or Big Bird saved in `model_dir` (with its tokenizer), written to
     `path`: a new file, or one hf-longdoc wrote and nobody changed since, unless `overwrite`."""
-    from .saved_models import load_saved_model, load_saved_tokenizer
+    from ..saving.saved_models import load_saved_model, load_saved_tokenizer
 
     if not str(path).lower().endswith(".png"):
         raise ValueError(f"`output` (--output) {path!r} must be a .png file name (e.g. out/attention_map.png).")

@@ -10,7 +10,7 @@ import logging
 
 import torch
 
-from .modeling.registry import FAMILIES, family_of_config
+from ..modeling.registry import FAMILIES, family_of_config
 from .reading import saved_reading_length
 
 logger = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Issue 61, `predict` and the pipelines: one decision from scores to labels on every path (a score exactly at the
+"""`predict` and the pipelines: one decision from scores to labels on every path (a score exactly at the
 multi-label threshold is labelled everywhere), output columns that never stand twice, and ids that name every row."""
 
 import csv
@@ -13,8 +13,8 @@ from transformers import AutoModelForSequenceClassification, pipeline
 
 import hf_longdoc
 from hf_longdoc.cli import main
-from hf_longdoc.evaluation import evaluate_model
-from hf_longdoc.reading import chosen_classes, decide, decision_threshold
+from hf_longdoc.inference.reading import chosen_classes, decide, decision_threshold
+from hf_longdoc.training.evaluation import evaluate_model
 from test_predict import TEXTS, save_classifier
 
 # logits 0, 2, -2 whatever the text: sigmoid scores 0.5 (exactly), 0.88, 0.12

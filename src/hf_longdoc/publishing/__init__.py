@@ -1,0 +1,1 @@
+"""Model cards and the Hub upload."""

@@ -1,0 +1,1 @@
+"""What is written to disk and read back: run folders (manifests, locks) and saved models."""

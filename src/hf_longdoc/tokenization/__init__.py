@@ -1,5 +1,0 @@
-"""Tokenizers: the byte-level elementwise tokenizer."""
-
-from .tokenization_elementwise import ElementwiseTokenizer
-
-__all__ = ["ElementwiseTokenizer"]
