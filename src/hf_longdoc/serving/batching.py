@@ -78,7 +78,7 @@ def ids_read(document):
 
 class Batcher:
     """Queues requests and reads them in batches across clients (see the module docstring). `reader_for(reading)`
-    gives the `predicting.Reader` of a `Reading`; `metrics` records the queue and the batches."""
+    gives the `inference.reader.Reader` of a `Reading`; `metrics` records the queue and the batches."""
 
     def __init__(self, reader_for, max_batch_tokens, max_requests, workers, metrics, batch_size):
         self.reader_for, self.max_batch_tokens, self.max_requests = reader_for, max_batch_tokens, max_requests
