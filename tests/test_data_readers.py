@@ -7,12 +7,11 @@ import json
 import os
 
 import pytest
-import torch
-from transformers import BertConfig, BertForSequenceClassification
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import DatasetError, fit_wordpiece_tokenizer, load_text_classification_dataset
 from hf_longdoc.data.folders import listing_digest, load_labelled_folder, load_text_folder, text_files
+from tiny_bert import save_tiny_bert_classifier
 
 TINY = ["--model", "contextualizer", "--epochs", "1", "--max-length", "64", "--vocab-size", "200", "--config",
         "hidden_size=16", "rank=8", "num_hidden_layers=1"]
@@ -35,13 +34,7 @@ def classifier(tmp_path_factory):
     """A tiny random BERT classifier with its WordPiece tokenizer: what `predict` reads."""
     folder = tmp_path_factory.mktemp("issue61_model")
     tokenizer = fit_wordpiece_tokenizer(WORDS * 4, vocab_size=120, model_max_length=32)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=17, max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
-                        num_labels=3, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert_classifier(folder, tokenizer, LABELS, max_positions=32)
 
 
 def refused(capsys, *needles):

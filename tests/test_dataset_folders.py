@@ -8,15 +8,14 @@ import json
 import os
 
 import pytest
-import torch
 from datasets import ClassLabel, Dataset, DatasetDict
 from datasets.data_files import DataFilesDict, get_data_patterns
-from transformers import BertConfig, BertForSequenceClassification
 
 from hf_longdoc.cli import main
 from hf_longdoc.data import DatasetError, fit_wordpiece_tokenizer, load_text_classification_dataset
 from hf_longdoc.data.layouts import DATA_FILES, SAVED_DATASET, SAVED_DATASET_DICT, TEXT_FILES, folder_layout
 from hf_longdoc.data.loading import dataset_fingerprint, load_for_evaluation
+from tiny_bert import save_tiny_bert_classifier
 
 WORDS = {"sport": "match goal team season", "business": "market shares profit bank", "arts": "film actor award music"}
 LABELS = sorted(WORDS)  # arts, business, sport: the order string labels get ids in
@@ -49,13 +48,7 @@ def classifier(tmp_path_factory):
     """A tiny random BERT classifier of LABELS with its WordPiece tokenizer: what `evaluate` and `predict` read."""
     folder = tmp_path_factory.mktemp("issue72_model")
     tokenizer = fit_wordpiece_tokenizer(list(WORDS.values()) * 4, vocab_size=120, model_max_length=32)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=17, max_position_embeddings=32, pad_token_id=tokenizer.pad_token_id,
-                        num_labels=3, id2label=dict(enumerate(LABELS)), label2id={n: i for i, n in enumerate(LABELS)})
-    BertForSequenceClassification(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    return save_tiny_bert_classifier(folder, tokenizer, LABELS, max_positions=32)
 
 
 @pytest.fixture

@@ -51,15 +51,15 @@ def choose_device(device, dtype, shared, backend="torch"):
     return chosen
 
 
-def runtime_overrides(saved, overrides):
-    """`overrides` (`config_overrides`, --config) checked against the saved config (`saved`, a dict): only its
-    family's `runtime_settings`, with values its config class accepts; a ValueError or TypeError names the flag."""
+def runtime_overrides(saved, overrides, family):
+    """`overrides` (`config_overrides`, --config) checked against the saved config (`saved`, a dict) of `family` (None:
+    a Transformers checkpoint, nothing of ours to set): only its `runtime_settings`, with values its config class
+    accepts; a ValueError or TypeError names the flag."""
     if not overrides:
         return {}
     if not isinstance(overrides, dict):
         raise TypeError(f"`config_overrides` (--config) must be a dict of config settings, got "
                         f"{type(overrides).__name__}.")
-    family = family_of_model_type(saved.get("model_type"))  # None: a Transformers checkpoint, nothing of ours to set
     allowed = family.runtime_settings if family is not None else ()
     if unknown := sorted(set(overrides) - set(allowed)):
         raise ValueError(f"`config_overrides` (--config) sets how a saved model runs, which for this "
@@ -98,9 +98,9 @@ class SavedModel:
             raise ValueError(f"`model_dir` must be a saved model folder, got {type(model_dir).__name__}.")
         self.model_dir, self.settings = model_dir, settings
         self.config = saved_config(model_dir, MODEL_ARGUMENT)
-        self.overrides = runtime_overrides(self.config, settings.config_overrides)
-        self.device = choose_device(settings.device, settings.dtype, shared, settings.backend)
         self.family = family_of_model_type(self.config.get("model_type"))
+        self.overrides = runtime_overrides(self.config, settings.config_overrides, self.family)
+        self.device = choose_device(settings.device, settings.dtype, shared, settings.backend)
 
     @property
     def labels(self):
@@ -146,8 +146,7 @@ class Reader:
         self.tokenizers = per_thread(lambda: copy.deepcopy(tokenizer))
         self.labels, self.multi_label = rules.labels, rules.multi_label
         self.threshold, self.length = rules.threshold, rules.length
-        # the long-document pipeline's chunk plan: text ids per chunk and the step between chunk starts
-        self.plan = rules.plan(stride=settings.stride if settings.long == "chunks" else 0)
+        self.plan = self._chunk_plan()
         self.token_types = "token_type_ids" in tokenizer.model_input_names
 
     def variant(self, **changes):
@@ -155,7 +154,13 @@ class Reader:
         sharing its model, tokenizer and rules."""
         reader = copy.copy(self)
         reader.settings = replace(self.settings, **changes)
+        reader.plan = reader._chunk_plan()
         return reader
+
+    def _chunk_plan(self):
+        """The long-document pipeline's chunk plan for these settings: text ids per chunk and the step between chunk
+        starts."""
+        return self.rules.plan(stride=self.settings.stride if self.settings.long == "chunks" else 0)
 
     @property
     def explain_refusal(self):

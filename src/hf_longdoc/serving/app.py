@@ -11,6 +11,7 @@ with a message naming the field or the limit (TEI's `{"error", "error_type"}`), 
 """
 
 import asyncio
+import functools
 import hmac
 import importlib.metadata
 import ipaddress
@@ -505,6 +506,7 @@ async def page():
     return PAGE_HTML
 
 
+@functools.cache  # the routes are fixed once this module is imported; the Guard asks on every request
 def route_paths(methods=("GET", "POST")):
     """The paths of `router`'s routes that take one of `methods`."""
     return tuple(dict.fromkeys(route.path for route in router.routes if set(route.methods) & set(methods)))
