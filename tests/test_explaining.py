@@ -1,5 +1,8 @@
 """`explain` (predict --explain K): the passages that decided a label, with character offsets into the document as
-given and the model's own weights (the segment LM's α of Eq. 4, as `output_attentions=True` returns it)."""
+given and the model's own weights (the segment LM's α of Eq. 4, as `output_attentions=True` returns it); the segment
+LM's passages are the whole sentences each segment holds."""
+
+import re
 
 import pytest
 import torch
@@ -12,8 +15,16 @@ from hf_longdoc.modeling.segment_lm.modeling_segment import SegmentLMForSequence
 
 WORDS = ("the reactor core runs hot while a zirconium alloy resists corrosion near café naïve zürich "
          "coolant pumps fail quietly").split()
+SENTENCE_ENDS = (5, 12, 16, 22, 29, 37)  # the first document's sentences end after these of its 37 words
+
+
+def _sentences(words, ends):
+    """The words as sentences ending after the word numbers `ends`, each capitalised and closed by a full stop."""
+    return " ".join(" ".join(words[start:end]).capitalize() + "." for start, end in zip((0, *ends), ends))
+
+
 DOCUMENTS = [
-    " ".join(WORDS[i % len(WORDS)] for i in range(3, 40)),  # more than 2 segments' worth
+    _sentences([WORDS[i % len(WORDS)] for i in range(3, 40)], SENTENCE_ENDS),  # 6 sentences, past 2 segments
     "the reactor core runs hot",  # one segment
     "  Café   naïve\t\tZÜRICH —\n\n  東京  the  core 🎉 runs   hot  ",  # accents, CJK, emoji, whitespace runs
 ]
@@ -57,59 +68,69 @@ def _plain_forward(model, tokenizer, texts, max_length=None):
         return batch, offsets, model(**batch, output_attentions=True)
 
 
-def test_offsets_point_at_each_segments_text(segment_lm):
-    model, tokenizer = segment_lm
-    _, evidence = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
-    batch, _, _ = _plain_forward(model, tokenizer, DOCUMENTS)
-    segments, _, present = cut_into_segments(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS,
-                                             SEGMENT_LENGTH, model.config.cls_token_id, model.config.sep_token_id,
-                                             model.config.pad_token_id)
-    normalize = tokenizer.backend_tokenizer.normalizer.normalize_str  # lower case, accents stripped
-    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
-        assert len(passages) == int(present[row].sum())
-        for passage in sorted(passages, key=lambda passage: passage["start"]):
-            assert document[passage["start"]:passage["end"]] == passage["text"]
-            assert passage["text"] == passage["text"].strip() and passage["text"]  # first to last token
-        # segment i's tokens are all in the i-th passage in document order
-        in_order = sorted(passages, key=lambda passage: passage["start"])
-        for i, passage in enumerate(in_order):
-            tokens = tokenizer.convert_ids_to_tokens(segments[row, i][segments[row, i] != model.config.pad_token_id])
-            words = [token.removeprefix("##") for token in tokens[1:-1]]  # without its [CLS] and [SEP]
-            text = normalize(passage["text"])
-            assert all(word in text for word in words), (words, text)
-            assert text.startswith(words[0]) and text.endswith(words[-1])
-        for before, after in zip(in_order, in_order[1:]):
-            assert before["end"] <= after["start"]  # segments do not overlap
+def _sentence_spans(document):
+    """The document's sentences as (start, end) characters, written from the rule: a sentence ends at a full stop (or
+    ! or ?) followed by whitespace, at a blank line, or at the end; its surrounding whitespace is no part of it."""
+    spans, start = [], 0
+    for match in [*re.finditer(r"[.!?](?=\s)|\n\s*\n", document), None]:
+        end = match.end() if match else len(document)
+        text = document[start:end]
+        if text.strip():
+            first = start + len(text) - len(text.lstrip())
+            spans.append((first, first + len(text.strip())))
+        start = end
+    return spans
 
 
-def test_weights_are_the_alpha_the_model_returns_and_best_first(segment_lm):
+def _expected_passages(document, offsets, segment, alpha):
+    """{(start, end): weight}: each present segment's characters (its first to last token) as the sentences at least
+    half inside them (else the sentence they overlap most), at the largest α among the segments that come to them."""
+    expected = {}
+    for i in range(len(alpha)):
+        positions = (segment == i).nonzero().flatten()
+        if not len(positions):
+            continue
+        start, end = int(offsets[positions[0], 0]), int(offsets[positions[-1], 1])
+        overlaps = [(max(0, min(end, e) - max(start, s)), (s, e)) for s, e in _sentence_spans(document)]
+        held = [span for overlap, span in overlaps if 2 * overlap >= span[1] - span[0]]
+        span = (held[0][0], held[-1][1]) if held else max(overlaps)[1]
+        expected[span] = max(expected.get(span, 0.0), alpha[i].item())
+    return expected
+
+
+def test_passages_are_the_whole_sentences_each_segment_holds(segment_lm):
     model, tokenizer = segment_lm
     logits, evidence = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
     batch, offsets, out = _plain_forward(model, tokenizer, DOCUMENTS)
     (alpha,) = out.attentions  # (b, m), Eq. 4
     segment = segment_of_positions(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS, SEGMENT_LENGTH,
                                    model.config.cls_token_id, model.config.sep_token_id)
-    for row, passages in enumerate(evidence):
-        expected = {}
-        for i in range(NUM_SEGMENTS):
-            positions = (segment[row] == i).nonzero().flatten()
-            if len(positions):
-                expected[int(offsets[row, positions[0], 0])] = alpha[row, i].item()
-        assert {passage["start"]: passage["weight"] for passage in passages} == expected  # the same numbers
+    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
+        expected = _expected_passages(document, offsets[row], segment[row], alpha[row])
+        assert {(p["start"], p["end"]): p["weight"] for p in passages} == expected  # the model's own α
+        sentences = _sentence_spans(document)
+        for passage in passages:
+            assert document[passage["start"]:passage["end"]] == passage["text"]
+            assert passage["start"] in {s for s, _ in sentences} and passage["end"] in {e for _, e in sentences}
         weights = [passage["weight"] for passage in passages]
         assert weights == sorted(weights, reverse=True)
+    # the first document's 4 segments of 7 tokens start and end inside its sentences: each comes to the sentence it
+    # holds most of
+    assert [p["text"].split()[0] for p in sorted(evidence[0], key=lambda p: p["start"])] == ["Runs", "Alloy",
+                                                                                             "Coolant", "The"]
+    assert all(p["text"].endswith(".") for p in evidence[0])
     assert len(set(alpha[0].tolist())) == NUM_SEGMENTS  # the test can tell the segments apart
     torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
 
 
-def test_k_keeps_the_best_and_never_more_than_the_present_segments(segment_lm):
+def test_k_keeps_the_best_and_never_more_than_the_passages(segment_lm):
     model, tokenizer = segment_lm
     _, everything = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
     _, best = explain(model, tokenizer, DOCUMENTS, k=1, max_length=None)
     _, plenty = explain(model, tokenizer, DOCUMENTS, k=100, max_length=None)
     assert [passages[:1] for passages in everything] == best
     assert plenty == everything
-    assert [len(passages) for passages in plenty] == [NUM_SEGMENTS, 1, 2]
+    assert [len(passages) for passages in plenty] == [4, 1, 2]
 
 
 def test_max_length_truncates_as_the_pipeline_does(segment_lm, caplog):
@@ -119,9 +140,10 @@ def test_max_length_truncates_as_the_pipeline_does(segment_lm, caplog):
     assert "1 of 1 documents" in caplog.text  # the cut is logged
     _, _, out = _plain_forward(model, tokenizer, DOCUMENTS[:1], max_length=12)
     torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
-    assert len(evidence[0]) == 2  # 10 document tokens: two segments of 7
     read = tokenizer(DOCUMENTS[0], truncation=True, max_length=12, return_offsets_mapping=True)["offset_mapping"]
-    assert max(passage["end"] for passage in evidence[0]) == read[-2][1]  # up to the last token read
+    last_read = read[-2][1]  # 10 document tokens: two segments of 7
+    assert max(passage["end"] for passage in evidence[0]) <= DOCUMENTS[0].index(".", last_read) + 1
+    assert all(passage["start"] < last_read for passage in evidence[0])  # the sentences the read tokens are in
 
 
 def test_segment_positions_follow_the_models_cut(segment_lm):

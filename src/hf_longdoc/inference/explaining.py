@@ -3,7 +3,9 @@
 The weights are the model's own, from one forward pass with `output_attentions=True`: the segment LM's attention over
 segments (α of Eq. 4), and wherever else a family's registry entry has an `evidence` hook (see
 `modeling/registry.py`). The hook gives token spans; this module turns them into character offsets of the document
-as given, through the fast tokenizer's `offset_mapping`, so that `passage["text"] == document[start:end]`.
+as given, through the fast tokenizer's `offset_mapping`, so that `passage["text"] == document[start:end]`; a family
+whose passages are runs of tokens (`Family.evidence_in_sentences`: the segment LM's segments) has each widened or
+trimmed to the whole sentences it holds (`utils.sentences.whole_sentences`), so that it reads as sentences.
 """
 
 import logging
@@ -11,6 +13,7 @@ import logging
 import torch
 
 from ..modeling.registry import FAMILIES, family_of_config
+from ..utils.sentences import sentence_spans, whole_sentences
 from .reading import saved_reading_length
 
 logger = logging.getLogger(__name__)
@@ -103,8 +106,10 @@ def weight_meanings():
 def explain(model, tokenizer, texts, k, max_length):
     """Logits (b, num_labels) and, per document, the `k` passages that weighed most, best first, as dicts
     `{"text", "start", "end", "weight"}` with `text == document[start:end]` (fewer when the model read fewer).
-    Passages are whole words (`_whole_words`); two spans of one word are one passage, at the larger weight. What the
-    weight means depends on the family (`weight_meanings`).
+    Passages are whole words (`_whole_words`), and whole sentences for a family whose passages are runs of tokens
+    (`Family.evidence_in_sentences`: each span widened or trimmed to the sentences it holds, `whole_sentences`: those
+    at least half inside it, else the one it overlaps most); two spans that come to the same text are one passage, at
+    the larger weight. What the weight means depends on the family (`weight_meanings`).
 
     `texts` are tokenized as `pipeline("text-classification", truncation=True)` tokenizes them (cut at `max_length`,
     else where `predict` cuts them, `reading.saved_reading_length`) and read in one forward pass with
@@ -133,12 +138,16 @@ def explain(model, tokenizer, texts, k, max_length):
         spans = family.evidence(model, outputs, inputs["input_ids"], inputs["attention_mask"])
     evidence = []
     for text, document_offsets, document_spans, piece in zip(texts, offsets, spans, pieces):
-        passages = {}
+        passages, sentences = {}, sentence_spans(text) if family.evidence_in_sentences else None
         for first, stop, weight in document_spans:
             if piece is not None:  # without the tokenizer's words (a sentence layout), the span is whole sentences
                 first, stop = _whole_words(piece.word_ids, first, stop)
             span = _character_span(document_offsets, first, stop)
-            if span is not None and weight > passages.get(span, -float("inf")):  # special tokens alone: no text
+            if span is None:  # special tokens alone: no text
+                continue
+            if sentences is not None:
+                span = whole_sentences(text, *span, sentences)
+            if weight > passages.get(span, -float("inf")):
                 passages[span] = weight
         ranked = sorted(passages.items(), key=lambda item: (-item[1], item[0][0]))
         evidence.append([{"text": text[start:end], "start": start, "end": end, "weight": weight}

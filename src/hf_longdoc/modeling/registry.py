@@ -60,6 +60,9 @@ class Family:
             (they learn at `--head-learning-rate`, as the head does).
         card_settings (`tuple`): config keys the model card lists; card_limits (`str`): a sentence for its "limits".
         evidence_weight (`str`): with `evidence`: what a passage's weight means (for `predict --help` and the docs).
+        evidence_in_sentences (`bool`): with `evidence`: whether its passages are shown as the whole sentences they
+            hold (a run of tokens that starts and ends wherever ids do: segments, windows), not as the tokens
+            themselves (single words a selector picked).
         runtime_settings (`tuple`): config keys that change how a saved model runs (speed, memory), never its outputs
             beyond rounding: what `predict --config` may set on it.
         concurrent_inference (`bool`): whether several threads may call one model's forward at once (`predict` reads
@@ -91,6 +94,7 @@ class Family:
     runtime_settings: tuple = ()
     concurrent_inference: bool = True
     evidence_weight: str = ""
+    evidence_in_sentences: bool = False
 
     def __repr__(self):
         return f"<Family {getattr(self, 'name', '?')}>"

@@ -14,6 +14,11 @@ VARIANTS = ("base", "cat", "rnn", "att", "att_ablated")
 SEGMENT_POOLINGS = ("cls", "last", "mean")
 ATTENTION_ACTIVATIONS = ("sigmoid", "softmax")
 GRADIENT_MODES = ("paper", "full", "none", "selected")
+FIRST_SEGMENTS = ("segment", "head_tail")
+# The head + tail window's length and head (Sun et al., 2019's best truncation for BERT: the first 128 and the last 382
+# tokens of 512, what `bert-512-headtail` reads)
+HEAD_TAIL_LENGTH = 512
+HEAD_TAIL_HEAD = 128
 
 
 # Copied from hf_longdoc.modeling.backbones.backbone_positions
@@ -112,6 +117,22 @@ class SegmentLMConfig(PretrainedConfig):
             more segments than fixed windows need, which hold `max_length` document tokens at 3/4 full
             (`segments_to_read`). `False`: fixed windows of L - 2 tokens (the paper's), where a segment may start in
             the middle of a sentence.
+        first_segment (`str`, defaults to `"segment"`):
+            What x_1, the segment that Eq. 1, 3 and 5 read directly as z_1 = LM(x_1) (the paper's "direct path for
+            gradient updates to the language model", Section 3), holds. `"segment"`: the document's first segment (the
+            paper's). `"head_tail"`: one more pass of the LM over the head + tail window, the first
+            `first_segment_head` and the last `first_segment_length` − 2 − `first_segment_head` document tokens read,
+            wrapped in [CLS] .. [SEP] and read with full attention; its vector is z_1 everywhere z_1 enters (directly,
+            the biLSTM, α, and z_M(α) when M(α) = 1), with the LM's gradient as the paper's z_1. The paper sizes x_1 to
+            the LM's input limit (Eq. 1: "the segment length of x_1 equals the input size limit"), which segments of a
+            sentence's length no longer are: this window restores that size, and reads the document's end, where the
+            first window would read only its start. Segments 2..m are unchanged; segment 1's own tokens are inside the
+            window.
+        first_segment_length (`int`, *optional*):
+            W, the head + tail window's ids with its [CLS] and [SEP]. Unset: 512, at most the backbone's positions.
+        first_segment_head (`int`, *optional*):
+            H, the window's ids from the document's start (the rest, W − 2 − H, from its end). Unset: 128 of 512
+            (head + tail's), in that proportion of a shorter W.
         hidden_size / num_hidden_layers / vocab_size (`int`, *optional*):
             Set the backbone's sizes of those names (before q defaults to d), as `--config hidden_size=...` does.
         classifier_dropout (`float`, defaults to 0.1):
@@ -157,6 +178,9 @@ class SegmentLMConfig(PretrainedConfig):
         segments_per_pass=16,
         checkpoint_segment_passes=True,
         sentence_packing=False,
+        first_segment="segment",
+        first_segment_length=None,
+        first_segment_head=None,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -171,7 +195,8 @@ class SegmentLMConfig(PretrainedConfig):
                                               ("hidden_size", "num_hidden_layers", "vocab_size"))
         for name, value, choices in (("variant", variant, VARIANTS),
                                      ("attention_activation", attention_activation, ATTENTION_ACTIVATIONS),
-                                     ("gradient_mode", gradient_mode, GRADIENT_MODES)):
+                                     ("gradient_mode", gradient_mode, GRADIENT_MODES),
+                                     ("first_segment", first_segment, FIRST_SEGMENTS)):
             if value not in choices:
                 raise ValueError(f"`{name}` must be one of {choices}, got {value!r}.")
         if segment_pooling is None:
@@ -186,6 +211,20 @@ class SegmentLMConfig(PretrainedConfig):
         if positions is not None and segment_length > positions:
             raise ValueError(f"`segment_length` ({segment_length}) exceeds the {positions} positions the backbone "
                              "reads; lower it.")
+        if first_segment_length is None:
+            first_segment_length = min(HEAD_TAIL_LENGTH, positions or HEAD_TAIL_LENGTH)
+        if first_segment_head is None and isinstance(first_segment_length, int):
+            first_segment_head = HEAD_TAIL_HEAD * first_segment_length // HEAD_TAIL_LENGTH
+        for name, value, least in (("first_segment_length", first_segment_length, 3),
+                                   ("first_segment_head", first_segment_head, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"`{name}` must be an integer ≥ {least}, got {value!r}.")
+        if positions is not None and first_segment_length > positions:
+            raise ValueError(f"`first_segment_length` ({first_segment_length}) exceeds the {positions} positions the "
+                             "backbone reads; lower it.")
+        if first_segment_head > first_segment_length - 2:
+            raise ValueError(f"`first_segment_head` ({first_segment_head}) exceeds the {first_segment_length - 2} "
+                             f"document ids of the head + tail window (`first_segment_length` − 2); lower it.")
         hidden = backbone_config.hidden_size
         lstm_hidden_size = hidden if lstm_hidden_size is None else lstm_hidden_size
         if isinstance(lstm_hidden_size, bool) or not isinstance(lstm_hidden_size, int) or lstm_hidden_size < 2 \
@@ -208,6 +247,9 @@ class SegmentLMConfig(PretrainedConfig):
         if not isinstance(sentence_packing, bool):
             raise ValueError(f"`sentence_packing` must be True or False, got {sentence_packing!r}.")
         self.sentence_packing = sentence_packing
+        self.first_segment = first_segment
+        self.first_segment_length = first_segment_length
+        self.first_segment_head = first_segment_head
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

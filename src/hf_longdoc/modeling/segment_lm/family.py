@@ -35,6 +35,18 @@ def segment_of_positions(input_ids, attention_mask, num_segments, segment_length
     return torch.where(keep, slot // width, -1)
 
 
+def head_tail_parts(segment, length, head):
+    """(b, n) bool each: the positions of flat documents that the head + tail window reads (`first_segment=
+    "head_tail"`) from its head and from its tail, from `segment_of_positions`' (b, n) map: the first `head` and the
+    last `length` - 2 - `head` document ids the segments read (a short document: all of it, in the head and tail
+    alike as far as it reaches). The rule of `head_tail_window`, which `tests/test_segment_lm.py` holds it to."""
+    read = segment >= 0
+    rank = read.long().cumsum(dim=1) - 1
+    total = read.sum(dim=1, keepdim=True)
+    in_head = read & (rank < head)
+    return in_head, read & ~in_head & (rank >= total - (length - 2 - head))
+
+
 class SegmentLMFamily(Family):
     """The segment LM: a pretrained LM over m segments; its frozen segment vectors feed the head stage, and its α
     over segments is its evidence."""
@@ -62,7 +74,7 @@ class SegmentLMFamily(Family):
     variants = {"variant": SEGMENT_VARIANTS}
     bench_reference = ("base", "time")  # the paper's Table 3 reports time as a multiple of Base
     card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
-                     "segment_pooling", "gradient_mode", "sentence_packing")
+                     "segment_pooling", "gradient_mode", "sentence_packing", "first_segment")
 
     def reading_length(self, config):
         """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
@@ -101,20 +113,30 @@ class SegmentLMFamily(Family):
         return model.head(z, present)[0]
 
     evidence_weight = EVIDENCE_WEIGHTS["segment_lm"]
+    evidence_in_sentences = True  # a segment of 30 ids starts and ends inside sentences
 
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4,
-        exactly the α the forward returned (`outputs.attentions[0]`, (b, m))."""
+        exactly the α the forward returned (`outputs.attentions[0]`, (b, m)). With `first_segment="head_tail"`, α_1
+        weighs the head + tail window: its head and its tail are two passages at α_1."""
         (alpha,) = outputs.attentions
         config = model.config
         segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
                                        config.cls_token_id, config.sep_token_id, config.pad_token_id,
                                        config.sentence_packing).cpu()  # (b, n)
         alpha = alpha.float().cpu()
+        window = (head_tail_parts(segment, config.first_segment_length, config.first_segment_head)
+                  if config.first_segment == "head_tail" else None)
         passages = []
         for row in range(len(segment)):
             document = []
             for i in range(alpha.shape[1]):
+                if i == 0 and window is not None:  # x_1 is the window: its head and its tail, each a passage
+                    for part in window:
+                        positions = part[row].nonzero().flatten()
+                        if len(positions):
+                            document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, 0])))
+                    continue
                 positions = (segment[row] == i).nonzero().flatten()
                 if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
                     document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))

@@ -196,6 +196,33 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     return segments, mask & present[..., None], present
 
 
+def head_tail_window(segments, mask, length, head, cls_id, sep_id, pad_id):
+    """The head + tail window (`first_segment="head_tail"`) of documents read as segments (b, m, L) with their masks:
+    [CLS], the first `head` document ids the segments hold, the last `length` - 2 - `head`, [SEP], padded to
+    `length` ids (a document of at most `length` - 2 ids whole). Built from the segments, so that it reads exactly the
+    document ids they read (the [CLS] and [SEP] around each segment, and a packed layout's padding, are no document
+    ids). Returns (ids, mask), (b, `length`) each; no data-dependent shapes, so the graph exports."""
+    b, m, segment_length = segments.shape
+    position = torch.arange(segment_length, device=segments.device)
+    ends = mask.sum(dim=2, keepdim=True) - 1  # (b, m, 1): each present segment's [SEP]
+    inner = (mask & (position >= 1) & (position < ends)).view(b, m * segment_length)  # document ids, in order
+    ids = segments.reshape(b, m * segment_length)
+    width = length - 2
+    rank = inner.long().cumsum(dim=1) - 1  # (b, m·L): the k-th document id
+    total = inner.sum(dim=1, keepdim=True)  # (b, 1)
+    skipped = (total - width).clamp(min=0)  # the middle ids left out
+    keep = inner & ((rank < head) | (rank >= total - (width - head)))
+    slot = torch.where(rank < head, rank, rank - skipped)
+    target = torch.where(keep, slot, width)  # what is not kept goes to one extra column, dropped after
+    grid = torch.full((b, width + 1), pad_id, dtype=ids.dtype, device=ids.device)
+    grid = grid.scatter(1, target, torch.where(keep, ids, pad_id))[:, :width]
+    window = torch.cat([torch.full_like(grid[:, :1], cls_id), grid, torch.full_like(grid[:, :1], pad_id)], dim=1)
+    held = keep.sum(dim=1, keepdim=True)  # (b, 1)
+    window = window.scatter(1, held + 1, sep_id)  # [SEP] right after the last id
+    window_mask = torch.arange(length, device=ids.device) < held + 2  # (b, length)
+    return window, window_mask
+
+
 def backbone_without_pooler(backbone_config):
     """The backbone LM; encoders without their pooler (z_i is read from the token states, so a pooler would get no
     gradient, which breaks DDP)."""
@@ -446,6 +473,15 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return output if return_dict else output.to_tuple()
 
+    def first_window(self, segments, mask):
+        """(ids, mask) of the head + tail window, (b, W) each, that z_1 reads with `first_segment="head_tail"`, or
+        None with `"segment"` (x_1 is segment 1)."""
+        config = self.config
+        if config.first_segment != "head_tail":
+            return None
+        return head_tail_window(segments, mask, config.first_segment_length, config.first_segment_head,
+                                config.cls_token_id, config.sep_token_id, config.pad_token_id)
+
     def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
@@ -466,14 +502,19 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         d = self.config.hidden_size
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
         first[::m] = True
+        window = self.first_window(segments, mask)  # x_1 as the head + tail window, or None: x_1 is segment 1
         if torch.compiler.is_compiling():  # a traced graph (ONNX export): every segment, absent ones zeroed after
             read = flat_present & first if self.config.variant == "base" else flat_present
             z = torch.where(read[:, None], self.encode(flat, flat_mask), 0.0).view(b, m, d)
+            if window is not None:
+                z = torch.cat([self.encode(*window)[:, None].to(z.dtype), z[:, 1:]], dim=1)
             return z, present, None
         with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
         if self.config.variant == "base":  # Eq. 1 reads segment 1 only
             without_grad = without_grad & first
+        if window is not None:  # z_1 comes from the window: segment 1 is not encoded
+            with_grad, without_grad = with_grad & ~first, without_grad & ~first
         z = None
         if without_grad.any():
             with torch.no_grad(), self.stopped_segment_mode():
@@ -487,14 +528,28 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
                 encoded = self.encode(flat[with_grad], flat_mask[with_grad])
             base = z if z is not None else encoded.new_zeros(b * m, d)
             z = base.to(encoded.dtype).index_put((with_grad.nonzero().flatten(),), encoded)  # (b·m, d)
+        if window is not None:  # z_1 = LM(head + tail window), with gradient where the paper's z_1 has it
+            if mode in ("paper", "full"):
+                encoded = self.encode_in_passes(*window, checkpointed=mode == "full"
+                                                and self.config.checkpoint_segment_passes)
+            else:
+                with torch.no_grad(), self.stopped_segment_mode():
+                    encoded = self.encode_in_passes(*window)
+            base = z.to(encoded.dtype) if z is not None else encoded.new_zeros(b * m, d)
+            z = base.index_put((first.nonzero().flatten(),), encoded)  # (b·m, d)
         z = z.view(b, m, d)  # (b, m, d)
 
         def encode_selected(selected):
-            """z_M with gradient: segment 1's vector where M = 1 (paper mode: it has gradient already), one batched
-            forward for the others."""
+            """z_M with gradient: z_1 where M = 1 in paper mode (it has gradient already), one batched forward for
+            the others (x_1's window where M = 1 in selected mode)."""
             rows = torch.arange(b, device=segments.device)
             out = z[rows, selected]  # (b, d)
             other = selected != 0 if mode == "paper" else torch.ones_like(selected, dtype=torch.bool)
+            if window is not None and mode != "paper" and (selected == 0).any():
+                at_first = selected == 0
+                encoded = self.encode(window[0][at_first], window[1][at_first])
+                out = out.index_put((at_first.nonzero().flatten(),), encoded.to(out.dtype))
+                other = other & ~at_first
             if other.any():  # the selected segments (k, L) of the k documents where M ≠ 1 -> (k, d)
                 encoded = self.encode(segments[rows[other], selected[other]], mask[rows[other], selected[other]])
                 out = out.index_put((other.nonzero().flatten(),), encoded.to(out.dtype))
@@ -667,4 +722,4 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
 
 
 __all__ = ["SENTENCE_SEGMENT_LENGTH", "SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification",
-           "SegmentLMPreTrainedModel", "cut_into_segments"]
+           "SegmentLMPreTrainedModel", "cut_into_segments", "head_tail_window"]

@@ -28,6 +28,7 @@ from transformers import BatchEncoding, PreTrainedTokenizerFast
 SENTENCE_LANGUAGE = "en"  # sentencex's rules for English; others: any ISO 639-1 code it knows (falls back by family)
 
 
+# Copied from hf_longdoc.utils.sentences.sentence_spans
 def sentence_spans(text, language=SENTENCE_LANGUAGE):
     """The (start, end) characters of `text`'s sentences, in order, covering the text (sentencex gives the text back
     in pieces that join to it exactly, whitespace included)."""

@@ -1,0 +1,211 @@
+"""The segment LM's z_1 read as the head + tail window (`first_segment="head_tail"`, Eq. 5's z_1 = LM(x_1) with x_1
+the first H and the last W - 2 - H document tokens, one pass with full attention): the window against a reference
+written from that definition, z_1 against the backbone's own pass over it, the gradient it carries, and every path
+(the pipelines, `predict` on both backends, `--explain`, the server, the Hub copy without hf_longdoc) reading a
+document as `train` does (the tokenizer with `truncation=True`, then the model)."""
+
+import json
+
+import datasets
+import pytest
+import torch
+from fastapi.testclient import TestClient
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, pipeline
+
+import hf_longdoc
+from fresh_process import run_without_hf_longdoc
+from hf_longdoc import FAMILIES, SegmentLMConfig
+from hf_longdoc.data import fit_wordpiece_tokenizer
+from hf_longdoc.inference.explaining import explain
+from hf_longdoc.modeling.segment_lm.family import head_tail_parts, segment_of_positions
+from hf_longdoc.modeling.segment_lm.modeling_segment import (SegmentLMForSequenceClassification, cut_into_segments,
+                                                             head_tail_window)
+from hf_longdoc.serving import create_app
+from tiny_bert import save_tiny_bert
+
+SENTENCES = ["The club won the cup final on Sunday.", "The minister spoke about taxes and the budget.",
+             "Shares fell on Monday after the report.", "The band played a new song at the festival."]
+LONG = " ".join(SENTENCES[i % 4] for i in range(30))  # about 300 ids: past the window and the segments
+LABELS = {0: "sport", 1: "politics", 2: "business"}
+
+
+def reference_window(document_ids, length, head):
+    """x_1 from the definition: [CLS], the first `head` ids, the last `length` - 2 - `head`, [SEP] (all of a document
+    of at most `length` - 2 ids)."""
+    width = length - 2
+    kept = document_ids if len(document_ids) <= width else document_ids[:head] + document_ids[-(width - head):]
+    return [101] + kept + [102]
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("tokens", [0, 1, 9, 14, 15, 40, 70])
+def test_the_window_holds_the_first_and_last_document_ids_the_segments_read(tokens, packed):
+    generator = torch.Generator().manual_seed(tokens)
+    document = torch.randint(5, 99, (tokens,), generator=generator).tolist()
+    if packed and tokens > 9:  # a packed layout: the first segment's rest is [PAD] ids inside the document
+        document[5:8] = [0, 0, 0]
+    ids = torch.tensor([[101] + document + [102]])
+    segments, mask, _ = cut_into_segments(ids, torch.ones_like(ids), 8, 10, 101, 102, 0, packed)
+    window, window_mask = head_tail_window(segments, mask, 16, 4, 101, 102, 0)
+    read = [t for t in document[:64] if not (packed and t == 0)]  # what 8 segments of 8 document ids hold
+    assert window.shape == (1, 16) and window[0][window_mask[0]].tolist() == reference_window(read, 16, 4)
+    assert (window[0][~window_mask[0]] == 0).all()
+    # the explanation's map of the same positions (head part, tail part)
+    segment = segment_of_positions(ids, torch.ones_like(ids), 8, 10, 101, 102, 0, packed)
+    in_head, in_tail = head_tail_parts(segment, 16, 4)
+    assert ids[0][in_head[0] | in_tail[0]].tolist() == reference_window(read, 16, 4)[1:-1]
+    assert not (in_head & in_tail).any()
+
+
+def tiny_config(**settings):
+    return SegmentLMConfig(backbone_config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
+                                            "num_attention_heads": 2, "intermediate_size": 64,
+                                            "max_position_embeddings": 40, "vocab_size": 300},
+                           num_segments=6, segment_length=12, num_labels=3, first_segment="head_tail",
+                           segment_pooling="mean", **settings)
+
+
+def test_the_config_sizes_the_window_from_the_backbone_and_refuses_what_does_not_fit():
+    config = tiny_config()
+    assert (config.first_segment_length, config.first_segment_head) == (40, 10)  # 512 / 128, in proportion
+    assert SegmentLMConfig.from_dict(config.to_dict()).first_segment == "head_tail"
+    with pytest.raises(ValueError, match="first_segment"):
+        tiny_config().__class__(first_segment="middle")
+    with pytest.raises(ValueError, match="first_segment_length"):
+        tiny_config(first_segment_length=41)
+    with pytest.raises(ValueError, match="first_segment_head"):
+        tiny_config(first_segment_head=39)
+
+
+def test_z1_is_the_backbones_pooled_pass_over_the_window_with_its_gradient():
+    torch.manual_seed(0)
+    model = SegmentLMForSequenceClassification(tiny_config(gradient_mode="paper", variant="rnn"))
+    ids = torch.cat([torch.tensor([[101]]), torch.randint(200, 300, (1, 60)), torch.tensor([[102]])], dim=1)
+    window = torch.tensor([reference_window(ids[0, 1:-1].tolist(), 40, 10)])
+    backbone = model.segment_lm.backbone
+    model.eval()
+    with torch.no_grad():
+        z, present, _ = model.segment_lm.encode_document(ids, torch.ones_like(ids))
+        states = backbone(input_ids=window).last_hidden_state
+        segment = ids[:, 1 + 10:1 + 20]  # segment 2: document ids 10..19
+        second = backbone(input_ids=torch.cat([ids[:, :1], segment, ids[:, -1:]], dim=1)).last_hidden_state
+    assert z[0, 0].tolist() == pytest.approx(states[0].mean(dim=0).tolist(), abs=1e-5)  # z_1 = LM(x_1), the window
+    assert z[0, 1].tolist() == pytest.approx(second[0].mean(dim=0).tolist(), abs=1e-5)  # z_2 as before
+    # paper mode (Eq. 3): the LM's gradient comes through z_1, the window; the other segments are stop-gradient
+    model.train()
+    out = model(input_ids=ids, labels=torch.tensor([1]))
+    out.loss.backward()
+    embedding = backbone.embeddings.word_embeddings.weight.grad
+    middle = sorted(set(ids[0, 1 + 10:1 + 50].tolist()) - set(window[0].tolist()))  # ids only in the middle
+    assert embedding.abs().sum() > 0
+    assert all(embedding[i].abs().sum() == 0 for i in middle)  # no gradient through a segment the window skips
+
+
+def test_the_base_variant_over_the_window_is_head_and_tail():
+    """Eq. 1 with x_1 the window reads what `bert-512-headtail` reads: C(LM(first H + last W - 2 - H))."""
+    torch.manual_seed(0)
+    model = SegmentLMForSequenceClassification(tiny_config(variant="base")).eval()
+    ids = torch.cat([torch.tensor([[101]]), torch.randint(200, 300, (1, 60)), torch.tensor([[102]])], dim=1)
+    window = torch.tensor([reference_window(ids[0, 1:-1].tolist(), 40, 10)])
+    with torch.no_grad():
+        states = model.segment_lm.backbone(input_ids=window).last_hidden_state.mean(dim=1)
+        assert model(input_ids=ids).logits[0].tolist() == pytest.approx(model.head.classifier(states)[0].tolist(), abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def saved_window_model(tmp_path_factory):
+    """A segment LM with the head + tail window around a tiny backbone, saved as `train` saves it."""
+    tokenizer = fit_wordpiece_tokenizer([LONG] * 5, vocab_size=150, model_max_length=64)
+    backbone = save_tiny_bert(tmp_path_factory.mktemp("backbone"), tokenizer, max_positions=64)
+    model, tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=3, segment_length=16,
+                                                            first_segment="head_tail")
+    tokenizer.model_max_length = FAMILIES["segment_lm"].reading_length(model.config)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.head.context.mul_(20)  # an uneven α
+    model.config.id2label, model.config.label2id = LABELS, {v: k for k, v in LABELS.items()}
+    folder = tmp_path_factory.mktemp("window")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+DOCUMENTS = [LONG, SENTENCES[0], " ".join(SENTENCES * 3)]
+
+
+def trained_reading(folder):
+    """Scores as `train` reads a document: the tokenizer with truncation=True, then the model."""
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    assert model.config.first_segment == "head_tail"
+    with torch.no_grad():
+        return [model(**tokenizer(text, truncation=True, return_tensors="pt")).logits.softmax(-1)[0].tolist()
+                for text in DOCUMENTS]
+
+
+def test_every_path_reads_a_document_as_train_does(saved_window_model, tmp_path):
+    expected = trained_reading(saved_window_model)
+    names = [LABELS[i] for i in range(3)]
+    classify = pipeline("text-classification", model=saved_window_model, top_k=None, truncation=True)
+    untruncated = pipeline("text-classification", model=saved_window_model, top_k=None)  # the model cuts it
+    long_classify = pipeline("long-document-classification", model=saved_window_model)
+    corpus = datasets.Dataset.from_dict({"text": DOCUMENTS})
+    predicted = hf_longdoc.predict(saved_window_model, corpus)
+    onnx = hf_longdoc.predict(saved_window_model, corpus, backend="onnxruntime", graph_dir=str(tmp_path / "onnx"))
+    with TestClient(create_app(saved_window_model)) as client:
+        served = client.post("/classify", json={"inputs": DOCUMENTS}).json()
+    for text, scores, row, graph_row, answer in zip(DOCUMENTS, expected, predicted, onnx, served):
+        for piped in (classify, untruncated):
+            shown = {entry["label"]: entry["score"] for entry in piped([text])[0]}
+            assert [shown[name] for name in names] == pytest.approx(scores, abs=1e-5)
+        read_whole = long_classify(text)
+        if read_whole["chunks"] == 1:  # a longer one is read in chunks of what the model reads, their logits averaged
+            assert [read_whole["scores"][name] for name in names] == pytest.approx(scores, abs=1e-5)
+        assert [row["scores"][name] for name in names] == pytest.approx(scores, abs=1e-5)
+        assert [graph_row["scores"][name] for name in names] == pytest.approx(scores, abs=1e-4)
+        assert [answer["scores"][name] for name in names] == pytest.approx(scores, abs=1e-5)
+
+
+def test_the_hub_copy_reads_the_window_without_hf_longdoc(saved_window_model, tmp_path):
+    expected = trained_reading(saved_window_model)
+    code = """
+        import json, sys
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        folder, texts = sys.argv[1], json.loads(sys.argv[2])
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+        model = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=True).eval()
+        with torch.no_grad():
+            scores = [model(**tokenizer(text, truncation=True, return_tensors="pt")).logits.softmax(-1)[0].tolist()
+                      for text in texts]
+        print(json.dumps(scores))
+    """
+    result = run_without_hf_longdoc(code, saved_window_model, json.dumps(DOCUMENTS), workdir=tmp_path)
+    for got, scores in zip(json.loads(result.stdout.strip().splitlines()[-1]), expected):
+        assert got == pytest.approx(scores, abs=1e-5)
+
+
+def test_explain_gives_the_window_as_its_head_and_tail_in_whole_sentences(saved_window_model):
+    tokenizer = AutoTokenizer.from_pretrained(saved_window_model)
+    model = AutoModelForSequenceClassification.from_pretrained(saved_window_model).eval()
+    _, evidence = explain(model, tokenizer, [LONG], k=50, max_length=None)
+    with torch.no_grad():
+        alpha = model(**tokenizer(LONG, truncation=True, return_tensors="pt"), output_attentions=True).attentions[0]
+    window_weight = float(alpha[0, 0])
+    at_window = [passage for passage in evidence[0] if passage["weight"] == pytest.approx(window_weight)]
+    assert at_window and at_window[0]["start"] == 0  # the head starts the document
+    for passage in evidence[0]:
+        assert LONG[passage["start"]:passage["end"]] == passage["text"]
+        assert passage["text"].startswith(tuple(SENTENCES)) and passage["text"].endswith(".")  # whole sentences
+
+
+def test_a_model_saved_before_the_setting_reads_segment_one_as_before():
+    config = SegmentLMConfig(num_segments=4, segment_length=16)
+    saved = config.to_dict()
+    for name in ("first_segment", "first_segment_length", "first_segment_head"):
+        saved.pop(name)
+    assert SegmentLMConfig.from_dict(saved).first_segment == "segment"
+    torch.manual_seed(0)
+    model = SegmentLMForSequenceClassification(config).eval()
+    assert model.segment_lm.first_window(*model.segment_lm.segments(torch.tensor([[101, 7, 8, 102]]), None)[:2]) \
+        is None
