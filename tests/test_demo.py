@@ -47,6 +47,9 @@ def test_demo_trains_then_explains_held_out_documents_beside_the_baselines(tiny_
         document = test[int(number)]
         assert true == ["negative", "positive"][document["label"]] and predicted in ("negative", "positive")
         assert document["text"][int(start):int(end)] == passage
+        # whole sentences: it ends one, and starts the text or the sentence after one
+        before = document["text"][:int(start)].rstrip()
+        assert passage.endswith((".", "!", "?")) and (not before or before.endswith((".", "!", "?"))), passage
     # `evaluate` redraws the context task the model trained on (metrics.json records its kind).
     assert evaluate_model(str(out))["accuracy"] == pytest.approx(metrics["test"]["accuracy"])
 

@@ -209,3 +209,43 @@ def test_a_model_saved_before_the_setting_reads_segment_one_as_before():
     model = SegmentLMForSequenceClassification(config).eval()
     assert model.segment_lm.first_window(*model.segment_lm.segments(torch.tensor([[101, 7, 8, 102]]), None)[:2]) \
         is None
+
+
+@pytest.fixture(scope="module")
+def tiny_backbone(tmp_path_factory):
+    from hf_longdoc.data import make_long_document_task
+
+    texts = make_long_document_task(train_size=16, validation_size=1, test_size=1, min_words=40, max_words=60,
+                                    seed=1)["train"]["text"]
+    tokenizer = fit_wordpiece_tokenizer(texts, vocab_size=200, model_max_length=64)
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), tokenizer, max_positions=64)
+
+
+@pytest.mark.slow
+def test_train_and_compare_read_z1_as_the_window_and_evaluate_reads_as_train_did(tiny_backbone, tmp_path,
+                                                                                  monkeypatch):
+    from hf_longdoc.cli import main
+    from hf_longdoc.modeling.segment_lm import modeling_segment
+    from hf_longdoc.training.evaluation import evaluate_model
+
+    windows = []
+    original = modeling_segment.head_tail_window
+    monkeypatch.setattr(modeling_segment, "head_tail_window",
+                        lambda *args: windows.append(args[2:4]) or original(*args))
+    out = tmp_path / "train"
+    assert main(["train", "--model", "segment_lm", "--backbone", tiny_backbone, "--task-size", "16", "--epochs", "1",
+                 "--max-length", "200", "--head-epochs", "2", "--config", "segment_length=16",
+                 "first_segment=head_tail", "--output-dir", str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert (config["first_segment"], config["first_segment_length"], config["first_segment_head"]) == \
+        ("head_tail", 64, 16)
+    assert windows and set(windows) == {(64, 16)}  # the head stage and fine-tuning read the window
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert evaluate_model(str(out))["accuracy"] == pytest.approx(metrics["test"]["accuracy"])
+    windows.clear()
+    assert main(["compare", "--backbone", tiny_backbone, "--models", "segment_lm:att", "--baselines", "",
+                 "--task-size", "16", "--epochs", "1", "--max-length", "200", "--segment-length", "16",
+                 "--head-epochs", "2", "--evidence", "none", "--bench-lengths", "none",
+                 "--config", "segment_lm.first_segment=head_tail",
+                 "--output-dir", str(tmp_path / "compare")]) == 0
+    assert windows
