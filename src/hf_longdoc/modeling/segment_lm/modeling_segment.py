@@ -27,6 +27,12 @@ the segments the classifier relies on, at the memory cost of two segments, not m
 - Every other z_i is a stop-gradient feature: it trains the head (biLSTM, attention, classifier), never the LM.
 `gradient_mode="full"` sends gradient through every path (the exact gradient, with activation checkpointing).
 
+x_1 as the head + tail window (`first_segment="head_tail"`): Eq. 1 sizes x_1 to the LM's input limit, and Eq. 3 and 5
+give z_1 the classifier's direct path; with segments of a sentence's length, segment 1 is one sentence. The window is
+the first H and the last W - 2 - H document tokens the segments read (`head_tail_window`; 128 and 382 of W = 512, what
+`bert-512-headtail` reads), encoded in one more pass with full attention; its vector replaces z_1 everywhere z_1
+enters, with the LM's gradient where the paper's z_1 has it (`paper` and `full`; not in `selected` and `none`).
+
 One default departs from the paper's setting (Section 4 reads segments of 256 tokens, its LMs' input size):
 `from_backbone_pretrained` gives a sentence-embedding checkpoint (a sentence-transformers folder that declares its
 pooling) segments of a sentence's length (`SENTENCE_SEGMENT_LENGTH`), pooled as it declares, because such a checkpoint
