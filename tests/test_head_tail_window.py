@@ -18,8 +18,11 @@ from hf_longdoc import FAMILIES, SegmentLMConfig
 from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.inference.explaining import explain
 from hf_longdoc.modeling.segment_lm.family import head_tail_parts, segment_of_positions
-from hf_longdoc.modeling.segment_lm.modeling_segment import (SegmentLMForSequenceClassification, cut_into_segments,
-                                                             head_tail_window)
+from hf_longdoc.modeling.segment_lm.modeling_segment import (
+    SegmentLMForSequenceClassification,
+    cut_into_segments,
+    head_tail_window,
+)
 from hf_longdoc.serving import create_app
 from tiny_bert import save_tiny_bert
 
@@ -109,7 +112,8 @@ def test_the_base_variant_over_the_window_is_head_and_tail():
     window = torch.tensor([reference_window(ids[0, 1:-1].tolist(), 40, 10)])
     with torch.no_grad():
         states = model.segment_lm.backbone(input_ids=window).last_hidden_state.mean(dim=1)
-        assert model(input_ids=ids).logits[0].tolist() == pytest.approx(model.head.classifier(states)[0].tolist(), abs=1e-5)
+        expected = model.head.classifier(states)[0].tolist()
+        assert model(input_ids=ids).logits[0].tolist() == pytest.approx(expected, abs=1e-5)
 
 
 @pytest.fixture(scope="module")
