@@ -39,7 +39,7 @@ def head_tail_parts(segment, length, head):
     """(b, n) bool each: the positions of flat documents that the head + tail window reads (`first_segment=
     "head_tail"`) from its head and from its tail, from `segment_of_positions`' (b, n) map: the first `head` and the
     last `length` - 2 - `head` document ids the segments read (a short document: all of it, in the head and tail
-    alike as far as it reaches). The rule of `head_tail_window`, which `tests/test_segment_lm.py` holds it to."""
+    alike as far as it reaches). The rule of `head_tail_window`, which `tests/test_head_tail_window.py` holds it to."""
     read = segment >= 0
     rank = read.long().cumsum(dim=1) - 1
     total = read.sum(dim=1, keepdim=True)
@@ -131,15 +131,12 @@ class SegmentLMFamily(Family):
         for row in range(len(segment)):
             document = []
             for i in range(alpha.shape[1]):
-                if i == 0 and window is not None:  # x_1 is the window: its head and its tail, each a passage
-                    for part in window:
-                        positions = part[row].nonzero().flatten()
-                        if len(positions):
-                            document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, 0])))
-                    continue
-                positions = (segment[row] == i).nonzero().flatten()
-                if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
-                    document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))
+                # x_1 as the window: its head and its tail, each a passage; else the segment's positions
+                parts = [part[row] for part in window] if i == 0 and window is not None else [segment[row] == i]
+                for part in parts:
+                    positions = part.nonzero().flatten()
+                    if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage
+                        document.append((int(positions[0]), int(positions[-1]) + 1, float(alpha[row, i])))
             passages.append(document)
         return passages
 
