@@ -3,6 +3,7 @@ as the warm start of fine-tuning (linear probing, then fine-tuning). Tiny random
 downloaded."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -74,20 +75,23 @@ def test_a_cache_larger_than_its_memory_holds_documents_spread_over_the_split_an
     monkeypatch.setattr(head_fitting, "cached_features",
                         lambda model, family, dataset, *args: encoded.append(len(dataset)) or cached_features(
                             model, family, dataset, *args))
-    features, labels = cached_split(model, family, split, tokenizer, 2, None, 7 * per_document, False, False)
-    assert encoded == [2, 5]
+    features, labels, documents = cached_split(model, family, split, tokenizer, 2, None, 7 * per_document, False,
+                                               False)
+    assert encoded == [2, 5] and documents == list(range(7))
     for whole, part in zip(every, features):
         torch.testing.assert_close(part, whole)
     assert labels.tolist() == [0, 0, 0, 0, 1, 1, 1] and "set aside" not in caplog.text
     with caplog.at_level("WARNING", logger="hf_longdoc"):
-        features, labels = cached_split(model, family, split, tokenizer, 2, None, 4.5 * per_document, False, False)
-    assert features[0].shape[0] == features[1].shape[0] == 4 and labels.tolist() == [0, 0, 1, 1]  # 0, 2, 4, 6
+        features, labels, documents = cached_split(model, family, split, tokenizer, 2, None, 4.5 * per_document,
+                                                   False, False)
+    assert features[0].shape[0] == features[1].shape[0] == 4 and labels.tolist() == [0, 0, 1, 1]
+    assert documents == [0, 2, 4, 6]
     assert encoded[2:] == [2, 3]  # the first batch measures; 0 is read from it, and 2, 4 and 6 are encoded
     kept = [0, 2, 4, 6]  # the real tokens' states (padding depends on the batch)
     assert torch.equal(features[1], every[1][kept])
     torch.testing.assert_close(features[0] * features[1][..., None], every[0][kept] * every[1][kept][..., None])
     assert "reads 4 of them, spread evenly" in caplog.text and "--head-epochs 0" in caplog.text
-    tiny, _ = cached_split(model, family, split, tokenizer, 2, None, 1.0, False, False)
+    tiny, _, _ = cached_split(model, family, split, tokenizer, 2, None, 1.0, False, False)
     assert tiny[0].shape[0] == 2  # at least one batch
     monkeypatch.setattr(head_fitting, "free_memory", lambda device: 2 * 6 * per_document)  # the cache gets half
     stage = HeadStage(epochs=2, freeze_backbone=True)
@@ -281,30 +285,69 @@ def test_compare_trains_every_model_in_bf16_when_asked(pretrained, tmp_path, cap
     assert "not both" in capsys.readouterr().err and not (tmp_path / "both").exists()
 
 
-def test_the_warm_start_is_kept_when_fine_tuning_ends_clearly_below_it():
-    """Only a gap larger than one standard error of the validation score, sqrt(p (1 - p) / n), brings back the warm
-    start: .775 against .750 on 80 documents is 2 documents (one standard error: 3.7), on 10,000 it is 250."""
-    from hf_longdoc.training.head_fitting import keep_the_better, state_copy
+def _logits_right_on(right, labels, classes=2):
+    """Logits that decide each document's label where `right` is True, and the next class elsewhere."""
+    chosen = torch.where(torch.as_tensor(right), torch.as_tensor(labels), (torch.as_tensor(labels) + 1) % classes)
+    return torch.nn.functional.one_hot(chosen, classes).float() * 4.0
+
+
+def test_the_warm_start_is_kept_only_when_a_paired_test_says_fine_tuning_ends_below_it():
+    """McNemar's count on the validation decisions, written from its definition: b documents only the warm start gets
+    right, c only the fine-tuned model; the warm start returns when b - c > 2 sqrt(b + c). The case that made the rule:
+    79 of 80 against 77 of 80 is no evidence (b <= 3, c >= 1), where the older rule kept the warm start."""
+    from hf_longdoc.training.head_fitting import WarmStart, keep_the_better, state_copy
 
     model = torch.nn.Linear(3, 2)
-    warm = state_copy(model)
+    warm_weights = state_copy(model)
     with torch.no_grad():
         model.weight.add_(1.0)  # "fine-tuned"
-    tuned = state_copy(model)
-    assert not keep_the_better(model, warm, 0.70, 0.75, 80) and torch.equal(model.weight, tuned["weight"])
-    assert not keep_the_better(model, warm, 0.70, 0.70, 80)  # a tie keeps the fine-tuned model
-    assert not keep_the_better(model, warm, 0.775, 0.75, 80)  # within one standard error (.047): noise
-    assert torch.equal(model.weight, tuned["weight"])
-    assert keep_the_better(model, warm, 0.775, 0.75, 10_000) and torch.equal(model.weight, warm["weight"])
-    model.load_state_dict(tuned)
-    assert keep_the_better(model, warm, 0.76, 0.66, 80) and torch.equal(model.weight, warm["weight"])
-    assert not keep_the_better(model, warm, None, 0.66, 80)  # nothing to compare
-    model.load_state_dict(tuned)
-    # at a perfect warm score the binomial error is 0 there: the margin is taken at the mean, and at least 1 / n
-    assert not keep_the_better(model, warm, 1.0, 11 / 12, 12)  # one document of 12: no evidence
-    assert not keep_the_better(model, warm, 1.0, 0.9875, 80)  # one document of 80 (the error at .994 is .009)
-    assert keep_the_better(model, warm, 1.0, 0.9, 80) and torch.equal(model.weight, warm["weight"])  # eight
-    assert warm["weight"].device.type == "cpu"
+    tuned_weights = state_copy(model)
+    labels = torch.arange(80) % 2
+
+    def case(warm_wrong, tuned_wrong):
+        """keep_the_better when the warm start is wrong on the documents `warm_wrong`, fine-tuning on `tuned_wrong`."""
+        model.load_state_dict(tuned_weights)
+        warm_right = torch.ones(80, dtype=torch.bool)
+        warm_right[list(warm_wrong)] = False
+        tuned_right = torch.ones(80, dtype=torch.bool)
+        tuned_right[list(tuned_wrong)] = False
+        warm = WarmStart(warm_weights, _logits_right_on(warm_right, labels), list(range(80)))
+        return keep_the_better(model, warm, _logits_right_on(tuned_right, labels).numpy(), labels.numpy())
+
+    kept, counts = case([0], [1, 2, 3])  # bbc-late seed 42: .9875 against .9625
+    assert not kept and torch.equal(model.weight, tuned_weights["weight"])
+    assert counts == {"validation_right_only_warm_start": 3, "validation_right_only_fine_tuned": 1,
+                      "validation_fine_tuned": 77 / 80, "validation_warm_start": 79 / 80}
+    assert not case([], [0, 1, 2, 3])[0]  # 4 > 2 sqrt(4) is false: four documents are not enough
+    kept, _ = case([], [0, 1, 2, 3, 4])  # 5 > 2 sqrt(5) = 4.47
+    assert kept and torch.equal(model.weight, warm_weights["weight"])
+    assert not case(range(5), range(5, 10))[0]  # a tie, however many disagree
+    assert case([], range(10))[0]  # b = 10, c = 0: 10 > 6.3
+    assert not case(range(10, 14), range(10))[0]  # b = 10, c = 4: 6 < 2 sqrt(14) = 7.5
+    assert not case([], [])[0]  # the same decisions: nothing to choose
+
+
+def test_the_paired_test_reads_the_documents_the_warm_start_read_and_multi_label_decisions():
+    """When the head stage cached only some validation documents (memory), only their rows are paired; multi-label
+    data pairs each document's each label, decided at the threshold."""
+    from hf_longdoc.training.head_fitting import WarmStart, keep_the_better, state_copy
+
+    model = torch.nn.Linear(3, 2)
+    labels = torch.arange(10) % 2
+    right = torch.ones(10, dtype=torch.bool)
+    tuned = _logits_right_on(right, labels)
+    tuned[[1, 3, 5, 7, 9]] *= -1  # wrong on the odd documents, which the warm start did not read
+    warm = WarmStart(state_copy(model), _logits_right_on(torch.ones(5, dtype=torch.bool), labels[::2]), [0, 2, 4, 6, 8])
+    kept, counts = keep_the_better(model, warm, tuned.numpy(), labels.numpy())
+    assert not kept and counts["validation_right_only_warm_start"] == 0 and counts["validation_fine_tuned"] == 1.0
+    multi = torch.tensor([[1.0, 0.0, 1.0]] * 4)
+    warm = WarmStart(state_copy(model), (multi * 2 - 1) * 3, list(range(4)))  # every label decided right
+    tuned = (multi * 2 - 1) * 3
+    tuned[:, 1] = 3.0  # the second label decided present in all four documents, where it is absent
+    kept, counts = keep_the_better(model, warm, tuned.numpy(), multi.numpy(), multi_label=True)
+    assert counts["validation_right_only_warm_start"] == 4 and counts["validation_warm_start"] == 1.0
+    assert not kept  # 4 > 2 sqrt(4) is false
+    assert counts["validation_fine_tuned"] == 8 / 12
 
 
 def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch, tmp_path):
@@ -322,14 +365,18 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
         calibrated = {"1.weight": torch.full((2, 3), -1.0), "1.bias": torch.zeros(2)}
         return {"best_epoch": 9, "lowest_validation_loss_epoch": 3}, calibrated
 
-    monkeypatch.setattr(head_fitting, "cached_split", lambda *args, **kwargs: ([torch.zeros(1)], torch.zeros(1)))
+    monkeypatch.setattr(head_fitting, "cached_split",
+                        lambda *args, **kwargs: head_fitting.CachedSplit([torch.zeros(1, 3)], torch.zeros(1), [0]))
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     encoded = {"train": [0], "validation": [0]}
     args = training_arguments(str(tmp_path))
-    report, warm = HeadStage(epochs=5).run(model, FitPlan(args, HeadStage(epochs=5), None, head), encoded, None)
+    family = SimpleNamespace(head_logits=lambda model, features: model[1](features))  # the head reads the cache
+    report, warm = HeadStage(epochs=5).run(model, FitPlan(args, HeadStage(epochs=5), family, head), encoded, None)
     assert report["lowest_validation_loss_epoch"] == 3
     assert torch.equal(model[1].weight, torch.full((2, 3), -1.0))  # fine-tuning starts here
-    assert torch.equal(warm["1.weight"], torch.ones(2, 3)) and torch.equal(warm["0.weight"], backbone)
+    assert torch.equal(warm.state["1.weight"], torch.ones(2, 3)) and torch.equal(warm.state["0.weight"], backbone)
+    assert warm.validation_documents == [0]
+    assert torch.equal(warm.validation_logits, warm.state["1.bias"][None])  # the best-score head on zero features
     frozen = HeadStage(epochs=5, freeze_backbone=True)
     report, warm = frozen.run(model, FitPlan(args, frozen, None, head), encoded, None)
     assert warm is None and torch.equal(model[1].weight, torch.ones(2, 3))  # only the head trains: the best score

@@ -31,6 +31,15 @@ def score_name(multi_label):
     return "micro_f1" if multi_label else "accuracy"
 
 
+def correct_decisions(logits, labels, multi_label=False, threshold=DEFAULT_THRESHOLD):
+    """Which decisions the scores `logits` make right, as `compute_metrics_fn` decides them: one boolean a document
+    (its one class), or, for multi-label data, one a document and label (whether the label is decided as it is)."""
+    logits, labels = np.asarray(logits, dtype=np.float32), np.asarray(labels)
+    if multi_label:
+        return decide(scores_from_logits(logits, MULTI_LABEL), threshold) == (labels > 0.5)
+    return decide(scores_from_logits(logits, SINGLE_LABEL)).argmax(axis=-1) == labels
+
+
 def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
     """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 of the labels
     `predict` and the pipelines give at `threshold` (`hf_longdoc.inference.reading.decide`: the metrics are handed those

@@ -324,11 +324,21 @@ def _head_stage_rows(stage):
     else:
         rows = [f"| head on the frozen backbone's features (the warm start of fine-tuning): epochs run | "
                 f"{stage['epochs_run']} (its best: {best}) |",
-                "| weights saved | " + ("the warm start: fine-tuning ended below it on validation" if stage["kept"]
-                                        else "the fine-tuned model, ahead of the warm start on validation") + " |"]
+                "| weights saved | " + ("the warm start: fine-tuning ended clearly below it on validation"
+                                        if stage["kept"] else "the fine-tuned model, not clearly below the warm "
+                                        "start on validation") + paired_counts(stage) + " |"]
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows
+
+
+def paired_counts(stage):
+    """What `keep_the_better` weighed, in words: the validation decisions only one of the two models made right."""
+    if "validation_right_only_warm_start" not in stage:  # a run from before the paired test
+        return ""
+    return (f" (of the validation decisions they made differently, right: the warm start "
+            f"{stage['validation_right_only_warm_start']}, the fine-tuned model "
+            f"{stage['validation_right_only_fine_tuned']})")
 
 
 def epochs_in_words(epochs):

@@ -20,7 +20,7 @@ from transformers import (
 )
 
 from ..data import load_tokenizer
-from ..metrics import compute_metrics_fn, score_name
+from ..metrics import compute_metrics_fn
 from ..modeling import Family, get_family
 from ..saving.run_folder import RunDiverged
 from ..utils.rules import POSITIVE_INTEGER
@@ -271,7 +271,7 @@ def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
     args = plan.args
     master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
-    head_report, warm_state = plan.stage.run(model, plan, encoded, tokenizer, fit=checkpoint is None)
+    head_report, warm = plan.stage.run(model, plan, encoded, tokenizer, fit=checkpoint is None)
     trainer = HeadRateTrainer(
         model=model, args=args, head_parameters=plan.head_parameters, head_learning_rate=plan.head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
@@ -281,13 +281,12 @@ def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
     if plan.stage.trains_end_to_end:
         trainer.train(resume_from_checkpoint=checkpoint)
     trainer.check_finite_weights()
-    if warm_state is not None:  # the warm start competes with the fine-tuned model on validation
-        key = score_name(plan.multi_label)
-        tuned = trainer.state.best_metric  # Trainer loaded its best epoch, when it evaluated every epoch
-        if tuned is None:
-            tuned = trainer.evaluate(encoded["validation"])[f"eval_{key}"]
-        head_report["kept"] = keep_the_better(model, warm_state, head_report[f"validation_{key}"], tuned,
-                                              len(encoded["validation"]))
+    if warm is not None:  # the warm start competes with the fine-tuned model (Trainer's best epoch) on validation
+        tuned = trainer.predict(encoded["validation"])
+        logits = tuned.predictions[0] if isinstance(tuned.predictions, tuple) else tuned.predictions
+        head_report["kept"], counts = keep_the_better(model, warm, logits, tuned.label_ids, plan.multi_label,
+                                                      plan.threshold)
+        head_report.update(counts)
     return trainer, head_report
 
 
