@@ -104,6 +104,34 @@ def test_z1_is_the_backbones_pooled_pass_over_the_window_with_its_gradient():
     assert all(embedding[i].abs().sum() == 0 for i in middle)  # no gradient through a segment the window skips
 
 
+@pytest.mark.parametrize("mode", ["full", "paper", "selected"])
+def test_the_window_pass_trains_without_dropout_unless_asked(mode):
+    """In training the window's pass runs without the backbone's dropout (`first_segment_dropout=False`: its CPU
+    attention keeps the fused kernel), with its gradient; the segments keep theirs in `full` mode; True restores
+    it."""
+    ids = torch.cat([torch.tensor([[101]] * 2), torch.randint(200, 300, (2, 60)), torch.tensor([[102]] * 2)], dim=1)
+    for dropout in (False, True):
+        torch.manual_seed(0)
+        model = SegmentLMForSequenceClassification(tiny_config(gradient_mode=mode, first_segment_dropout=dropout))
+        for module in model.segment_lm.backbone.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.5
+        model.eval()
+        with torch.no_grad():
+            evaluated, _, _ = model.segment_lm.encode_document(ids, torch.ones_like(ids))
+        model.train()
+        trained, _, encode_selected = model.segment_lm.encode_document(ids, torch.ones_like(ids))
+        if mode != "selected":  # (there z is stop-gradient, without dropout as every stopped pass)
+            assert torch.allclose(trained[:, 0], evaluated[:, 0], atol=1e-6) is not dropout
+            assert trained[:, 0].requires_grad
+        if mode == "full":
+            assert not torch.allclose(trained[:, 1], evaluated[:, 1], atol=1e-6)  # the segments' dropout stays
+        if mode == "selected":  # z_M re-encoded with gradient where M = 1: the window, as above
+            again = encode_selected(torch.zeros(2, dtype=torch.long))
+            assert again.requires_grad and torch.allclose(again, evaluated[:, 0], atol=1e-6) is not dropout
+    assert SegmentLMConfig.from_dict(tiny_config(first_segment_dropout=True).to_dict()).first_segment_dropout
+
+
 def test_the_base_variant_over_the_window_is_head_and_tail():
     """Eq. 1 with x_1 the window reads what `bert-512-headtail` reads: C(LM(first H + last W - 2 - H))."""
     torch.manual_seed(0)

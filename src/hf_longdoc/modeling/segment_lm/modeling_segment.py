@@ -402,10 +402,11 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return torch.cat(vectors)  # (k, d)
 
     @contextmanager
-    def stopped_segment_mode(self):
-        """The backbone in evaluation mode (no dropout) unless `config.stopped_segment_dropout`; restored after."""
+    def stopped_segment_mode(self, dropout=None):
+        """The backbone in evaluation mode (no dropout) unless `dropout` (default: `config.stopped_segment_dropout`);
+        restored after."""
         was_training = self.backbone.training
-        if was_training and not self.config.stopped_segment_dropout:
+        if was_training and not (self.config.stopped_segment_dropout if dropout is None else dropout):
             self.backbone.eval()
         try:
             yield
@@ -536,8 +537,12 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             z = base.to(encoded.dtype).index_put((with_grad.nonzero().flatten(),), encoded)  # (b·m, d)
         if window is not None:  # z_1 = LM(head + tail window), with gradient where the paper's z_1 has it
             if mode in ("paper", "full"):
-                encoded = self.encode_in_passes(*window, checkpointed=mode == "full"
-                                                and self.config.checkpoint_segment_passes)
+                # one pass of b windows, so not checkpointed without its dropout: a recomputation in the backward
+                # pass would run outside the evaluation mode it ran in
+                dropout = self.config.first_segment_dropout
+                with self.stopped_segment_mode(dropout):
+                    encoded = self.encode_in_passes(*window, checkpointed=mode == "full" and dropout
+                                                    and self.config.checkpoint_segment_passes)
             else:
                 with torch.no_grad(), self.stopped_segment_mode():
                     encoded = self.encode_in_passes(*window)
@@ -553,7 +558,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             other = selected != 0 if mode == "paper" else torch.ones_like(selected, dtype=torch.bool)
             if window is not None and mode != "paper" and (selected == 0).any():
                 at_first = selected == 0
-                encoded = self.encode(window[0][at_first], window[1][at_first])
+                with self.stopped_segment_mode(self.config.first_segment_dropout):
+                    encoded = self.encode(window[0][at_first], window[1][at_first])
                 out = out.index_put((at_first.nonzero().flatten(),), encoded.to(out.dtype))
                 other = other & ~at_first
             if other.any():  # the selected segments (k, L) of the k documents where M ≠ 1 -> (k, d)
