@@ -104,7 +104,10 @@ def main(argv=None):
     parser.add_argument("--min-words", type=int, default=0,
                         help="drop texts shorter than this many words (default: none)")
     parser.add_argument("--output", type=pathlib.Path, help="JSONL file to write (default: stdout)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     args = parser.parse_args(argv)
+    if args.output and args.output.exists() and not args.overwrite:
+        parser.error(f"--output {args.output} exists; pass --overwrite to replace it.")  # before the long read
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     rows = sample(rows_of(read_articles(args.mirror, args.commit), args.min_words), args.size, args.seed)
