@@ -189,6 +189,11 @@ def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp
     card = str(make_model_card(str(output)))  # the card says which of the two the saved weights are
     assert ("| weights saved | the warm start" in card) == kept
     assert ("| weights saved | the fine-tuned model" in card) != kept and "(kept: epoch" not in card
+    stage = metrics["head_stage"]  # what the paired test weighed, on every validation document
+    counts = stage["validation_right_only_warm_start"], stage["validation_right_only_fine_tuned"]
+    assert f"right: the warm start {counts[0]}, the fine-tuned model {counts[1]})" in card
+    assert 0 <= stage["validation_fine_tuned"] <= 1
+    assert stage["validation_warm_start"] == pytest.approx(stage["validation_accuracy"])
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert tokenizer.model_max_length <= 200
 
