@@ -174,8 +174,19 @@ def test_freeze_backbone_trains_only_the_head_and_saves_a_whole_model(pretrained
     assert sorted(p.name for p in tmp_path.iterdir()) == ["frozen"]  # no cache or staging left beside it
 
 
-def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp_path):
-    """With a backbone, the head first trains on cached features (LP), then everything fine-tunes (FT)."""
+def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp_path, monkeypatch):
+    """With a backbone, the head first trains on cached features (LP), then everything fine-tunes (FT); the kept
+    model's validation pass, made for the paired test, is the one metrics.json records (not run twice)."""
+    from transformers import Trainer
+
+    passes, loop = [], Trainer.evaluation_loop
+
+    def counted(self, *args, **kwargs):
+        output = loop(self, *args, **kwargs)
+        passes.append(output.metrics)
+        return output
+
+    monkeypatch.setattr(Trainer, "evaluation_loop", counted)
     output = tmp_path / "lpft"
     assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
                  "--task-size", "24", "--task-words", "60,150", "--epochs", "1", "--output-dir", str(output)]) == 0
@@ -192,8 +203,13 @@ def test_the_default_recipe_warms_the_head_up_before_fine_tuning(pretrained, tmp
     stage = metrics["head_stage"]  # what the paired test weighed, on every validation document
     counts = stage["validation_right_only_warm_start"], stage["validation_right_only_fine_tuned"]
     assert f"right: the warm start {counts[0]}, the fine-tuned model {counts[1]})" in card
-    assert 0 <= stage["validation_fine_tuned"] <= 1
-    assert stage["validation_warm_start"] == pytest.approx(stage["validation_accuracy"])
+    assert 0 <= stage["validation_decisions_right_fine_tuned"] <= 1
+    assert stage["validation_decisions_right_warm_start"] == pytest.approx(stage["validation_accuracy"])
+    validation_passes = [metrics for metrics in passes if "validation_accuracy" in metrics]
+    assert len(validation_passes) == 1 + kept  # the paired test's, and again only for the warm start put back
+    assert metrics["validation"]["accuracy"] == validation_passes[-1]["validation_accuracy"]
+    if not kept:
+        assert metrics["validation"]["accuracy"] == pytest.approx(stage["validation_decisions_right_fine_tuned"])
     tokenizer = AutoTokenizer.from_pretrained(output)
     assert tokenizer.model_max_length <= 200
 
@@ -322,7 +338,8 @@ def test_the_warm_start_is_kept_only_when_a_paired_test_says_fine_tuning_ends_be
     kept, counts = case([0], [1, 2, 3])  # bbc-late seed 42: .9875 against .9625
     assert not kept and torch.equal(model.weight, tuned_weights["weight"])
     assert counts == {"validation_right_only_warm_start": 3, "validation_right_only_fine_tuned": 1,
-                      "validation_fine_tuned": 77 / 80, "validation_warm_start": 79 / 80}
+                      "validation_decisions_right_fine_tuned": 77 / 80,
+                      "validation_decisions_right_warm_start": 79 / 80}
     assert not case([], [0, 1, 2, 3])[0]  # 4 > 2 sqrt(4) is false: four documents are not enough
     kept, _ = case([], [0, 1, 2, 3, 4])  # 5 > 2 sqrt(5) = 4.47
     assert kept and torch.equal(model.weight, warm_weights["weight"])
@@ -344,15 +361,16 @@ def test_the_paired_test_reads_the_documents_the_warm_start_read_and_multi_label
     tuned[[1, 3, 5, 7, 9]] *= -1  # wrong on the odd documents, which the warm start did not read
     warm = WarmStart(state_copy(model), _logits_right_on(torch.ones(5, dtype=torch.bool), labels[::2]), [0, 2, 4, 6, 8])
     kept, counts = keep_the_better(model, warm, tuned.numpy(), labels.numpy())
-    assert not kept and counts["validation_right_only_warm_start"] == 0 and counts["validation_fine_tuned"] == 1.0
+    assert not kept and counts["validation_right_only_warm_start"] == 0
+    assert counts["validation_decisions_right_fine_tuned"] == 1.0
     multi = torch.tensor([[1.0, 0.0, 1.0]] * 4)
     warm = WarmStart(state_copy(model), (multi * 2 - 1) * 3, list(range(4)))  # every label decided right
     tuned = (multi * 2 - 1) * 3
     tuned[:, 1] = 3.0  # the second label decided present in all four documents, where it is absent
     kept, counts = keep_the_better(model, warm, tuned.numpy(), multi.numpy(), multi_label=True)
-    assert counts["validation_right_only_warm_start"] == 4 and counts["validation_warm_start"] == 1.0
+    assert counts["validation_right_only_warm_start"] == 4 and counts["validation_decisions_right_warm_start"] == 1.0
     assert not kept  # 4 > 2 sqrt(4) is false
-    assert counts["validation_fine_tuned"] == 8 / 12
+    assert counts["validation_decisions_right_fine_tuned"] == 8 / 12
 
 
 def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_score_head(monkeypatch, tmp_path):

@@ -50,6 +50,7 @@ from ..data import (
     tokenize,
 )
 from ..inference.reading import reading_length
+from ..metrics import prediction_logits
 from ..modeling import Family, resolve
 from ..saving.run_folder import check_files_free, record_outputs, require_writable_folder
 from ..training.head_fitting import FitPlan, HeadStage
@@ -455,7 +456,8 @@ def train_and_measure(spec, task, settings, seed, output_dir):
         budget = TimeBudget(settings.time_budget, time.monotonic()) if settings.time_budget is not None else None
         plan = FitPlan(args, head_stage(spec, settings), spec.family, tuple(head), spec.head_learning_rate(settings),
                        deadline=budget.deadline if budget else None)
-        trainer, head_report = fit_model(model, plan, encoded, tokenizer, callbacks=[budget] if budget else [])
+        trainer, head_report, validation = fit_model(model, plan, encoded, tokenizer,
+                                                     callbacks=[budget] if budget else [])
         train_seconds = time.perf_counter() - start
     with PeakMemory(device) as inference_memory:
         start = time.perf_counter()
@@ -470,7 +472,7 @@ def train_and_measure(spec, task, settings, seed, output_dir):
            "max_tokens": max_length}
     if "inverted" in encoded:
         row["inverted_accuracy"] = trainer.predict(encoded["inverted"]).metrics["test_accuracy"]
-    row.update(validation_check(trainer, encoded["validation"]))
+    row.update(validation_check(trainer, encoded["validation"], validation))
     return row
 
 
@@ -502,11 +504,12 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
             "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
 
 
-def validation_check(trainer, validation):
-    """`collapse_check` of the trained model's predictions on the validation split (a tokenized dataset)."""
-    output = trainer.predict(validation, metric_key_prefix="validation")
-    logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
-    return collapse_check(logits.argmax(-1), output.label_ids)
+def validation_check(trainer, validation, output=None):
+    """`collapse_check` of the trained model's predictions on the validation split (a tokenized dataset); `output`:
+    the model's `PredictionOutput` on it where `fit_model` already made it."""
+    if output is None:
+        output = trainer.predict(validation, metric_key_prefix="validation")
+    return collapse_check(prediction_logits(output.predictions).argmax(-1), output.label_ids)
 
 
 def builtin_task(position, seed, task_size, task_words, settings, inverted=True):

@@ -40,6 +40,12 @@ def correct_decisions(logits, labels, multi_label=False, threshold=DEFAULT_THRES
     return decide(scores_from_logits(logits, SINGLE_LABEL)).argmax(axis=-1) == labels
 
 
+def prediction_logits(predictions):
+    """The logits of Trainer's `predictions` (an `EvalPrediction`'s or `PredictionOutput`'s): the first of the
+    model's outputs when it returned several (a tuple), else the array itself."""
+    return predictions[0] if isinstance(predictions, tuple) else predictions
+
+
 def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
     """A `compute_metrics(eval_prediction)` for Trainer: accuracy/macro-F1/micro-F1, or micro P/R/F1 of the labels
     `predict` and the pipelines give at `threshold` (`hf_longdoc.inference.reading.decide`: the metrics are handed those
@@ -47,9 +53,7 @@ def compute_metrics_fn(multi_label=False, threshold=DEFAULT_THRESHOLD):
     metric = load_metric("multilabel" if multi_label else "classification")
 
     def compute_metrics(eval_prediction):
-        logits, labels = eval_prediction.predictions, eval_prediction.label_ids
-        if isinstance(logits, tuple):
-            logits = logits[0]
+        logits, labels = prediction_logits(eval_prediction.predictions), eval_prediction.label_ids
         if multi_label:
             decided = decide(scores_from_logits(logits, MULTI_LABEL), threshold).astype(np.float32)
             return metric.compute(predictions=decided, references=labels, threshold=1.0)  # the decided 1s

@@ -240,8 +240,9 @@ def keep_the_better(model, warm, tuned_logits, labels, multi_label=False, thresh
     comparison of the two scores against the binomial error of one kept a worse model: z_1 as the head + tail window
     on bbc-late, seed 42, warm start 79 of 80 against fine-tuning's 77, kept, .900 on test where fine-tuned
     defaults score .913-.944 (docs/results.md). A paired count is what the one validation set can say: 3 decisions
-    at most against 1 at least is no evidence. Returns (whether it did, the counts and both scores, for the run's
-    report)."""
+    at most against 1 at least is no evidence. Returns (whether it did, the counts and the fraction of the paired
+    decisions each model makes right, for the run's report: accuracy on single-label data, the share of (document,
+    label) decisions on multi-label data, not the micro-F1 the run keeps its best epoch by)."""
     documents = warm.validation_documents  # the fine-tuned model's rows of the documents the warm start read
     labels = np.asarray(labels)[documents]
     warm_right = correct_decisions(warm.validation_logits, labels, multi_label, threshold)
@@ -249,7 +250,8 @@ def keep_the_better(model, warm, tuned_logits, labels, multi_label=False, thresh
     b, c = int((warm_right & ~tuned_right).sum()), int((tuned_right & ~warm_right).sum())
     kept = b - c > PAIRED_Z * math.sqrt(b + c)
     counts = {"validation_right_only_warm_start": b, "validation_right_only_fine_tuned": c,
-              "validation_fine_tuned": float(tuned_right.mean()), "validation_warm_start": float(warm_right.mean())}
+              "validation_decisions_right_fine_tuned": float(tuned_right.mean()),
+              "validation_decisions_right_warm_start": float(warm_right.mean())}
     if kept:
         model.load_state_dict(warm.state)
         logger.warning("Fine-tuning ended clearly below the head trained on frozen features on validation: of the "

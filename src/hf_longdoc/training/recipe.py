@@ -20,7 +20,7 @@ from transformers import (
 )
 
 from ..data import load_tokenizer
-from ..metrics import compute_metrics_fn
+from ..metrics import compute_metrics_fn, prediction_logits
 from ..modeling import Family, get_family
 from ..saving.run_folder import RunDiverged
 from ..utils.rules import POSITIVE_INTEGER
@@ -267,7 +267,9 @@ def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
     cached frozen features where it applies (`HeadStage`), then Trainer end to end with `plan.args` unless only the
     head trains; the head stage's warm start is kept instead when fine-tuning ends clearly below it on validation
     (`keep_the_better`). `checkpoint`: resume an interrupted run from there (its head comes from the checkpoint);
-    `callbacks` go to Trainer. Returns (trainer, the head stage's report)."""
+    `callbacks` go to Trainer. Returns (trainer, the head stage's report, the kept model's `PredictionOutput` on
+    validation, its metrics prefixed `validation_`: the pass the paired test read, reused by the caller; None when
+    the test did not run or returned to the warm start, whose scores came from cached features)."""
     args = plan.args
     master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
@@ -281,13 +283,15 @@ def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
     if plan.stage.trains_end_to_end:
         trainer.train(resume_from_checkpoint=checkpoint)
     trainer.check_finite_weights()
+    validation = None
     if warm is not None:  # the warm start competes with the fine-tuned model (Trainer's best epoch) on validation
-        tuned = trainer.predict(encoded["validation"])
-        logits = tuned.predictions[0] if isinstance(tuned.predictions, tuple) else tuned.predictions
-        head_report["kept"], counts = keep_the_better(model, warm, logits, tuned.label_ids, plan.multi_label,
-                                                      plan.threshold)
+        validation = trainer.predict(encoded["validation"], metric_key_prefix="validation")
+        head_report["kept"], counts = keep_the_better(model, warm, prediction_logits(validation.predictions),
+                                                      validation.label_ids, plan.multi_label, plan.threshold)
         head_report.update(counts)
-    return trainer, head_report
+        if head_report["kept"]:
+            validation = None  # of the model fine-tuning left, not of the warm start now in place
+    return trainer, head_report, validation
 
 
 def batch_sizes(args):

@@ -68,8 +68,8 @@ def train(settings=None, /, **keywords):
         model.config.max_input_length = max_length
         encoded = tokenize(task.data, tokenizer, max_length)
         fit_statistics(run.family, model, encoded["train"]["input_ids"], tokenizer)
-        trainer, head_report, budget = fit(run, task, model, tokenizer, encoded, folder)
-        metrics = run_metrics(run, task, trainer, encoded, max_length, head_report, budget)
+        trainer, head_report, budget, validation = fit(run, task, model, tokenizer, encoded, folder)
+        metrics = run_metrics(run, task, trainer, encoded, max_length, head_report, budget, validation)
         if folder.owner:  # under torchrun every process trained; the main one writes (`RunFolder.commit` waits)
             save(trainer, tokenizer, folder.staging, metrics, task.name, folder.target)
         folder.commit()
@@ -168,7 +168,7 @@ def run_arguments(run, output_dir, multi_label=False, quiet=False):
 def fit(run, task, model, tokenizer, encoded, folder):
     """The run's training (`fit_model`), evaluated on validation every epoch with the best epoch kept and each epoch
     checkpointed into the run's staging folder, within `run.time_budget`. Returns (trainer, the head stage's report,
-    the `TimeBudget` or None)."""
+    the `TimeBudget` or None, the kept model's validation `PredictionOutput` or None: `fit_model`'s)."""
     head_parameters = new_parameter_names(model, run.family if run.backbone is not None else None)
     if run.head_learning_rate is not None:
         logger.info("The %d new parameter tensors (%s, ...) learn at %g, the pretrained ones at %g.",
@@ -180,18 +180,20 @@ def fit(run, task, model, tokenizer, encoded, folder):
     budget = TimeBudget(run.time_budget, run.started) if run.time_budget is not None else None
     plan = FitPlan(args, run.stage, run.family, tuple(head_parameters), run.head_learning_rate, task.multi_label,
                    run.threshold, budget.deadline if budget else None)
-    trainer, head_report = fit_model(model, plan, encoded, tokenizer, folder.checkpoint,
-                                     callbacks=[budget] if budget else [])
+    trainer, head_report, validation = fit_model(model, plan, encoded, tokenizer, folder.checkpoint,
+                                                 callbacks=[budget] if budget else [])
     if task.multi_label:  # the threshold is part of the model: config.json carries it to evaluate and pipelines
         # (set after training, so a checkpoint's config still matches a resumed run's, `check_resume_matches`)
         model.config.multi_label_threshold = run.threshold
-    return trainer, head_report, budget
+    return trainer, head_report, budget, validation
 
 
-def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=None):
-    """What `metrics.json` records: the run's settings that shape the result, test and validation scores."""
+def run_metrics(run, task, trainer, encoded, max_length, head_report, budget=None, validation=None):
+    """What `metrics.json` records: the run's settings that shape the result, test and validation scores
+    (`validation`: the kept model's `PredictionOutput` on validation where `fit_model` already made it)."""
     test = trainer.evaluate(encoded["test"], metric_key_prefix="test")
-    validation = trainer.evaluate(encoded["validation"], metric_key_prefix="validation")
+    validation = (validation.metrics if validation is not None
+                  else trainer.evaluate(encoded["validation"], metric_key_prefix="validation"))
     builtin = run.dataset in (None, BUILTIN_TASK)
     metrics = {
         "model": run.model,
