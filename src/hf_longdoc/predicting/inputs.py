@@ -114,6 +114,19 @@ def resolve_columns(documents, settings, labels=()):
     return documents, JOINED_TEXT, id_column, keep
 
 
+def prepare_columns(documents, settings, labels):
+    """`resolve_columns`, and a kept column with the name of an output column (the gold `label`) renamed
+    `input_<name>`, logged: (documents, text column, id column or None, kept columns)."""
+    documents, text_column, id_column, keep = resolve_columns(documents, settings, labels)
+    reserved = reserved_columns(labels)
+    if renamed := {name: f"input_{name}" for name in keep if name in reserved}:
+        logger.warning("Kept input columns with the names of output columns are written under other names, so "
+                       "that no name stands twice: %s.", ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
+        documents = documents.rename_columns(renamed)
+        keep = [renamed.get(name, name) for name in keep]
+    return documents, text_column, id_column, keep
+
+
 def check_text_column(documents, name, shown):
     """A ValueError unless `name` is a column of `documents` that holds text."""
     if name not in documents.column_names:
@@ -132,4 +145,5 @@ def check_text_column(documents, name, shown):
                          f"column with the documents (columns: {shown}).")
 
 
-__all__ = ["JOINED_TEXT", "check_text_column", "load_documents", "refuse_output_over_inputs", "resolve_columns"]
+__all__ = ["JOINED_TEXT", "check_text_column", "load_documents", "prepare_columns", "refuse_output_over_inputs",
+           "resolve_columns"]

@@ -47,10 +47,10 @@ from ..inference.reader import SavedModel
 from ..saving.saved_models import model_digest
 from ..utils import distributed
 from ..utils.threads import one_thread_each
-from .inputs import load_documents, refuse_output_over_inputs, resolve_columns
+from .inputs import load_documents, prepare_columns, refuse_output_over_inputs
 from .resuming import done_path, open_partial, output_lock, run_fingerprint, shard_path, summary, write_atomically
 from .settings import PredictSettings
-from .writing import merged_rows, output_features, output_paths, reserved_columns, write_output
+from .writing import merged_rows, output_features, output_paths, write_output
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,10 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
             them (`predict(model_dir, "docs.jsonl", "labels.jsonl", batch_size=4, long="chunks")`).
     """
     settings = PredictSettings.of(settings, **keywords)
+    if settings.engine != "local":  # the same rows, read by Ray Data's or Spark's workers
+        from ..engines.corpus import predict_on_engine
+
+        return predict_on_engine(model_dir, dataset, output, settings)
     shared = distributed.state()
     if output is None and shared is not None:
         raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
@@ -87,14 +91,7 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
             documents, input_digest = load_documents(dataset)
         if len(documents) == 0:
             raise DatasetError(f"`dataset` (--dataset) {dataset!r} has no rows to classify.")
-        documents, text_column, id_column, keep = resolve_columns(documents, settings, saved.labels)
-        reserved = reserved_columns(saved.labels)
-        if renamed := {name: f"input_{name}" for name in keep if name in reserved}:
-            logger.warning("Kept input columns with the names of output columns are written under other names, so "
-                           "that no name stands twice: %s.",
-                           ", ".join(f"{name} -> {new}" for name, new in renamed.items()))
-            documents = documents.rename_columns(renamed)
-            keep = [renamed.get(name, name) for name in keep]
+        documents, text_column, id_column, keep = prepare_columns(documents, settings, saved.labels)
         runner, graph = None, None
         if settings.backend != "torch":  # the graph, exported once by the main process when it is missing
             from ..inference.onnx_runtime import GraphRunner, graph_for

@@ -8,6 +8,7 @@ from ..utils.catalog import EVIDENCE_WEIGHTS, RUNTIME_SETTINGS
 from ..utils.parsing import name_list, option, parse_config_overrides, settings_of
 from ..utils.rules import POSITIVE_INTEGER
 
+ENGINES = ("local", "ray", "spark")
 WINDOW_BATCHES = 32  # batches sorted by length together: larger groups pad less, smaller ones resume finer
 
 
@@ -57,11 +58,20 @@ class PredictSettings(ReadSettings):
                                          "MODEL_DIR/onnx. Another model's graphs there are refused (unless "
                                          "--overwrite), and a graph without export.json is checked against the model "
                                          "before it runs", type=str, metavar="PATH")
+    engine: str = option("local", "where the rows are read: local (this process, or the processes of torchrun); ray: "
+                                  "Ray Data's workers (the running cluster, else a local one on this machine's "
+                                  "cores); spark: Spark's executors (the active session, else local[N]). The rows "
+                                  "are the same, in the same order; only local keeps its progress to resume",
+                         choices=ENGINES)
+    workers: int | None = option(None, "with --engine ray or spark: workers (a Ray worker or a Spark task each, on "
+                                       "one CPU thread, or one per GPU with --device cuda); None: one per core",
+                                 type=POSITIVE_INTEGER.parse, metavar="N")
     window_batches: int | None = None
 
     # how a run goes, not what its rows hold: a run may continue with other values (at a smaller batch size after
     # running out of memory; its windows keep their rows, `open_partial`); the fingerprint records the device's type
-    RUN_ONLY = ("batch_size", "device", "overwrite", "config_overrides", "graph_dir", "window_batches")
+    RUN_ONLY = ("batch_size", "device", "overwrite", "config_overrides", "graph_dir", "window_batches", "engine",
+                "workers")
 
     @classmethod
     def of(cls, settings=None, **changes):
@@ -88,6 +98,14 @@ class PredictSettings(ReadSettings):
         POSITIVE_INTEGER.check(self.window_batches, "window_batches")
         if self.backend != "torch":
             self._check_graph_backend()
+        if self.engine not in ENGINES:
+            raise ValueError(f"`engine` (--engine) must be one of {', '.join(ENGINES)}, got {self.engine!r}.")
+        if self.workers is not None:
+            POSITIVE_INTEGER.check(self.workers, "workers")
+            if self.engine == "local":
+                raise ValueError("`workers` (--workers) sizes --engine ray or spark; locally, the processes are "
+                                 "torchrun's (--nproc-per-node) and the threads OMP_NUM_THREADS: drop --workers, or "
+                                 "pass --engine.")
         if not isinstance(self.overwrite, bool):
             raise TypeError(f"`overwrite` (--overwrite) must be True or False, got {self.overwrite!r}.")
 
@@ -118,4 +136,4 @@ class PredictSettings(ReadSettings):
         return settings
 
 
-__all__ = ["PredictSettings", "WINDOW_BATCHES"]
+__all__ = ["ENGINES", "PredictSettings", "WINDOW_BATCHES"]
