@@ -24,6 +24,7 @@ _EXPORTS = {
     "register_pipeline": ".inference.pipelines",
     "predict": ".predicting",
     "PredictSettings": ".predicting",
+    "DocumentClassifier": ".engines",
     "ContextualizerConfig": ".modeling.contextualizer",
     "ContextualizerModel": ".modeling.contextualizer",
     "ContextualizerForSequenceClassification": ".modeling.contextualizer",

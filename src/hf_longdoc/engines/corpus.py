@@ -54,7 +54,7 @@ def predict_on_engine(model_dir, dataset, output, settings):
     try:
         inputs = write_inputs(documents, [text_column, id_column, *keep], os.path.join(scratch, "inputs"))
         classifier = DocumentClassifier(model_dir, **{**reading, "text_column": text_column})
-        rows = ENGINE_RUNS[settings.engine](inputs, model_dir, classifier, settings)
+        rows = ENGINE_RUNS[settings.engine](inputs, len(documents), model_dir, classifier, settings)
         features = output_features(documents, id_column, keep, reader_facts(classifier, settings))
         result = written_rows(output_rows(rows, id_column, keep, features), features)
         errors = sum(error is not None for error in result["error"])
@@ -133,7 +133,7 @@ def require_engine(engine):
         require_spark("--engine spark")
 
 
-def ray_rows(inputs, model_dir, classifier, settings):
+def ray_rows(inputs, size, model_dir, classifier, settings):
     """The classified rows, in order, from Ray Data: the running cluster (`RAY_ADDRESS`), else a local one."""
     import ray
 
@@ -146,13 +146,17 @@ def ray_rows(inputs, model_dir, classifier, settings):
     context.execution_options.preserve_order = True  # the output follows the input
     context.enable_progress_bars = False
     on_gpu = settings.device is not None and settings.device.startswith("cuda")
-    labelled = classify(ray.data.read_parquet(inputs), model_dir, batch_size=ENGINE_ROWS, concurrency=settings.workers,
+    # blocks of at most a call's rows, and at least 8, so that every worker has work from the start (a file is one)
+    blocks = min(size, max(-(-size // ENGINE_ROWS), 8))
+    labelled = classify(ray.data.read_parquet(inputs, override_num_blocks=blocks), model_dir, batch_size=ENGINE_ROWS,
+                        concurrency=settings.workers,
                         num_gpus=1 if on_gpu else None, **engine_settings(classifier, settings, on_gpu))
+    labelled = labelled.drop_columns(unsent(classifier, settings)) if unsent(classifier, settings) else labelled
     for batch in labelled.iter_batches(batch_format="pyarrow", batch_size=None):
         yield from batch.to_pylist()
 
 
-def spark_rows(inputs, model_dir, classifier, settings):
+def spark_rows(inputs, size, model_dir, classifier, settings):
     """The classified rows, in order, from Spark: the active session, else `local[workers]` on this machine."""
     from pyspark.sql import SparkSession
 
@@ -166,13 +170,19 @@ def spark_rows(inputs, model_dir, classifier, settings):
         spark.sparkContext.setLogLevel("ERROR")
     on_gpu = settings.device is not None and settings.device.startswith("cuda")
     # partitions of consecutive rows, in row order, for the tasks to share (a file's splits come in no set order)
-    parts = max(1, spark.sparkContext.defaultParallelism) * 4
+    parts = min(size, max(max(1, spark.sparkContext.defaultParallelism) * 4, -(-size // 2000)))
     frame = spark.read.parquet(inputs).repartitionByRange(parts, ROW).sortWithinPartitions(ROW)
     values = engine_settings(classifier, settings, on_gpu)
     labelled = classify(frame, model_dir, values.pop("text_column"), batch_size=ENGINE_ROWS, **values)
+    labelled = labelled.drop(*unsent(classifier, settings))
     with contextlib.closing(iter(labelled.toLocalIterator(prefetchPartitions=True))) as rows:
         for row in rows:
             yield row.asDict(recursive=True)
+
+
+def unsent(classifier, settings):
+    """The text columns the output does not keep: left on the workers, not sent back to this process."""
+    return [name for name in classifier.text_columns if name not in (settings.id_column, *settings.keep_columns)]
 
 
 def engine_settings(classifier, settings, on_gpu):
