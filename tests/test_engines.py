@@ -191,13 +191,20 @@ def test_spark_classifies_with_predicts_rows_loading_the_model_once_per_process(
     assert sorted(row["id"] for row in got) == sorted(expected)
     same_as_predict(expected, got)
 
-    def loaded(batches):  # in the same Python workers: each holds the one classifier it loaded
-        for _ in batches:
-            pass
-        yield pa.RecordBatch.from_pylist([{"pid": os.getpid(), "loaded": len(engine._LOADED)}])
+    # what `classify`'s tasks call for each partition: over 4 tasks of 3 batches, a process's batches share one
+    # classifier, loaded once (a fresh copy arrives with each task; the cache is the process's)
+    classifier, token = DocumentClassifier(model_dir), "test-token"
 
-    seen = {row["pid"]: row["loaded"] for row in frame.mapInArrow(loaded, "pid long, loaded long").collect()}
-    assert seen and set(seen.values()) <= {0, 1} and len(seen) <= 2, seen
+    def loaded(batches):
+        for batch in batches:
+            for _part in pa.Table.from_batches([batch]).to_batches(max_chunksize=2):
+                mine = engine.loaded_classifier(token, classifier)
+                yield pa.RecordBatch.from_pylist([{"pid": os.getpid(), "copy": id(mine), "reader": id(mine.reader)}])
+
+    seen = frame.select("text").mapInArrow(loaded, "pid long, copy long, reader long").collect()
+    assert len(seen) >= 8 and len({row["pid"] for row in seen}) <= 2  # local[2]: at most two Python workers
+    for pid in {row["pid"] for row in seen}:
+        assert len({(row["copy"], row["reader"]) for row in seen if row["pid"] == pid}) == 1, seen
 
 
 # -- the command line -------------------------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from .classifier import DocumentClassifier
 
 logger = logging.getLogger(__name__)
 ROW = "__row__"  # the input's row number, carried through the engine
-ENGINE_ROWS = 256  # rows a worker classifies a call (Ray's batches; Spark's Arrow batches are cut to it)
+ENGINE_ROWS = 64  # rows a worker classifies a call (Ray's batches; Spark's Arrow batches are cut to it): at a few
+# long documents a second a worker, a call of 64 is the imbalance at the end of a run
 
 
 def predict_on_engine(model_dir, dataset, output, settings):
@@ -74,16 +75,21 @@ READING_SETTINGS = ("text_column", "batch_size", "device", "dtype", "long", "tru
                     "aggregation", "config_overrides", "top_k", "explain", "backend", "graph_dir")
 
 
-INPUT_ROWS = 10_000  # rows of a Parquet file of the engine's input: the unit a read task starts with
+INPUT_ROWS = 10_000  # rows of a Parquet file of the engine's input, at most
+
+
+MAX_INPUT_FILES = 2000  # a file is a read task's unit and one block: small ones balance the workers to the end
 
 
 def write_inputs(documents, columns, folder):
     """The columns the workers read (`columns`: text, id, kept; None left out) and the row number (`ROW`), as
-    Parquet files of `INPUT_ROWS` rows in input order in `folder`, written a slice at a time."""
+    Parquet files in input order in `folder`, written a slice at a time: `ENGINE_ROWS` rows each (a worker's call),
+    more for a corpus of more than `MAX_INPUT_FILES` of them, at most `INPUT_ROWS`."""
     os.makedirs(folder)
     columns = [name for name in dict.fromkeys(columns) if name is not None]
-    for number, start in enumerate(range(0, len(documents), INPUT_ROWS)):
-        part = documents.select(range(start, min(start + INPUT_ROWS, len(documents)))).select_columns(columns)
+    rows = min(INPUT_ROWS, max(ENGINE_ROWS, -(-len(documents) // MAX_INPUT_FILES)))
+    for number, start in enumerate(range(0, len(documents), rows)):
+        part = documents.select(range(start, min(start + rows, len(documents)))).select_columns(columns)
         part = part.add_column(ROW, list(range(start, start + len(part))))
         part.to_parquet(os.path.join(folder, f"part-{number:06d}.parquet"))
     return folder
@@ -146,14 +152,25 @@ def ray_rows(inputs, size, model_dir, classifier, settings):
     context.execution_options.preserve_order = True  # the output follows the input
     context.enable_progress_bars = False
     on_gpu = settings.device is not None and settings.device.startswith("cuda")
-    # blocks of at most a call's rows, and at least 8, so that every worker has work from the start (a file is one)
-    blocks = min(size, max(-(-size // ENGINE_ROWS), 8))
-    labelled = classify(ray.data.read_parquet(inputs, override_num_blocks=blocks), model_dir, batch_size=ENGINE_ROWS,
+    # a block a file, read as the workers ask (Ray's parquet reader bundles small files into one block, which then
+    # feeds one worker)
+    files = [{"path": os.path.join(inputs, name)} for name in sorted(os.listdir(inputs))]
+    documents = ray.data.from_items(files, override_num_blocks=len(files)).map_batches(
+        read_parquet_files, batch_size=1, batch_format="pyarrow")
+    labelled = classify(documents, model_dir, batch_size=ENGINE_ROWS,
                         concurrency=settings.workers,
                         num_gpus=1 if on_gpu else None, **engine_settings(classifier, settings, on_gpu))
     labelled = labelled.drop_columns(unsent(classifier, settings)) if unsent(classifier, settings) else labelled
     for batch in labelled.iter_batches(batch_format="pyarrow", batch_size=None):
         yield from batch.to_pylist()
+
+
+def read_parquet_files(batch):
+    """The rows of the Parquet files a batch of `path`s names (the engine's input, `write_inputs`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    return pa.concat_tables([pq.read_table(path) for path in batch["path"].to_pylist()])
 
 
 def spark_rows(inputs, size, model_dir, classifier, settings):
@@ -169,8 +186,8 @@ def spark_rows(inputs, size, model_dir, classifier, settings):
                  .config("spark.ui.enabled", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
     on_gpu = settings.device is not None and settings.device.startswith("cuda")
-    # partitions of consecutive rows, in row order, for the tasks to share (a file's splits come in no set order)
-    parts = min(size, max(max(1, spark.sparkContext.defaultParallelism) * 4, -(-size // 2000)))
+    # partitions of consecutive rows, in row order, for the tasks to share (a folder's files come in no set order)
+    parts = min(MAX_INPUT_FILES, -(-size // ENGINE_ROWS))  # a task a call, as Ray's: the same balance
     frame = spark.read.parquet(inputs).repartitionByRange(parts, ROW).sortWithinPartitions(ROW)
     values = engine_settings(classifier, settings, on_gpu)
     labelled = classify(frame, model_dir, values.pop("text_column"), batch_size=ENGINE_ROWS, **values)
