@@ -13,6 +13,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import hf_longdoc
@@ -156,7 +157,7 @@ def test_ray_data_reads_classifies_and_writes_predicts_rows(ray, model_dir, corp
         DocumentClassifier, fn_constructor_kwargs={"model_dir": model_dir, "explain": 2}, batch_size=5,
         concurrency=2, num_cpus=0.5)
     labelled.write_parquet(str(tmp_path / "labels"))
-    got = ray.data.read_parquet(str(tmp_path / "labels")).take_all()
+    got = pq.read_table(str(tmp_path / "labels")).to_pylist()  # the files Ray wrote, read without Ray
     assert sorted(row["id"] for row in got) == sorted(expected)
     same_as_predict(expected, got)
 
@@ -183,7 +184,7 @@ def spark():
 
 def test_spark_classifies_with_predicts_rows_loading_the_model_once_per_process(spark, model_dir, corpus, expected):
     from hf_longdoc.engines import spark as engine
-    from hf_longdoc.spark import classify
+    from hf_longdoc.engines.spark import classify
 
     frame = spark.read.json(corpus[0]).repartition(4)  # four tasks on the two executor processes
     labelled = classify(frame, model_dir, batch_size=3, explain=2)
@@ -224,7 +225,7 @@ def test_predict_engine_writes_the_bytes_local_writes(engine, request, model_dir
     request.getfixturevalue(engine)  # the engine (its running session, which the command uses), or the skip
     output = tmp_path / f"{engine}.jsonl"
     assert main(["predict", model_dir, "--dataset", corpus[0], "--output", str(output), *FLAGS, "--engine", engine,
-                 "--workers", "2"]) == 0
+                 "--workers", "1"]) == 0  # one worker: the rows are the same on any number (two: the tests above)
     assert output.read_bytes() == local_output
     with pytest.raises(ValueError, match="already exists"):
         hf_longdoc.predict(model_dir, corpus[0], output, engine=engine)

@@ -265,6 +265,7 @@ FLOORS = [
     {"", "cli"},
     {"commands"},
     {"serving"},  # the model behind HTTP: predict's reader, batched across clients
+    {"engines"},  # predict's reading in Ray's and Spark's workers, and `predict --engine` around them
     {"experiments", "predicting"},
     {"training"},  # the settings, the recipe every training follows, the run, the head stage, evaluate
     {"publishing"},  # model cards and the upload

@@ -22,7 +22,7 @@ _EXPORTS = {
     "get_family": ".modeling",
     "LongDocumentClassificationPipeline": ".inference.pipelines",
     "register_pipeline": ".inference.pipelines",
-    "predict": ".predicting",
+    "predict": ".engines",
     "PredictSettings": ".predicting",
     "DocumentClassifier": ".engines",
     "ContextualizerConfig": ".modeling.contextualizer",

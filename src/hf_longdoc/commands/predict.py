@@ -27,7 +27,7 @@ def add_parser(subparsers):
 def run(args):
     import torch
 
-    from ..predicting import predict
+    from ..engines import predict
     from .options import settings_from
 
     settings = settings_from(args, PredictSettings)

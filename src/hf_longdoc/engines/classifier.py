@@ -49,8 +49,8 @@ class DocumentClassifier:
     A row that cannot be classified never fails the batch: it gets its `error`.
 
     Ray Data: `ds.map_batches(DocumentClassifier, fn_constructor_kwargs={"model_dir": ...}, concurrency=2,
-    batch_size=64)`; Spark: `hf_longdoc.spark.classify(df, model_dir)`. Settings are checked when the object is made,
-    the model folder when it first reads (on the worker).
+    num_cpus=0.5, batch_size=64)`; Spark: `hf_longdoc.engines.spark.classify(df, model_dir)`. The settings and the
+    folder's config are checked when the object is made; the model loads on its first batch (on the worker).
     """
 
     RUN_SETTINGS = ("id_column", "keep_columns", "overwrite", "window_batches")  # `predict`'s run, not the reading

@@ -1,7 +1,7 @@
 """Label a Spark DataFrame: `classify(df, model_dir)` runs `DocumentClassifier` in `mapInArrow` (Spark 3.4+), the model
 loaded once per executor Python process (Spark reuses its Python workers: `spark.python.worker.reuse`, on by default).
 
-    from hf_longdoc.spark import classify
+    from hf_longdoc.engines.spark import classify
 
     df = spark.read.json("dbfs:/corpus/")                  # or a table: spark.table("catalog.schema.docs")
     classify(df, "/dbfs/models/topics", text_col="text").write.parquet("dbfs:/labels/")

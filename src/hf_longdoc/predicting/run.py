@@ -69,10 +69,9 @@ def predict(model_dir, dataset, output=None, settings=None, **keywords):
             them (`predict(model_dir, "docs.jsonl", "labels.jsonl", batch_size=4, long="chunks")`).
     """
     settings = PredictSettings.of(settings, **keywords)
-    if settings.engine != "local":  # the same rows, read by Ray Data's or Spark's workers
-        from ..engines.corpus import predict_on_engine
-
-        return predict_on_engine(model_dir, dataset, output, settings)
+    if settings.engine != "local":
+        raise ValueError(f"`engine` {settings.engine!r}: this is the local run; `hf_longdoc.predict` (and `hf-longdoc "
+                         "predict --engine`) runs the others.")
     shared = distributed.state()
     if output is None and shared is not None:
         raise ValueError("`output` (--output) is needed when several processes predict: they meet in its "
