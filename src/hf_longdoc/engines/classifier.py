@@ -17,6 +17,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from ..data.inversion import join_parts
+from ..predicting.inputs import text_column_names
 from ..predicting.settings import PredictSettings
 from ..predicting.writing import OUTPUT_COLUMNS, reserved_columns
 from ..utils.rules import POSITIVE_INTEGER
@@ -66,15 +67,14 @@ class DocumentClassifier:
         for name, value in (("batch_tokens", batch_tokens), ("threads", threads)):
             if value is not None:
                 POSITIVE_INTEGER.check(value, name)
-        from ..inference.reader import MODEL_ARGUMENT
+        from ..inference.reader import MODEL_ARGUMENT, saved_labels
         from ..saving.saved_models import saved_config
 
         self.model_dir = os.fspath(model_dir)
         self.settings = PredictSettings.of(text_column=text_column, **settings)
         self.coverage, self.batch_tokens, self.threads = coverage, batch_tokens, threads
         config = saved_config(self.model_dir, MODEL_ARGUMENT)  # a folder that is no model is refused here, at once
-        id2label = config.get("id2label") or {}
-        self.labels = [str(label) for _, label in sorted((int(index), label) for index, label in id2label.items())]
+        self.labels = saved_labels(config)
         self.multi_label = config.get("problem_type") == "multi_label_classification"
         self._reader = None
 
@@ -99,8 +99,7 @@ class DocumentClassifier:
     @property
     def text_columns(self):
         """The column names the document is read from (one, or the parts `text_column` names)."""
-        names = [name.strip() for name in self.settings.text_column.split(",") if name.strip()]
-        return names or [self.settings.text_column]
+        return text_column_names(self.settings.text_column)
 
     def output_columns(self):
         """The columns a batch gains, in order."""

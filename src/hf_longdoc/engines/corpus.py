@@ -160,7 +160,8 @@ def ray_rows(inputs, size, model_dir, classifier, settings):
     labelled = classify(documents, model_dir, batch_size=ENGINE_ROWS,
                         concurrency=settings.workers,
                         num_gpus=1 if on_gpu else None, **engine_settings(classifier, settings, on_gpu))
-    labelled = labelled.drop_columns(unsent(classifier, settings)) if unsent(classifier, settings) else labelled
+    if left := unsent(classifier, settings):
+        labelled = labelled.drop_columns(left)
     for batch in labelled.iter_batches(batch_format="pyarrow", batch_size=None):
         yield from batch.to_pylist()
 

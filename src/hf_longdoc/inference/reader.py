@@ -105,8 +105,7 @@ class SavedModel:
     @property
     def labels(self):
         """The class names in label order, from the saved config (before the model loads)."""
-        id2label = self.config.get("id2label") or {}
-        return [str(label) for _, label in sorted((int(index), label) for index, label in id2label.items())]
+        return saved_labels(self.config)
 
     def load(self):
         """The sequence classifier in eval mode on the device, and its tokenizer."""
@@ -127,6 +126,12 @@ class SavedModel:
     def workers(self):
         """Batches read at once (`threads.reading_workers`): a family says whether its forward may run in threads."""
         return reading_workers(self.device, self.family is None or self.family.concurrent_inference)
+
+
+def saved_labels(config):
+    """The class names in label order of a saved config (a dict, as `saved_config` reads it)."""
+    id2label = config.get("id2label") or {}
+    return [str(label) for _, label in sorted((int(index), label) for index, label in id2label.items())]
 
 
 def load_reader(model_dir, settings, shared=None, log=True):
@@ -324,4 +329,4 @@ def no_text_reason(text):
 
 
 __all__ = ["DTYPES", "MODEL_ARGUMENT", "Reader", "SavedModel", "choose_device", "load_model", "load_reader",
-           "no_text_reason", "runtime_overrides"]
+           "no_text_reason", "runtime_overrides", "saved_labels"]

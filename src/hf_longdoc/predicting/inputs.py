@@ -61,6 +61,11 @@ def load_documents(source):
 JOINED_TEXT = "__document__"  # the documents joined from several --text-column columns
 
 
+def text_column_names(text_column):
+    """The columns `text_column` names: one, or several comma-separated (`title,text`)."""
+    return [name.strip() for name in text_column.split(",") if name.strip()] or [text_column]
+
+
 def resolve_columns(documents, settings, labels=()):
     """(documents, text column, id column or None for row numbers, kept columns), with a ValueError naming what is
     missing, clashing or duplicated; `labels` are the model's classes (their CSV score columns are output names).
@@ -68,7 +73,7 @@ def resolve_columns(documents, settings, labels=()):
     one document per row the way training joined them (`join_parts`)."""
     columns = documents.column_names
     shown = ", ".join(columns)
-    names = [name.strip() for name in settings.text_column.split(",") if name.strip()] or [settings.text_column]
+    names = text_column_names(settings.text_column)
     for name in names:
         check_text_column(documents, name, shown)
     id_column = settings.id_column
@@ -146,4 +151,4 @@ def check_text_column(documents, name, shown):
 
 
 __all__ = ["JOINED_TEXT", "check_text_column", "load_documents", "prepare_columns", "refuse_output_over_inputs",
-           "resolve_columns"]
+           "resolve_columns", "text_column_names"]
