@@ -120,6 +120,23 @@ def test_coverage_and_token_sized_batches(model_dir, corpus, expected):
     assert coverage["cut"] and coverage["part_read"] == "start" and coverage["ids_read"] < coverage["document_ids"]
 
 
+def test_ray_workers_read_the_input_files_they_classify(model_dir, corpus, expected, tmp_path):
+    """`predict --engine ray`'s worker class: a batch of Parquet paths gives the rows of those files, classified, in
+    file order, with the text the output does not keep left behind."""
+    from hf_longdoc.engines.corpus import FileClassifier
+
+    rows = corpus[1]
+    paths = []
+    for number, (start, stop) in enumerate(((0, 4), (4, len(rows)))):
+        paths.append(str(tmp_path / f"part-{number}.parquet"))
+        pq.write_table(pa.Table.from_pylist(rows[start:stop]), paths[-1])
+    classifier = FileClassifier(model_dir=model_dir, explain=2, drop=["text"])
+    got = classifier(pa.table({"path": paths})).to_pylist()
+    assert [row["id"] for row in got] == [row["id"] for row in rows]
+    assert all("text" not in row for row in got)
+    same_as_predict(expected, got)
+
+
 def test_bad_input_is_refused_naming_the_argument(model_dir, tmp_path):
     with pytest.raises(TypeError, match="id_column"):
         DocumentClassifier(model_dir, id_column="id")

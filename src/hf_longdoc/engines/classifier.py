@@ -14,7 +14,6 @@ pickled.
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 from ..data.inversion import join_parts
 from ..predicting.inputs import text_column_names
@@ -182,18 +181,9 @@ class DocumentClassifier:
         reader = self.reader
         documents = reader.documents(0, texts)
         predictions = [None] * len(texts)
-        import torch
-
-        from ..utils.threads import one_thread_each
-
-        def read(batch):
-            with torch.inference_mode():
-                return reader.predict(batch)
-
-        with ThreadPoolExecutor(max_workers=reader.workers) as pool, one_thread_each(reader.workers):
-            for rows in pool.map(read, self._batches(documents)):
-                for row, prediction in rows:
-                    predictions[row] = prediction
+        for _, rows in reader.read_batches(self._batches(documents)):
+            for row, prediction in rows:
+                predictions[row] = prediction
         if cut := sum(1 for prediction in predictions if prediction.get("cut")):
             logger.info("%d of %d documents of this batch are longer than the %s ids the model reads and were cut "
                         "there (coverage=True shows which; long='chunks' reads all of each).", cut, len(texts),

@@ -4,10 +4,11 @@ order, read by Ray Data's or Spark's workers.
 What stays `predict`'s: the checks before any work (the model folder, the output, the columns, the ids), the input
 (every kind `predict` reads, through `datasets`), the output's columns and its file, written whole or not at all.
 What is the engine's: the workers, each loading the model once (`DocumentClassifier`), and their retries. The
-documents go to the engine as one Parquet file of the columns it needs (row number, text, id, kept columns) in a
-scratch folder beside the output, read back in order (`__row__` checks it), and streamed to the output: memory
-holds a batch, not the corpus. A run killed halfway starts again (the engine keeps no progress; `--engine local`
-does).
+documents go to the engine as Parquet files of the columns it needs (row number, text, id, kept columns) in a
+scratch folder beside the output (on Ray a file is a row, read by the worker that classifies it: one Ray Data
+operator, no read tasks beside the workers), come back in order (`__row__` checks it), and stream to the output:
+memory holds a batch, not the corpus. A run killed halfway starts again (the engine keeps no progress; `--engine
+local` does).
 """
 
 import contextlib
@@ -29,8 +30,10 @@ from .classifier import DocumentClassifier
 
 logger = logging.getLogger(__name__)
 ROW = "__row__"  # the input's row number, carried through the engine
-ENGINE_ROWS = 64  # rows a worker classifies a call (Ray's batches; Spark's Arrow batches are cut to it): at a few
-# long documents a second a worker, a call of 64 is the imbalance at the end of a run
+ENGINE_ROWS = 16  # rows of an input file, a Ray worker's call: a call of long documents takes seconds, and the calls
+# left at the end are the run's imbalance (Ray queues a second call on each worker): with 64, one of 2 cores idled for
+# a tenth of a 1,000-document run (docs/results.md)
+SPARK_ROWS = 64  # rows of a Spark partition, a job each under `toLocalIterator`: 16 cost Spark a tenth of its speed
 
 
 def predict_on_engine(model_dir, dataset, output, settings):
@@ -143,7 +146,7 @@ def ray_rows(inputs, size, model_dir, classifier, settings):
     """The classified rows, in order, from Ray Data: the running cluster (`RAY_ADDRESS`), else a local one."""
     import ray
 
-    from .ray_data import classify
+    from .ray_data import map_classifier
 
     if not ray.is_initialized():
         ray.init(**({"num_cpus": settings.workers} if settings.workers and not os.environ.get("RAY_ADDRESS") else {}),
@@ -151,27 +154,31 @@ def ray_rows(inputs, size, model_dir, classifier, settings):
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # the output follows the input
     context.enable_progress_bars = False
-    on_gpu = settings.device is not None and settings.device.startswith("cuda")
-    # a block a file, read as the workers ask (Ray's parquet reader bundles small files into one block, which then
-    # feeds one worker)
-    files = [{"path": os.path.join(inputs, name)} for name in sorted(os.listdir(inputs))]
-    documents = ray.data.from_items(files, override_num_blocks=len(files)).map_batches(
-        read_parquet_files, batch_size=1, batch_format="pyarrow")
-    labelled = classify(documents, model_dir, batch_size=ENGINE_ROWS,
-                        concurrency=settings.workers,
-                        num_gpus=1 if on_gpu else None, **engine_settings(classifier, settings, on_gpu))
-    if left := unsent(classifier, settings):
-        labelled = labelled.drop_columns(left)
+    # a row a Parquet file of the input, read by the worker that classifies it: one Ray Data operator, no read tasks
+    # beside the workers (Ray's parquet reader bundles small files into one block, which then feeds one worker)
+    files = ray.data.from_items([{"path": os.path.join(inputs, name)} for name in sorted(os.listdir(inputs))],
+                                override_num_blocks=len(os.listdir(inputs)))
+    labelled = map_classifier(files, FileClassifier, model_dir, batch_size=1, concurrency=settings.workers,
+                              num_gpus=1 if on_gpu(settings) else None, drop=unsent(classifier, settings),
+                              **engine_settings(classifier, settings))
     for batch in labelled.iter_batches(batch_format="pyarrow", batch_size=None):
         yield from batch.to_pylist()
 
 
-def read_parquet_files(batch):
-    """The rows of the Parquet files a batch of `path`s names (the engine's input, `write_inputs`)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+class FileClassifier(DocumentClassifier):
+    """`DocumentClassifier` on the rows of the Parquet files a batch's `path`s name (the engine's input,
+    `write_inputs`), read on the worker; the columns in `drop` (text the output does not keep) stay there."""
 
-    return pa.concat_tables([pq.read_table(path) for path in batch["path"].to_pylist()])
+    def __init__(self, drop=(), **settings):
+        super().__init__(**settings)
+        self.drop = list(drop)
+
+    def __call__(self, batch):
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        rows = pa.concat_tables([pq.read_table(path) for path in batch["path"].to_pylist()])
+        return super().__call__(rows).drop_columns(self.drop)
 
 
 def spark_rows(inputs, size, model_dir, classifier, settings):
@@ -186,12 +193,11 @@ def spark_rows(inputs, size, model_dir, classifier, settings):
         spark = (SparkSession.builder.master(f"local[{settings.workers or '*'}]").appName("hf-longdoc predict")
                  .config("spark.ui.enabled", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
-    on_gpu = settings.device is not None and settings.device.startswith("cuda")
     # partitions of consecutive rows, in row order, for the tasks to share (a folder's files come in no set order)
-    parts = min(MAX_INPUT_FILES, -(-size // ENGINE_ROWS))  # a task a call, as Ray's: the same balance
+    parts = min(MAX_INPUT_FILES, -(-size // SPARK_ROWS))
     frame = spark.read.parquet(inputs).repartitionByRange(parts, ROW).sortWithinPartitions(ROW)
-    values = engine_settings(classifier, settings, on_gpu)
-    labelled = classify(frame, model_dir, values.pop("text_column"), batch_size=ENGINE_ROWS, **values)
+    values = engine_settings(classifier, settings)
+    labelled = classify(frame, model_dir, values.pop("text_column"), batch_size=SPARK_ROWS, **values)
     labelled = labelled.drop(*unsent(classifier, settings))
     with contextlib.closing(iter(labelled.toLocalIterator(prefetchPartitions=True))) as rows:
         for row in rows:
@@ -203,12 +209,17 @@ def unsent(classifier, settings):
     return [name for name in classifier.text_columns if name not in (settings.id_column, *settings.keep_columns)]
 
 
-def engine_settings(classifier, settings, on_gpu):
+def on_gpu(settings):
+    """Whether the workers read on GPUs (`--device cuda...`): one per GPU, reading batches whole."""
+    return settings.device is not None and settings.device.startswith("cuda")
+
+
+def engine_settings(classifier, settings):
     """The classifier's settings for an engine's helper: its reading settings, the forward batch as
     `reading_batch_size` (the helpers' own `batch_size` counts the rows of a call), one thread a CPU worker."""
     values = {name: getattr(settings, name) for name in READING_SETTINGS if name != "batch_size"}
     values.update(text_column=classifier.settings.text_column, reading_batch_size=settings.batch_size)
-    if not on_gpu:
+    if not on_gpu(settings):
         values["threads"] = 1
     return values
 

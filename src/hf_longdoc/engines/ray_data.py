@@ -57,17 +57,25 @@ def classify(dataset, model_dir, *, batch_size=64, concurrency=None, threads=1, 
         num_gpus: GPUs per worker (1: a worker per GPU, reading on it); None: CPU workers.
         **settings: `DocumentClassifier`'s (`text_column`, `coverage`, `batch_tokens`, `explain`, `top_k`, ...).
     """
+    return map_classifier(dataset, DocumentClassifier, model_dir, batch_size=batch_size, concurrency=concurrency,
+                          threads=threads, num_gpus=num_gpus, **settings)
+
+
+def map_classifier(dataset, classifier, model_dir, *, batch_size, concurrency=None, threads=1, num_gpus=None,
+                   **settings):
+    """`dataset.map_batches(classifier, ...)` for `classifier`, `DocumentClassifier` or a subclass taking its
+    settings, on workers sized as `classify` says."""
     require_ray()
     if "reading_batch_size" in settings:
         settings["batch_size"] = settings.pop("reading_batch_size")
     settings = {"model_dir": str(model_dir), "threads": None if num_gpus else threads, **settings}
-    DocumentClassifier(**settings)  # the settings and the folder checked here, before Ray starts workers
+    classifier(**settings)  # the settings and the folder checked here, before Ray starts workers
     workers = concurrency if concurrency is not None else worker_count(num_gpus, threads)
     logger.info("Labelling with %d Ray worker(s), each on %s.", workers,
                 f"{num_gpus:g} GPU" if num_gpus else f"{threads} CPU thread(s)")
     resources = ({"num_gpus": num_gpus, "num_cpus": RESERVED_PER_THREAD} if num_gpus
                  else {"num_cpus": RESERVED_PER_THREAD * threads})
-    return dataset.map_batches(DocumentClassifier, fn_constructor_kwargs=settings, batch_format="pyarrow",
+    return dataset.map_batches(classifier, fn_constructor_kwargs=settings, batch_format="pyarrow",
                                batch_size=batch_size, concurrency=workers, **resources)
 
 

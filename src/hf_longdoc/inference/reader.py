@@ -6,6 +6,7 @@ predictions. `predict`, `hf-longdoc serve` and `evaluate` all open models here."
 import copy
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import torch
@@ -248,6 +249,19 @@ class Reader:
         if self.truncates:
             return self.plan.truncated(tokens, self.settings.truncation_side)
         return self.plan.chunks(tokens)
+
+    def read_batches(self, batches, read=None):
+        """`(batch, rows)` for each of `batches`, in order: `self.workers` of them read at once, each on one CPU
+        thread (`threads.reading_workers`), under `torch.inference_mode`. `read(number, batch)` replaces
+        `predict(batch)` where a caller keeps what it read (`predict`'s shards)."""
+        from ..utils.threads import one_thread_each
+
+        def read_one(number, batch):
+            with torch.inference_mode():  # per thread
+                return read(number, batch) if read is not None else self.predict(batch)
+
+        with ThreadPoolExecutor(max_workers=self.workers) as pool, one_thread_each(self.workers):
+            yield from zip(batches, pool.map(read_one, range(len(batches)), batches))
 
     def predict(self, batch):
         """`[row, prediction]` for each document of `batch`."""

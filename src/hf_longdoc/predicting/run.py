@@ -31,6 +31,7 @@ This module holds `predict` and the run over the windows; the model is opened by
 """
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -46,7 +47,6 @@ from ..data.errors import DatasetError
 from ..inference.reader import SavedModel
 from ..saving.saved_models import model_digest
 from ..utils import distributed
-from ..utils.threads import one_thread_each
 from .inputs import load_documents, prepare_columns, refuse_output_over_inputs
 from .resuming import done_path, open_partial, output_lock, run_fingerprint, shard_path, summary, write_atomically
 from .settings import PredictSettings
@@ -147,21 +147,19 @@ def run_windows(reader, documents, text_column, windows, window_rows, partial, s
         if os.path.exists(path):  # written before an interruption
             with open(path, encoding="utf-8") as f:
                 return [json.loads(line) for line in f]
-        with torch.inference_mode():  # per thread
-            rows = reader.predict(batch)
+        rows = reader.predict(batch)
         write_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         return rows
 
     # the next window is tokenized in a thread while the model reads this one (fast tokenizers release the GIL), and
-    # on the CPU `reader.workers` batches are read at once, each on one thread (`threads.reading_workers`)
-    with (ThreadPoolExecutor(max_workers=1) as pool, ThreadPoolExecutor(max_workers=reader.workers) as readers,
-          one_thread_each(reader.workers)):
+    # on the CPU `reader.workers` batches are read at once, each on one thread (`Reader.read_batches`)
+    with ThreadPoolExecutor(max_workers=1) as pool:
         upcoming = pool.submit(prepare, todo[0]) if todo else None
         for position, start in enumerate(todo):
             batches = upcoming.result()
             upcoming = pool.submit(prepare, todo[position + 1]) if position + 1 < len(todo) else None
             stats = {"rows": end_of[start] - start, "errors": 0, "cut": 0}
-            for batch, rows in zip(batches, readers.map(read, [start] * len(batches), range(len(batches)), batches)):
+            for batch, rows in reader.read_batches(batches, functools.partial(read, start)):
                 stats["errors"] += sum(1 for _, prediction in rows if "error" in prediction)
                 stats["cut"] += sum(1 for _, prediction in rows if prediction.get("cut"))
                 progress.update(len(batch))
