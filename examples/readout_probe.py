@@ -182,6 +182,8 @@ def main(argv=None):
     parser.add_argument("--head-tail-first-segment", action="store_true",
                         help="also fit each head with z_1 replaced by the frozen head + tail window's vector (the "
                              "paper's first segment read as one window of 512 tokens with full attention)")
+    parser.add_argument("--no-segment-first", action="store_true",
+                        help="with --head-tail-first-segment, fit the heads with z_1 as the window only")
     parser.add_argument("--save-features", metavar="DIR",
                         help="write each mode's cached features and the labels there (safetensors), and read them "
                              "back instead of encoding when a later run finds them there")
@@ -231,7 +233,7 @@ def main(argv=None):
         for readout, scores in pooled_readouts(features, labels, rows).items():
             printed.append({**layout, "reader": f"logistic regression on the {readout}", "test": summary(scores)})
             print(json.dumps(printed[-1]), flush=True)
-        firsts = {"z_1": features}
+        firsts = {} if args.head_tail_first_segment and args.no_segment_first else {"z_1": features}
         if args.head_tail_first_segment:
             z = features[0].clone()
             z[:, 0] = torch.as_tensor(vectors, dtype=z.dtype)

@@ -415,6 +415,28 @@ def test_no_backbone_pass_takes_more_than_segments_per_pass_segments(mode):
         assert sorted(forward_sizes) == [1, 2, 3] and len(sizes) == 3
 
 
+@pytest.mark.parametrize("mode", ["paper", "full", "none"])
+def test_base_encodes_only_the_first_segments(mode):
+    """Eq. 1 reads z_1 alone: the base variant never runs the LM over the other segments, with gradient or without
+    (they are zeros in z), and its logits are those of segment 1 read alone."""
+    model = _classifier("base", mode, m=3, segments_per_pass=2)
+    sizes, encode = [], model.segment_lm.encode
+
+    def recording_encode(segments, mask):
+        sizes.append(len(segments))
+        return encode(segments, mask)
+
+    model.segment_lm.encode = recording_encode
+    input_ids, attention_mask = _documents()  # 6 present segments, 3 of them first segments
+    with torch.set_grad_enabled(mode != "none"):
+        logits = model(input_ids, attention_mask=attention_mask).logits
+    assert sum(sizes) == 3
+    segments, mask, _ = model.segment_lm.segments(input_ids, attention_mask)
+    with torch.no_grad():
+        alone = model.head.classifier(encode(segments[:, 0], mask[:, 0]))
+    torch.testing.assert_close(logits, alone, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["att", "cat"])
 def test_two_process_ddp_in_full_gradient_mode(variant, ddp, tmp_path):

@@ -518,8 +518,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             return z, present, None
         with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
-        if self.config.variant == "base":  # Eq. 1 reads segment 1 only
-            without_grad = without_grad & first
+        if self.config.variant == "base":  # Eq. 1 reads segment 1 only: the others are not encoded
+            with_grad, without_grad = with_grad & first, without_grad & first
         if window is not None:  # z_1 comes from the window: segment 1 is not encoded
             with_grad, without_grad = with_grad & ~first, without_grad & ~first
         z = None
