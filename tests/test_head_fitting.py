@@ -393,7 +393,9 @@ def test_fine_tuning_starts_from_the_lowest_loss_head_and_returns_to_the_best_sc
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     encoded = {"train": [0], "validation": [0]}
     args = training_arguments(str(tmp_path))
-    family = SimpleNamespace(head_logits=lambda model, features: model[1](features))  # the head reads the cache
+    model.config = None
+    family = SimpleNamespace(head_logits=lambda model, features: model[1](features),  # the head reads the cache
+                             readout_choices=lambda config: [])
     report, warm = HeadStage(epochs=5).run(model, FitPlan(args, HeadStage(epochs=5), family, head), encoded, None)
     assert report["lowest_validation_loss_epoch"] == 3
     assert torch.equal(model[1].weight, torch.full((2, 3), -1.0))  # fine-tuning starts here
@@ -466,3 +468,82 @@ def test_the_head_stage_stops_its_epochs_at_the_deadline(pretrained, caplog):
                          epochs=50, patience=50, deadline=time.monotonic() - 1)
     assert report["epochs_run"] == 1
     assert "time budget is spent" in caplog.text
+
+
+def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeypatch):
+    """`variant_candidates`: every head is fitted on the same cache; the best validation score wins, a tie goes to
+    the lower validation loss, then to the configured variant; the kept head is the very module that was fitted."""
+    from hf_longdoc.training import head_fitting
+
+    model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False,
+                                   {"variant_candidates": "att,base,rnn"}, max_length=200)
+    family = FAMILIES["segment_lm"]
+    plan = FitPlan(SimpleNamespace(per_device_train_batch_size=4, seed=3, bf16=False, fp16=False), family=family,
+                   head_parameters=tuple(new_parameter_names(model, family)))
+    outcomes = {"att": (0.75, 0.50), "base": (0.875, 0.40), "rnn": (0.875, 0.30)}
+    fitted = {}
+
+    def fake_fit(model, family, names, *args, **kwargs):
+        variant = model.config.variant
+        assert names and all(name in dict(model.named_parameters()) for name in names)  # the head now in the model
+        in_head = {f"head.{name}" for name, _ in model.head.named_parameters()}
+        assert {name for name in names if name.startswith("head.")} == in_head
+        fitted[variant] = model.head
+        score, loss = outcomes[variant]
+        return {"validation_accuracy": score, "lowest_validation_loss": loss, "epochs_run": 1, "best_epoch": 1,
+                "lowest_validation_loss_epoch": 1}, {name: None for name in names}
+
+    monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
+    report, calibrated = head_fitting.fit_readouts(model, plan, None, None, 5)
+    assert list(fitted) == ["att", "base", "rnn"]
+    assert model.config.variant == "rnn" and model.head is fitted["rnn"]  # .875 twice: the lower loss
+    assert report["readout"] == {"variant": "rnn"} and [fit["variant"] for fit in report["readouts"]] == list(fitted)
+    assert [fit["validation_score"] for fit in report["readouts"]] == [0.75, 0.875, 0.875]
+    assert set(calibrated) == set(head_fitting.head_parameter_names(model, plan))
+    outcomes["rnn"] = outcomes["base"] = outcomes["att"]  # all tied: the configured variant stays
+    fitted.clear()
+    model.config.variant = "att"
+    family.set_readout(model, {"variant": "att"})
+    report, _ = head_fitting.fit_readouts(model, plan, None, None, 5)
+    assert model.config.variant == "att" and model.head is fitted["att"] and report["readout"] == {"variant": "att"}
+
+
+def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_kept(pretrained, tmp_path):
+    output = tmp_path / "choice"
+    assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
+                 "--task-size", "24", "--task-words", "60,150", "--epochs", "1", "--head-epochs", "3",
+                 "--config", "first_segment=head_tail", "variant_candidates=att,base",
+                 "--output-dir", str(output)]) == 0
+    metrics = json.loads((output / "metrics.json").read_text())
+    stage = metrics["head_stage"]
+    assert [fit["variant"] for fit in stage["readouts"]] == ["att", "base"]
+    best = max(fit["validation_score"] for fit in stage["readouts"])
+    chosen = stage["readout"]["variant"]
+    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen)["validation_score"] == best
+    config = json.loads((output / "config.json").read_text())
+    assert config["variant"] == chosen and config["variant_candidates"] == ["att", "base"]
+    assert f"| head on the frozen backbone's features: chosen on validation | variant={chosen} (of " in \
+        str(make_model_card(str(output)))
+    reloaded = AutoModelForSequenceClassification.from_pretrained(output)
+    assert reloaded.config.variant == chosen and reloaded.head.config.variant == chosen
+    classifier = pipeline("text-classification", model=str(output))
+    assert classifier("markets rallied as the bank held rates " * 30)[0]["label"].startswith("topic_")
+
+
+def test_variant_candidates_are_checked():
+    from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
+
+    assert SegmentLMConfig(variant_candidates="att, base").variant_candidates == ["att", "base"]
+    with pytest.raises(ValueError, match="`variant_candidates` must hold variants"):
+        SegmentLMConfig(variant_candidates=["att", "mean"])
+
+@pytest.mark.parametrize("candidates", [None, "base,att"])
+def test_a_base_head_stage_caches_every_segment_when_another_variant_may_be_fitted(pretrained, candidates):
+    model, tokenizer = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False,
+                                           {"variant": "base", "variant_candidates": candidates, "segment_length": 16},
+                                           max_length=200)
+    text = "markets rallied as the bank held rates " * 40
+    batch = tokenizer([text], truncation=True, return_tensors="pt")
+    z, present = FAMILIES["segment_lm"].frozen_features(model.eval(), batch["input_ids"], batch["attention_mask"])
+    encoded = int((z.abs().sum(-1) > 0).sum())
+    assert present.sum() >= 3 and encoded == (int(present.sum()) if candidates else 1)

@@ -160,6 +160,17 @@ class Family:
         families with `frozen_features`; the default refuses."""
         raise NotImplementedError(f"{self.name} caches no frozen features, so its head has nothing to read.")
 
+    def readout_choices(self, config: PretrainedConfig) -> list[dict]:
+        """Other heads the head stage may fit on the same `frozen_features` and keep instead of the configured one
+        when validation prefers them (`head_fitting.HeadStage`): each a dict of config settings. The default: none."""
+        return []
+
+    def set_readout(self, model: PreTrainedModel, changes: dict, head: torch.nn.Module | None = None
+                    ) -> torch.nn.Module:
+        """Set `changes` (one of `readout_choices`) in the model's config and put `head` in the model, or a freshly
+        initialised head for them; returns the head it replaced. Only for families with `readout_choices`."""
+        raise NotImplementedError(f"{self.name} has no other heads to choose from.")
+
     def evidence(self, model: PreTrainedModel, outputs, input_ids: torch.Tensor, attention_mask: torch.Tensor
                  ) -> list[list[tuple[int, int, float]]] | None:
         """The passages whose weights in the model decided its label (`explaining.explain`, `predict --explain`),

@@ -327,6 +327,11 @@ def _head_stage_rows(stage):
                 "| weights saved | " + ("the warm start: fine-tuning ended clearly below it on validation"
                                         if stage["kept"] else "the fine-tuned model, not clearly below the warm "
                                         "start on validation") + paired_counts(stage) + " |"]
+    if stage.get("readouts"):  # several heads fitted on the same features, the best on validation kept
+        fitted = ", ".join(f"{' '.join(f'{k}={v}' for k, v in fit.items() if not k.startswith('validation_'))} "
+                           f"{fit['validation_score']:.4f}" for fit in stage["readouts"])
+        kept = " ".join(f"{k}={v}" for k, v in stage["readout"].items())
+        rows.append(f"| head on the frozen backbone's features: chosen on validation | {kept} (of {fitted}) |")
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows

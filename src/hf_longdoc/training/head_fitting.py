@@ -203,10 +203,52 @@ def _fit_head(model, family, head_parameters, train, validation, epochs, learnin
         for name, p in head.items():
             p.copy_(best_state[name])
     report = {"epochs_run": epoch, "best_epoch": best_epoch, f"validation_{key}": best_score,
-              "lowest_validation_loss_epoch": calibrated_epoch, "seconds": time.perf_counter() - start,
+              "lowest_validation_loss": lowest_loss, "lowest_validation_loss_epoch": calibrated_epoch,
+              "seconds": time.perf_counter() - start,
               "learning_rate": learning_rate}
     logger.info("Fitted the head on frozen features: %s", report)
     return report, calibrated_state
+
+
+def head_parameter_names(model, plan):
+    """The names of the parameters the head stage trains: those outside the base model (the head, whichever readout
+    it now is) and the plan's others (a family's `new_with_backbone`)."""
+    base = model.base_model_prefix + "."
+    given = set(plan.head_parameters)
+    return tuple(name for name, _ in model.named_parameters() if not name.startswith(base) or name in given)
+
+
+def fit_readouts(model, plan, train, validation, epochs):
+    """`fit_head` for the model's head and for each other head its family offers (`readout_choices`, e.g. the
+    segment LM's `variant_candidates`) on the same cached features, each new one drawn after `set_seed(plan.seed)`.
+    The head of the best validation score stays in the model with its settings (ties: the lower validation loss, then
+    the configured head); the validation split decides, as it decides the best epoch. Returns (its report, with
+    each candidate's score and loss under `readouts` when there were several; its calibrated state)."""
+    from transformers import set_seed
+
+    def fit(names):
+        return fit_head(model, plan.family, names, train, validation, epochs, plan.head_learning_rate or 1e-3,
+                        plan.batch_size, plan.seed, plan.multi_label, plan.threshold, deadline=plan.deadline)
+
+    choices = plan.family.readout_choices(model.config) if plan.family is not None else []
+    if not choices:
+        return fit(plan.head_parameters)
+    fitted = []  # (score, -loss, -order, settings, head module, report, calibrated state)
+    for order, changes in enumerate([{}] + choices):
+        if changes:
+            set_seed(plan.seed)
+            plan.family.set_readout(model, changes)
+        settings = {key: getattr(model.config, key) for choice in choices for key in choice}
+        report, calibrated = fit(head_parameter_names(model, plan) if changes else plan.head_parameters)
+        score = report[f"validation_{score_name(plan.multi_label)}"]
+        fitted.append((score, -report["lowest_validation_loss"], -order, settings, model.head, report, calibrated))
+    score, _, _, settings, head, report, calibrated = max(fitted, key=lambda fit: fit[:3])
+    plan.family.set_readout(model, settings, head)
+    report = {**report, "readout": settings,
+              "readouts": [{**fit[3], "validation_score": fit[0], "validation_loss": -fit[1]} for fit in fitted]}
+    logger.info("The head stage keeps the head of %s: validation %.4f (%s).", settings, score,
+                ", ".join(f"{fit[3]}: {fit[0]:.4f}, loss {-fit[1]:.4f}" for fit in fitted))
+    return report, calibrated
 
 
 def state_copy(model):
@@ -274,8 +316,8 @@ def freeze_backbone(model, head_parameters):
     return frozen
 
 
-__all__ = ["FitPlan", "HeadStage", "cached_features", "cached_split", "fit_head", "freeze_backbone", "keep_the_better",
-           "labels_of", "state_copy", "WarmStart"]
+__all__ = ["FitPlan", "HeadStage", "cached_features", "cached_split", "fit_head", "fit_readouts", "freeze_backbone",
+           "head_parameter_names", "keep_the_better", "labels_of", "state_copy", "WarmStart"]
 
 
 @dataclass(frozen=True)
@@ -344,9 +386,7 @@ class HeadStage:
                              documents_after=len(encoded["validation"]))
         validation = cached_split(model, plan.family, encoded["validation"], tokenizer, batch_size, autocast_dtype,
                                   (1 - train_share) * budget, plan.multi_label)
-        report, calibrated_head = fit_head(model, plan.family, plan.head_parameters, train, validation, self.epochs,
-                                           plan.head_learning_rate or 1e-3, batch_size, plan.seed, plan.multi_label,
-                                           plan.threshold, deadline=plan.deadline)
+        report, calibrated_head = fit_readouts(model, plan, train, validation, self.epochs)
         if not self.trains_end_to_end:
             return report, None
         model.eval()

@@ -24,7 +24,7 @@ from ..metrics import compute_metrics_fn, prediction_logits
 from ..modeling import Family, get_family
 from ..saving.run_folder import RunDiverged
 from ..utils.rules import POSITIVE_INTEGER
-from .head_fitting import keep_the_better
+from .head_fitting import head_parameter_names, keep_the_better
 from .settings import RECIPE_DECIDES
 
 logger = logging.getLogger(__name__)
@@ -274,8 +274,11 @@ def fit_model(model, plan, encoded, tokenizer, checkpoint=None, callbacks=()):
     master_weights_in_float32(model, args.bf16 or args.fp16)
     model.to(args.device)  # the head stage encodes where Trainer will train
     head_report, warm = plan.stage.run(model, plan, encoded, tokenizer, fit=checkpoint is None)
+    # the head the stage kept may be another readout than the one built (`fit_readouts`): its parameters are new
+    head_parameters = head_parameter_names(model, plan) if head_report and "readout" in head_report \
+        else plan.head_parameters
     trainer = HeadRateTrainer(
-        model=model, args=args, head_parameters=plan.head_parameters, head_learning_rate=plan.head_learning_rate,
+        model=model, args=args, head_parameters=head_parameters, head_learning_rate=plan.head_learning_rate,
         train_dataset=encoded["train"], eval_dataset=encoded["validation"],
         data_collator=DataCollatorWithPadding(tokenizer), processing_class=tokenizer,
         compute_metrics=compute_metrics_fn(plan.multi_label, plan.threshold), callbacks=list(callbacks),

@@ -133,6 +133,13 @@ class SegmentLMConfig(PretrainedConfig):
         first_segment_head (`int`, *optional*):
             H, the window's ids from the document's start (the rest, W − 2 − H, from its end). Unset: 128 of 512
             (head + tail's), in that proportion of a shorter W.
+        variant_candidates (`list[str]`, *optional*):
+            Head variants that training's head stage fits on the same cached frozen features besides `variant` (a
+            list, or one comma-separated string: `"att,base"`); the one of the best validation score is kept and
+            `variant` is set to it (ties: the lower validation loss, then the order given, `variant` first). With
+            `first_segment="head_tail"`, `base` (Eq. 1: the classifier on z_1 alone) is head + tail read with full
+            attention, and `att` (Eq. 3-5) the segments with it: the validation split says which the documents need.
+            Not read at inference. None: `variant` alone.
         first_segment_dropout (`bool`, defaults to `False`):
             Whether the head + tail window's pass keeps the backbone's dropout in training. `False`: it runs in
             evaluation mode (no dropout; its gradient unchanged otherwise), because with dropout on the attention
@@ -187,6 +194,7 @@ class SegmentLMConfig(PretrainedConfig):
         first_segment_length=None,
         first_segment_head=None,
         first_segment_dropout=False,
+        variant_candidates=None,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -231,6 +239,13 @@ class SegmentLMConfig(PretrainedConfig):
         if first_segment_head > first_segment_length - 2:
             raise ValueError(f"`first_segment_head` ({first_segment_head}) exceeds the {first_segment_length - 2} "
                              f"document ids of the head + tail window (`first_segment_length` − 2); lower it.")
+        if isinstance(variant_candidates, str):
+            variant_candidates = [name.strip() for name in variant_candidates.split(",") if name.strip()]
+        if variant_candidates is not None:
+            variant_candidates = list(variant_candidates)
+            unknown = [name for name in variant_candidates if name not in VARIANTS]
+            if unknown:
+                raise ValueError(f"`variant_candidates` must hold variants of {VARIANTS}, got {unknown!r}.")
         hidden = backbone_config.hidden_size
         lstm_hidden_size = hidden if lstm_hidden_size is None else lstm_hidden_size
         if isinstance(lstm_hidden_size, bool) or not isinstance(lstm_hidden_size, int) or lstm_hidden_size < 2 \
@@ -257,6 +272,7 @@ class SegmentLMConfig(PretrainedConfig):
         self.first_segment_length = first_segment_length
         self.first_segment_head = first_segment_head
         self.first_segment_dropout = bool(first_segment_dropout)
+        self.variant_candidates = variant_candidates
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

@@ -12,7 +12,7 @@ from ...utils.catalog import EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .configuration_segment import SegmentLMConfig, segments_to_read
-from .modeling_segment import SegmentLMForSequenceClassification, SegmentLMModel
+from .modeling_segment import SegmentHead, SegmentLMForSequenceClassification, SegmentLMModel
 from .tokenization_segment import SegmentLMTokenizer
 
 
@@ -105,12 +105,29 @@ class SegmentLMFamily(Family):
         return None
 
     def frozen_features(self, model, input_ids, attention_mask):
-        """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7)."""
-        z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none")
+        """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7); every segment
+        when the head stage may fit another variant on them (`variant_candidates`)."""
+        z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none",
+                                                         every_segment=bool(self.readout_choices(model.config)))
         return z, present
 
     def head_logits(self, model, z, present):
         return model.head(z, present)[0]
+
+    def readout_choices(self, config):
+        """The variants of `variant_candidates` other than `variant`, each a head of Eq. 1-7 over the same z."""
+        return [{"variant": name} for name in dict.fromkeys(config.variant_candidates or ()) if name != config.variant]
+
+    def set_readout(self, model, changes, head=None):
+        replaced = model.head
+        for key, value in changes.items():
+            setattr(model.config, key, value)
+        if head is None:  # a new head of that variant, drawn as a model built with it draws its head
+            parameter = next(replaced.parameters())
+            head = SegmentHead(model.config).to(parameter.device, parameter.dtype)
+            head.apply(model._init_weights)
+        model.head = head
+        return replaced
 
     evidence_weight = EVIDENCE_WEIGHTS["segment_lm"]
     evidence_in_sentences = True  # a segment of 30 ids starts and ends inside sentences

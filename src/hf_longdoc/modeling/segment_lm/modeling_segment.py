@@ -489,7 +489,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return head_tail_window(segments, mask, config.first_segment_length, config.first_segment_head,
                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
-    def encode_document(self, input_ids, attention_mask=None, gradient_mode=None):
+    def encode_document(self, input_ids, attention_mask=None, gradient_mode=None, every_segment=False):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
 
@@ -498,7 +498,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         checkpointing when `config.checkpoint_segment_passes` (the backward pass recomputes one pass at a time);
         `none`: no gradient; `selected`: every segment without gradient, and z_M re-encoded with it (Table 4's "No
         x_1 gradients"). Passes without gradient or under checkpointing take at most `segments_per_pass` segments,
-        so peak memory does not grow with m."""
+        so peak memory does not grow with m. `every_segment`: encode every present segment even for `base`, which
+        reads z_1 alone (a cache other variants are fitted on)."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
         mode = gradient_mode or self.config.gradient_mode
@@ -518,7 +519,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             return z, present, None
         with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
-        if self.config.variant == "base":  # Eq. 1 reads segment 1 only: the others are not encoded
+        if self.config.variant == "base" and not every_segment:  # Eq. 1 reads segment 1 only: the rest not encoded
             with_grad, without_grad = with_grad & first, without_grad & first
         if window is not None:  # z_1 comes from the window: segment 1 is not encoded
             with_grad, without_grad = with_grad & ~first, without_grad & ~first
