@@ -547,3 +547,14 @@ def test_a_base_head_stage_caches_every_segment_when_another_variant_may_be_fitt
     z, present = FAMILIES["segment_lm"].frozen_features(model.eval(), batch["input_ids"], batch["attention_mask"])
     encoded = int((z.abs().sum(-1) > 0).sum())
     assert present.sum() >= 3 and encoded == (int(present.sum()) if candidates else 1)
+
+
+def test_compare_records_the_head_each_seed_chose(pretrained, tmp_path):
+    import csv
+
+    assert main(["compare", "--backbone", str(pretrained), "--models", "segment_lm:att", "--baselines", "",
+                 "--task-size", "24", "--epochs", "1", "--max-length", "200", "--segment-length", "16",
+                 "--head-epochs", "2", "--evidence", "none", "--bench-lengths", "none",
+                 "--config", "segment_lm.variant_candidates=att,base", "--output-dir", str(tmp_path / "cmp")]) == 0
+    with open(tmp_path / "cmp" / "results.csv") as rows:
+        assert [row["readout"] for row in csv.DictReader(rows)] in (["variant=att"], ["variant=base"])

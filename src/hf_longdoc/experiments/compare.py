@@ -489,7 +489,8 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
     """The row's record of the training that ran: `epochs` (fine-tuning's, from Trainer's state: 0.14 when a time
     budget cut it there; the head stage's when only the head trained), `planned_epochs`, `steps` (optimizer steps),
     `cut_by_time_budget`, and the batch per process and per optimizer step (per process x processes x gradient
-    accumulation: under torchrun each process reads `batch_size` documents a step)."""
+    accumulation: under torchrun each process reads `batch_size` documents a step); `readout`, the head the head
+    stage chose on validation, where it chose one."""
     state, args = trainer.state, plan.args
     if plan.stage.trains_end_to_end:
         epochs, steps = round(state.epoch or 0.0, 4), state.global_step
@@ -499,9 +500,12 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
         cut = (budget is not None and head_report["epochs_run"] < plan.stage.epochs
                and time.monotonic() >= budget.deadline)
     batch = batch_sizes(args)
-    return {"epochs": epochs, "planned_epochs": planned_epochs, "steps": steps, "cut_by_time_budget": bool(cut),
-            "batch_per_process": batch["per_process"], "processes": batch["processes"],
-            "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
+    ran = {"epochs": epochs, "planned_epochs": planned_epochs, "steps": steps, "cut_by_time_budget": bool(cut),
+           "batch_per_process": batch["per_process"], "processes": batch["processes"],
+           "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
+    if head_report and "readout" in head_report:  # the head the stage chose on validation (`variant_candidates`)
+        ran["readout"] = " ".join(f"{key}={value}" for key, value in head_report["readout"].items())
+    return ran
 
 
 def validation_check(trainer, validation, output=None):
