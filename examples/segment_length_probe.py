@@ -22,8 +22,8 @@ from hf_longdoc.data import load_task, tokenize
 from hf_longdoc.experiments.baselines import tfidf_classifier
 from hf_longdoc.inference.reading import reading_length
 from hf_longdoc.modeling import get_family
-from hf_longdoc.training.head_fitting import cached_features, fit_head, labels_of
-from hf_longdoc.training.recipe import new_parameter_names, wrap_backbone
+from hf_longdoc.training.head_fitting import cached_features, fit_head, labels_of, new_parameter_names
+from hf_longdoc.training.recipe import wrap_backbone
 from hf_longdoc.training.settings import check_backbone
 
 

@@ -252,7 +252,7 @@ def test_the_new_parameters_are_exactly_those_the_checkpoint_does_not_name(pretr
     supplied when its name ends with a name in the checkpoint (a converted Longformer's `*_global` projections are
     copies of the local ones); every other parameter is new."""
     from hf_longdoc.modeling import get_family
-    from hf_longdoc.training.recipe import new_parameter_names
+    from hf_longdoc.training.head_fitting import new_parameter_names
 
     model, _ = build_from_backbone(family, pretrained, ["a", "b"], False, max_length=128)
     source = BertModel.from_pretrained(pretrained).state_dict()
@@ -267,7 +267,8 @@ def test_new_parameters_learn_at_the_head_learning_rate(pretrained, tmp_path):
     """The head's optimizer groups start at --head-learning-rate and the pretrained ones at --learning-rate, both
     under the same schedule; the rate reaches metrics.json and the card, and a model from scratch refuses it."""
     from hf_longdoc.modeling import get_family
-    from hf_longdoc.training.recipe import HeadRateTrainer, new_parameter_names, training_arguments
+    from hf_longdoc.training.head_fitting import new_parameter_names
+    from hf_longdoc.training.recipe import HeadRateTrainer, training_arguments
 
     model, _ = build_from_backbone("segment_lm", pretrained, ["a", "b"], False, max_length=128,
                                    config_overrides={"segment_length": 34, "variant": "att"})

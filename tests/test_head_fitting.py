@@ -15,8 +15,15 @@ from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
 from hf_longdoc.publishing.hub import make_model_card
-from hf_longdoc.training.head_fitting import FitPlan, HeadStage, cached_features, fit_head, labels_of
-from hf_longdoc.training.recipe import new_parameter_names, training_arguments
+from hf_longdoc.training.head_fitting import (
+    FitPlan,
+    HeadStage,
+    cached_features,
+    fit_head,
+    labels_of,
+    new_parameter_names,
+)
+from hf_longdoc.training.recipe import training_arguments
 from tiny_bert import save_tiny_bert
 
 
@@ -523,7 +530,8 @@ def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_ke
     assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen)["validation_score"] == best
     config = json.loads((output / "config.json").read_text())
     assert config["variant"] == chosen and config["variant_candidates"] == ["att", "base"]
-    assert f"| head on the frozen backbone's features: chosen on validation | variant={chosen} (of " in \
+    fitted = ", ".join(f"variant={fit['variant']} {fit['validation_score']:.4f}" for fit in stage["readouts"])
+    assert f"| head on the frozen backbone's features: chosen on validation | variant={chosen} (of {fitted}) |" in \
         str(make_model_card(str(output)))
     reloaded = AutoModelForSequenceClassification.from_pretrained(output)
     assert reloaded.config.variant == chosen and reloaded.head.config.variant == chosen

@@ -53,7 +53,7 @@ from ..inference.reading import reading_length
 from ..metrics import prediction_logits
 from ..modeling import Family, resolve
 from ..saving.run_folder import check_files_free, record_outputs, require_writable_folder
-from ..training.head_fitting import FitPlan, HeadStage
+from ..training.head_fitting import FitPlan, HeadStage, new_parameter_names
 from ..training.recipe import (
     TimeBudget,
     batch_sizes,
@@ -61,12 +61,12 @@ from ..training.recipe import (
     fit_model,
     fit_statistics,
     label_settings,
-    new_parameter_names,
     training_arguments,
     wrap_backbone,
 )
 from ..training.settings import COMPARE_DECIDES, COMPARE_RECIPE, check_backbone, check_backbone_folder, recipe_epochs
 from ..utils.distributed import is_main_process, on_main_then_share, wait_for_everyone
+from ..utils.parsing import settings_text
 from .baselines import (
     BASELINES,
     CHECKPOINT_HEAD_RATE,
@@ -504,7 +504,7 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
            "batch_per_process": batch["per_process"], "processes": batch["processes"],
            "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
     if head_report and "readout" in head_report:  # the head the stage chose on validation (`variant_candidates`)
-        ran["readout"] = " ".join(f"{key}={value}" for key, value in head_report["readout"].items())
+        ran["readout"] = settings_text(head_report["readout"])
     return ran
 
 

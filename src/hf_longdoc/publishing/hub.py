@@ -26,7 +26,7 @@ from ..inference.reading import folder_reading_length
 from ..modeling import family_of_config
 from ..saving.run_folder import is_unchanged, require_writable_folder
 from ..saving.saved_models import saved_config
-from ..utils.parsing import is_hub_id
+from ..utils.parsing import is_hub_id, settings_text
 
 logger = logging.getLogger(__name__)
 
@@ -328,9 +328,9 @@ def _head_stage_rows(stage):
                                         if stage["kept"] else "the fine-tuned model, not clearly below the warm "
                                         "start on validation") + paired_counts(stage) + " |"]
     if stage.get("readouts"):  # several heads fitted on the same features, the best on validation kept
-        fitted = ", ".join(f"{' '.join(f'{k}={v}' for k, v in fit.items() if not k.startswith('validation_'))} "
+        fitted = ", ".join(f"{settings_text({key: fit[key] for key in stage['readout']})} "
                            f"{fit['validation_score']:.4f}" for fit in stage["readouts"])
-        kept = " ".join(f"{k}={v}" for k, v in stage["readout"].items())
+        kept = settings_text(stage["readout"])
         rows.append(f"| head on the frozen backbone's features: chosen on validation | {kept} (of {fitted}) |")
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")

@@ -31,6 +31,7 @@ from transformers import DataCollatorWithPadding, EvalPrediction
 from ..inference.reading import DEFAULT_THRESHOLD
 from ..metrics import compute_metrics_fn, correct_decisions, score_name
 from ..saving.run_folder import RunDiverged
+from ..utils.parsing import settings_text
 from ..utils.rules import NON_NEGATIVE_INTEGER
 from ..utils.threads import one_thread_each, per_thread, reading_workers, small_op_phase
 
@@ -210,12 +211,20 @@ def _fit_head(model, family, head_parameters, train, validation, epochs, learnin
     return report, calibrated_state
 
 
-def head_parameter_names(model, plan):
-    """The names of the parameters the head stage trains: those outside the base model (the head, whichever readout
-    it now is) and the plan's others (a family's `new_with_backbone`)."""
+def new_parameter_names(model, family=None):
+    """The parameters a pretrained backbone does not supply: those outside `model.base_model` (its head, which is
+    what Transformers leaves newly initialised when a base checkpoint loads into a head model) and, inside it, those
+    under the family's `new_with_backbone` prefixes (the elementwise byte and focus embeddings)."""
     base = model.base_model_prefix + "."
-    given = set(plan.head_parameters)
-    return tuple(name for name, _ in model.named_parameters() if not name.startswith(base) or name in given)
+    extra = family.new_with_backbone if family is not None else ()
+    return [name for name, _ in model.named_parameters() if not name.startswith(base) or name.startswith(extra)]
+
+
+def head_parameter_names(model, plan):
+    """The names of the parameters the head stage trains: the new ones (`new_parameter_names`: the head, whichever
+    readout it now is) and the plan's others (a family's `new_with_backbone`)."""
+    names = set(new_parameter_names(model)) | set(plan.head_parameters)
+    return tuple(name for name, _ in model.named_parameters() if name in names)
 
 
 def fit_readouts(model, plan, train, validation, epochs):
@@ -242,18 +251,18 @@ def fit_readouts(model, plan, train, validation, epochs):
             set_seed(plan.seed)
             plan.family.set_readout(model, changes)
         settings = {key: getattr(model.config, key) for choice in choices for key in choice}
-        names = head_parameter_names(model, plan) if changes else plan.head_parameters
+        names = set(head_parameter_names(model, plan) if changes else plan.head_parameters)
         report, calibrated = fit(names)
         score = report[f"validation_{score_name(plan.multi_label)}"]
-        size = sum(p.numel() for name, p in model.named_parameters() if name in set(names))
+        size = sum(p.numel() for name, p in model.named_parameters() if name in names)
         fitted.append((score, -size, -order, settings, model.head, report, calibrated))
     score, _, _, settings, head, report, calibrated = max(fitted, key=lambda fit: fit[:3])
     plan.family.set_readout(model, settings, head)
     report = {**report, "readout": settings,
               "readouts": [{**fit[3], "validation_score": fit[0], "validation_loss": fit[5]["lowest_validation_loss"],
                             "head_parameters": -fit[1]} for fit in fitted]}
-    logger.info("The head stage keeps the head of %s: validation %.4f (%s).", settings, score,
-                ", ".join(f"{fit[3]}: {fit[0]:.4f}, {-fit[1]} parameters" for fit in fitted))
+    logger.info("The head stage keeps the head of %s: validation %.4f (%s).", settings_text(settings), score,
+                ", ".join(f"{settings_text(fit[3])}: {fit[0]:.4f}, {-fit[1]} parameters" for fit in fitted))
     return report, calibrated
 
 
@@ -323,7 +332,7 @@ def freeze_backbone(model, head_parameters):
 
 
 __all__ = ["FitPlan", "HeadStage", "cached_features", "cached_split", "fit_head", "fit_readouts", "freeze_backbone",
-           "head_parameter_names", "keep_the_better", "labels_of", "state_copy", "WarmStart"]
+           "head_parameter_names", "keep_the_better", "labels_of", "new_parameter_names", "state_copy", "WarmStart"]
 
 
 @dataclass(frozen=True)

@@ -98,15 +98,6 @@ def check_trainer_arguments(args):
             raise ValueError(f"--report_to {name}: {' '.join(str(error).split())}") from None
 
 
-def new_parameter_names(model, family=None):
-    """The parameters a pretrained backbone does not supply: those outside `model.base_model` (its head, which is
-    what Transformers leaves newly initialised when a base checkpoint loads into a head model) and, inside it, those
-    under the family's `new_with_backbone` prefixes (the elementwise byte and focus embeddings)."""
-    base = model.base_model_prefix + "."
-    extra = family.new_with_backbone if family is not None else ()
-    return [name for name, _ in model.named_parameters() if not name.startswith(base) or name.startswith(extra)]
-
-
 class HeadRateTrainer(Trainer):
     """A `Trainer` that stops on divergence and whose new parameters (`head_parameters`, names) learn at
     `head_learning_rate` while the pretrained ones keep `args.learning_rate`; the schedule scales both alike. A head

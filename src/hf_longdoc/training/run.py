@@ -23,7 +23,7 @@ from ..publishing.hub import make_model_card, public_name, push_to_hub
 from ..saving.run_folder import RunFolder
 from ..utils.distributed import on_main_then_share
 from .feasibility import check_fits, family_squares
-from .head_fitting import FitPlan
+from .head_fitting import FitPlan, new_parameter_names
 from .recipe import (
     OPTIMIZER_ARGUMENTS,
     TimeBudget,
@@ -31,7 +31,6 @@ from .recipe import (
     build_model,
     fit_model,
     fit_statistics,
-    new_parameter_names,
     training_arguments,
     without_prefix,
     wrap_backbone,

@@ -121,6 +121,12 @@ def parse_config_overrides(pairs):
     return overrides
 
 
+def settings_text(settings):
+    """`{"variant": "base", "hidden_size": 64}` -> `"variant=base hidden_size=64"`: settings as `--config` takes
+    them, for a log, a model card or a CSV cell."""
+    return " ".join(f"{key}={value}" for key, value in settings.items())
+
+
 def per_model_overrides(pairs):
     """`["slstm.hidden_size=64"]` -> `{"slstm": {"hidden_size": 64}}`."""
     per_model = {}
