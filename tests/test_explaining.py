@@ -123,6 +123,19 @@ def test_passages_are_the_whole_sentences_each_segment_holds(segment_lm):
     torch.testing.assert_close(logits, out.logits, rtol=0, atol=0)
 
 
+def test_the_base_variants_passage_is_segment_one_at_weight_one(saved_bert):
+    """Eq. 1: the classifier reads z_1 alone, so segment 1's sentences are all of the weight and nothing else is."""
+    model, tokenizer = _segment_lm(saved_bert, variant="base")
+    _, evidence = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
+    batch, offsets, _ = _plain_forward(model, tokenizer, DOCUMENTS)
+    segment = segment_of_positions(batch["input_ids"], batch["attention_mask"], NUM_SEGMENTS, SEGMENT_LENGTH,
+                                   model.config.cls_token_id, model.config.sep_token_id)
+    for row, (document, passages) in enumerate(zip(DOCUMENTS, evidence)):
+        expected = _expected_passages(document, offsets[row], segment[row], torch.ones(1))
+        assert {(p["start"], p["end"]): p["weight"] for p in passages} == expected and len(expected) == 1
+        assert all(document[p["start"]:p["end"]] == p["text"] for p in passages)
+
+
 def test_k_keeps_the_best_and_never_more_than_the_passages(segment_lm):
     model, tokenizer = segment_lm
     _, everything = explain(model, tokenizer, DOCUMENTS, k=NUM_SEGMENTS, max_length=None)
@@ -165,6 +178,7 @@ def test_families_and_variants_without_weights_are_refused(saved_bert, segment_l
 
     check_explainable(segment_lm[0])
     check_explainable(_segment_lm(saved_bert, variant="att_ablated")[0])
+    check_explainable(_segment_lm(saved_bert, variant="base")[0])
     with pytest.raises(ValueError, match=r"slstm family .*cannot be explained.*segment_lm"):
         check_explainable(SLSTMForSequenceClassification(SLSTMConfig(vocab_size=50, hidden_size=8,
                                                                      num_hidden_layers=1)))

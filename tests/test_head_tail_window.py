@@ -231,6 +231,34 @@ def test_explain_gives_the_window_as_its_head_and_tail_in_whole_sentences(saved_
         assert passage["text"].startswith(tuple(SENTENCES)) and passage["text"].endswith(".")  # whole sentences
 
 
+def sentences_held(document, start, end):
+    """The characters [start, end) widened or trimmed to the sentences of `document` (SENTENCES joined by spaces) at
+    least half inside them: the rule `--explain` shows a passage by."""
+    spans, first = [], 0
+    for sentence in document.split(". "):
+        length = len(sentence.rstrip(".")) + 1
+        spans.append((first, first + length))
+        first += length + 1
+    held = [(s, e) for s, e in spans if 2 * max(0, min(end, e) - max(start, s)) >= e - s]
+    return held[0][0], held[-1][1]
+
+
+def test_explain_gives_the_base_variants_window_whole_at_weight_one(saved_window_model):
+    """Eq. 1 reads z_1 alone: with z_1 the window, the evidence is the window's head and tail, all of the weight."""
+    tokenizer = AutoTokenizer.from_pretrained(saved_window_model)
+    model = AutoModelForSequenceClassification.from_pretrained(saved_window_model).eval()
+    FAMILIES["segment_lm"].set_readout(model, {"variant": "base"})  # as the head stage keeps a chosen head
+    _, evidence = explain(model, tokenizer, [LONG], k=50, max_length=None)
+    offsets = tokenizer(LONG, truncation=True, return_offsets_mapping=True)["offset_mapping"][1:-1]  # the ids read
+    length, head = model.config.first_segment_length, model.config.first_segment_head
+    tail = offsets[-(length - 2 - head):]
+    expected = {sentences_held(LONG, offsets[0][0], offsets[head - 1][1]): 1.0,
+                sentences_held(LONG, tail[0][0], tail[-1][1]): 1.0}
+    assert {(p["start"], p["end"]): p["weight"] for p in evidence[0]} == expected
+    assert all(LONG[p["start"]:p["end"]] == p["text"] for p in evidence[0])
+    assert evidence[0][0]["start"] == 0 and evidence[0][-1]["end"] < len(LONG)  # the tail of what was read
+
+
 def test_a_model_saved_before_the_setting_reads_segment_one_as_before():
     config = SegmentLMConfig(num_segments=4, segment_length=16)
     saved = config.to_dict()

@@ -29,15 +29,15 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def segment_base(tmp_path_factory):
-    """A tiny segment LM of `variant="base"`: no attention over segments, so nothing to explain with."""
+def segment_cat(tmp_path_factory):
+    """A tiny segment LM of `variant="cat"` (Eq. 2): no weight per segment, so nothing to explain with."""
     documents = ["The club won the cup final. The minister spoke. Shares fell on Monday."] * 10
     tokenizer = fit_wordpiece_tokenizer(documents, vocab_size=120, model_max_length=64)
     backbone = save_tiny_bert(tmp_path_factory.mktemp("backbone"), tokenizer, max_positions=64)
     model, saved_tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=2,
-                                                                  segment_length=24, variant="base")
+                                                                  segment_length=24, variant="cat")
     saved_tokenizer.model_max_length = FAMILIES["segment_lm"].reading_length(model.config)
-    folder = str(tmp_path_factory.mktemp("base"))
+    folder = str(tmp_path_factory.mktemp("cat"))
     model.save_pretrained(folder)
     saved_tokenizer.save_pretrained(folder)
     return folder
@@ -95,14 +95,14 @@ def test_top_k_is_best_first_everywhere(model_dir, tmp_path):
         assert best_first(values) == list(range(len(values)))
 
 
-def test_a_model_that_cannot_explain_says_so_in_the_same_words_everywhere(segment_base, tmp_path):
-    reason = explain_refusal(load_reader(segment_base, ReadSettings()).model)
-    assert reason and "variant 'base'" in reason
+def test_a_model_that_cannot_explain_says_so_in_the_same_words_everywhere(segment_cat, tmp_path):
+    reason = explain_refusal(load_reader(segment_cat, ReadSettings()).model)
+    assert reason and "variant 'cat'" in reason
     dataset = datasets.Dataset.from_dict({"text": ["The club won the cup final."]})
     with pytest.raises(ValueError) as refused:
-        hf_longdoc.predict(segment_base, dataset, explain=2)
+        hf_longdoc.predict(segment_cat, dataset, explain=2)
     assert reason in str(refused.value)
-    with TestClient(create_app(segment_base)) as client:
+    with TestClient(create_app(segment_cat)) as client:
         info = client.get("/info").json()
         answer = client.post("/classify", json={"inputs": "The club won the cup final.", "explain": 2})
     assert info["explainable"] is False and info["explain_refusal"] == reason

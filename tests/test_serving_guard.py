@@ -213,12 +213,12 @@ def test_health_is_503_once_nothing_can_be_answered(model_dir):
 # -- explain asked of the model and of the server's settings -----------------------------------------------------------
 @pytest.fixture(scope="module")
 def segment_models(tmp_path_factory):
-    """Two tiny segment LMs: `variant="base"` (no attention over segments) and the sentence-packing `att`."""
+    """Two tiny segment LMs: `variant="cat"` (Eq. 2: no weight per segment) and the sentence-packing `att`."""
     documents = ["The club won the cup final. The minister spoke. Shares fell on Monday."] * 10
     tokenizer = fit_wordpiece_tokenizer(documents, vocab_size=120, model_max_length=64)
     backbone = save_tiny_bert(tmp_path_factory.mktemp("backbone"), tokenizer, max_positions=64)
     folders = {}
-    for name, settings in (("base", dict(variant="base")), ("packed", dict(sentence_packing=True))):
+    for name, settings in (("cat", dict(variant="cat")), ("packed", dict(sentence_packing=True))):
         model, saved_tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=2,
                                                                       segment_length=24, **settings)
         saved_tokenizer.model_max_length = FAMILIES["segment_lm"].reading_length(model.config)
@@ -229,7 +229,7 @@ def segment_models(tmp_path_factory):
 
 
 def test_a_model_that_cannot_explain_says_why_on_info_and_classify(segment_models, model_dir):
-    for app, reason in ((create_app(segment_models["base"]), "variant 'base'"),
+    for app, reason in ((create_app(segment_models["cat"]), "variant 'cat'"),
                         (create_app(model_dir, long="chunks"), "--long chunks")):
         with TestClient(app) as client:
             info = client.get("/info").json()

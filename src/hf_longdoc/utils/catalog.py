@@ -47,7 +47,8 @@ EVIDENCE_WEIGHTS = {
                           "PMI: the PMI of its pairs), computed before the model reads the document: it says which "
                           "words every position attends to, not how much each moved this label"),
     "segment_lm": ("a segment's attention weight α (Eq. 4), the share of the segment in the document vector the "
-                   "classifier reads; the weights of the segments read sum to 1"),
+                   "classifier reads; the weights of the segments read sum to 1 (the `base` variant reads segment 1, "
+                   "or the head + tail window, alone: weight 1)"),
 }
 
 

@@ -135,13 +135,17 @@ class SegmentLMFamily(Family):
     def evidence(self, model, outputs, input_ids, attention_mask):
         """Each present segment as a passage (its first to its last document token) weighed by its α of Eq. 4,
         exactly the α the forward returned (`outputs.attentions[0]`, (b, m)). With `first_segment="head_tail"`, α_1
-        weighs the head + tail window: its head and its tail are two passages at α_1."""
-        (alpha,) = outputs.attentions
+        weighs the head + tail window: its head and its tail are two passages at α_1. The `base` variant's
+        classifier reads z_1 alone (Eq. 1): segment 1 (or the window) is the whole document vector, weight 1, and
+        no other segment is a passage."""
         config = model.config
         segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
                                        config.cls_token_id, config.sep_token_id, config.pad_token_id,
                                        config.sentence_packing).cpu()  # (b, n)
-        alpha = alpha.float().cpu()
+        if config.variant == "base":
+            alpha = torch.ones(len(segment), 1)  # (b, 1): z_1's share of what the classifier reads
+        else:
+            alpha = outputs.attentions[0].float().cpu()
         window = (head_tail_parts(segment, config.first_segment_length, config.first_segment_head)
                   if config.first_segment == "head_tail" else None)
         passages = []
@@ -158,10 +162,11 @@ class SegmentLMFamily(Family):
         return passages
 
     def evidence_refusal(self, config):
-        if config.variant in ("att", "att_ablated"):
+        if config.variant in ("att", "att_ablated", "base"):
             return None
-        return (f"the segment LM variant {config.variant!r} has no attention over segments (α of Eq. 4 exists in "
-                "the variants 'att' and 'att_ablated'); train `--model segment_lm:att` to explain its labels")
+        return (f"the segment LM variant {config.variant!r} has no weight per segment (α of Eq. 4 exists in the "
+                "variants 'att' and 'att_ablated', and 'base' reads segment 1 alone); train `--model segment_lm:att` "
+                "to explain its labels")
 
 
 register_family(SegmentLMFamily())
