@@ -539,6 +539,35 @@ def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_ke
     assert classifier("markets rallied as the bank held rates " * 30)[0]["label"].startswith("topic_")
 
 
+def test_resume_rebuilds_the_head_the_interrupted_run_kept(pretrained, tmp_path):
+    """A run whose head stage kept `base` checkpointed a `base` head: the same command with --resume builds that
+    head (Trainer then loads its weights), where another variant would still be refused by name."""
+    from hf_longdoc.training.run import check_resume_matches, resume_readout
+
+    family = FAMILIES["segment_lm"]
+
+    def built():
+        return build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False,
+                                   {"variant_candidates": "att,base"}, max_length=200)[0]
+
+    interrupted = built()
+    family.set_readout(interrupted, {"variant": "base"})
+    interrupted.save_pretrained(tmp_path)
+    resumed = built()
+    assert resumed.config.variant == "att"
+    resume_readout(family, resumed, str(tmp_path))
+    check_resume_matches(str(tmp_path), resumed.config)
+    assert resumed.config.variant == "base"
+    assert resumed.head.state_dict().keys() == interrupted.head.state_dict().keys()
+    resumed.load_state_dict(interrupted.state_dict())  # the checkpoint's weights fit the head built
+    interrupted.config.variant = "rnn"  # not a candidate: no head is swapped, and the check names the difference
+    interrupted.config.save_pretrained(tmp_path)
+    other = built()
+    resume_readout(family, other, str(tmp_path))
+    with pytest.raises(ValueError, match="variant: 'rnn' there, 'att' here"):
+        check_resume_matches(str(tmp_path), other.config)
+
+
 def test_variant_candidates_are_checked():
     from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
 

@@ -22,6 +22,7 @@ from ..metrics import score_name
 from ..publishing.hub import make_model_card, public_name, push_to_hub
 from ..saving.run_folder import RunFolder
 from ..utils.distributed import on_main_then_share
+from ..utils.parsing import settings_text
 from .feasibility import check_fits, family_squares
 from .head_fitting import FitPlan, new_parameter_names
 from .recipe import (
@@ -144,6 +145,7 @@ def build_run_model(run, task, checkpoint=None):
     if model is None:
         model = build_model(family, tokenizer, task.label_names, task.multi_label, run.config_overrides, run.init_from)
     if checkpoint is not None:
+        resume_readout(family, model, checkpoint)
         check_resume_matches(checkpoint, model.config)
     length = reading_length(model.config, run.max_length)
     if (run.max_length is not None and length is not None and length < run.max_length and not run.pretrained
@@ -233,6 +235,18 @@ def fine_tuning_run(trainer, run):
 RESUME_IGNORED = {"transformers_version", "architectures", "auto_map", "_name_or_path", "dtype", "torch_dtype",
                   "return_dict", "output_hidden_states", "output_attentions", "use_cache", "id2label", "label2id",
                   "max_input_length"}  # the run's reading length: set after the model is built
+
+
+def resume_readout(family, model, checkpoint):
+    """Put in `model` the head the interrupted run's head stage kept, when it chose another of the family's
+    `readout_choices` (e.g. `variant_candidates`) than the one configured: the checkpoint's weights are that head's,
+    and the resumed run goes on fine-tuning it."""
+    saved = AutoConfig.from_pretrained(checkpoint)
+    for changes in family.readout_choices(model.config):
+        if all(getattr(saved, key, None) == value for key, value in changes.items()):
+            family.set_readout(model, changes)
+            logger.info("Resuming with the head the interrupted run's head stage kept (%s).", settings_text(changes))
+            return
 
 
 def check_resume_matches(checkpoint, config):
