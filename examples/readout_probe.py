@@ -75,21 +75,22 @@ def encode_mode(documents, label_names, backbone, mode, batch_size):
 
 
 def fit_variant(model, family, variant, features, labels, rows, seed, learning_rate):
-    """(validation, test) accuracy of the head `variant` fitted on the training rows' cache."""
+    """(validation, test) accuracy of the head `variant` fitted on the training rows' cache, and its lowest
+    validation loss."""
     model.config.variant = variant
     set_seed(seed)
     model.head = type(model.head)(model.config)  # a fresh head of this variant, drawn as `train --seed` draws it
     model.head.apply(model._init_weights)
     part = {split: ([feature[index] for feature in features], labels[index]) for split, index in rows.items()}
-    fit_head(model, family, new_parameter_names(model, family), part["train"], part["validation"],
-             learning_rate=learning_rate, seed=seed)
+    report, _ = fit_head(model, family, new_parameter_names(model, family), part["train"], part["validation"],
+                         learning_rate=learning_rate, seed=seed)
     model.eval()
     scores = []
     for split in ("validation", "test"):
         with torch.no_grad():
             logits = family.head_logits(model, *part[split][0])
         scores.append((logits.argmax(-1) == part[split][1]).float().mean().item())
-    return scores
+    return [*scores, report["lowest_validation_loss"]]
 
 
 @torch.no_grad()
@@ -139,6 +140,26 @@ def saved_features(folder, mode):
         return None
     tensors = load_file(str(path))
     return [tensors["z"], tensors["present"].bool()]
+
+
+def save_head_tail(folder, vectors):
+    """The frozen head + tail window's vectors (documents, d) as FOLDER/head-tail.safetensors."""
+    from pathlib import Path
+
+    from safetensors.numpy import save_file
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    save_file({"vectors": np.ascontiguousarray(vectors)}, str(Path(folder) / "head-tail.safetensors"))
+
+
+def saved_head_tail(folder):
+    """What `save_head_tail` wrote into `folder`, or None."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+
+    path = Path(folder or "") / "head-tail.safetensors"
+    return load_file(str(path))["vectors"] if folder and path.exists() else None
 
 
 def pooled_readouts(features, labels, rows, last=16):
@@ -207,7 +228,11 @@ def main(argv=None):
     print(json.dumps(printed[-1]), flush=True)
     vectors = None
     if not args.no_head_tail or args.head_tail_first_segment:
-        vectors = head_tail_vectors(documents, args.backbone, args.batch_size)
+        vectors = saved_head_tail(args.save_features)
+        if vectors is None:
+            vectors = head_tail_vectors(documents, args.backbone, args.batch_size)
+            if args.save_features:
+                save_head_tail(args.save_features, vectors)
     if not args.no_head_tail:
         scores = []
         for seed in SPLIT_SEEDS:
@@ -244,7 +269,8 @@ def main(argv=None):
                                        args.head_learning_rate) for seed in SPLIT_SEEDS]
                 printed.append({**layout, **about, "variant": variant, "first_segment": first,
                                 "validation": summary([r[0] for r in results]),
-                                "test": summary([r[1] for r in results])})
+                                "test": summary([r[1] for r in results]),
+                                "validation_loss": summary([r[2] for r in results])})
                 print(json.dumps(printed[-1]), flush=True)
     return printed
 
