@@ -478,8 +478,9 @@ def test_the_head_stage_stops_its_epochs_at_the_deadline(pretrained, caplog):
 
 
 def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeypatch):
-    """`variant_candidates`: every head is fitted on the same cache; the best validation score wins, a tie goes to
-    the head of fewer parameters (then the configured variant); the kept head is the very module that was fitted."""
+    """`variant_candidates`: every head is fitted on the same cache; the best score over the folds wins (not the
+    validation split's), a tie goes to the head of fewer parameters (then the configured variant); the kept head is
+    the very module that was fitted."""
     from hf_longdoc.training import head_fitting
 
     model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False,
@@ -487,8 +488,11 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     family = FAMILIES["segment_lm"]
     plan = FitPlan(SimpleNamespace(per_device_train_batch_size=4, seed=3, bf16=False, fp16=False), family=family,
                    head_parameters=tuple(new_parameter_names(model, family)))
-    outcomes = {"att": (0.75, 0.50), "base": (0.875, 0.40), "rnn": (0.875, 0.30)}
+    outcomes = {"att": (0.75, 0.95), "base": (0.875, 0.40), "rnn": (0.875, 0.30)}  # (over the folds, validation)
     fitted = {}
+
+    def fake_folds(model, plan, names, *args):
+        return outcomes[model.config.variant][0]
 
     def fake_fit(model, family, names, *args, **kwargs):
         variant = model.config.variant
@@ -496,16 +500,18 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
         in_head = {f"head.{name}" for name, _ in model.head.named_parameters()}
         assert {name for name in names if name.startswith("head.")} == in_head
         fitted[variant] = model.head
-        score, loss = outcomes[variant]
-        return {"validation_accuracy": score, "lowest_validation_loss": loss, "epochs_run": 1, "best_epoch": 1,
+        return {"validation_accuracy": outcomes[variant][1], "lowest_validation_loss": 0.5, "epochs_run": 1,
+                "best_epoch": 1,
                 "lowest_validation_loss_epoch": 1}, {name: None for name in names}
 
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
+    monkeypatch.setattr(head_fitting, "cross_validated_score", fake_folds)
     report, calibrated = head_fitting.fit_readouts(model, plan, None, None, 5)
     assert list(fitted) == ["att", "base", "rnn"]
     assert model.config.variant == "base" and model.head is fitted["base"]  # .875 twice: the smaller head
     assert report["readout"] == {"variant": "base"} and [fit["variant"] for fit in report["readouts"]] == list(fitted)
-    assert [fit["validation_score"] for fit in report["readouts"]] == [0.75, 0.875, 0.875]
+    assert [fit["cross_validated_score"] for fit in report["readouts"]] == [0.75, 0.875, 0.875]
+    assert [fit["validation_score"] for fit in report["readouts"]] == [0.95, 0.40, 0.30]
     sizes = [fit["head_parameters"] for fit in report["readouts"]]
     assert sizes[1] < sizes[2] < sizes[0] and sizes[1] == sum(p.numel() for p in fitted["base"].parameters())
     assert set(calibrated) == set(head_fitting.head_parameter_names(model, plan))
@@ -514,6 +520,46 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     family.set_readout(model, {"variant": "att"})
     report, _ = head_fitting.fit_readouts(model, plan, None, None, 5)
     assert model.config.variant == "att" and model.head is fitted["att"] and report["readout"] == {"variant": "att"}
+
+
+def test_the_choice_scores_each_fold_by_a_head_that_never_saw_it(pretrained, monkeypatch):
+    """`cross_validated_score`: the training and validation documents together in `CHOICE_FOLDS` folds; each fold
+    scored by the head fitted on the others (stopped on an eighth of them), from the same starting head, which is
+    left as it came."""
+    from hf_longdoc.training import head_fitting
+
+    model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False, {}, max_length=200)
+    family = FAMILIES["segment_lm"]
+    plan = FitPlan(SimpleNamespace(per_device_train_batch_size=4, seed=3, bf16=False, fp16=False), family=family,
+                   head_parameters=tuple(new_parameter_names(model, family)))
+    documents = torch.arange(50.0)  # a document's features say which document it is
+    train = ([documents[:40, None]], torch.zeros(40, dtype=torch.long))
+    validation = ([documents[40:, None]], torch.zeros(10, dtype=torch.long))
+    names = set(plan.head_parameters)
+    start = {name: p.detach().clone() for name, p in model.named_parameters() if name in names}
+    fits, folds = [], []
+
+    def fake_fit(model, family, names, fit_split, stop_split, *args, **kwargs):
+        head = {name: p for name, p in model.named_parameters() if name in names}
+        assert all(torch.equal(head[name], start[name]) for name in head)  # each fold from the same head
+        fits.append((set(fit_split[0][0].flatten().tolist()), set(stop_split[0][0].flatten().tolist())))
+        with torch.no_grad():
+            next(iter(head.values())).add_(1.0)  # the fit moves the head
+        return {}, {}
+
+    def fake_score(model, family, features, labels, *args):
+        folds.append(set(features[0].flatten().tolist()))
+        return len(folds) / 10
+
+    monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
+    monkeypatch.setattr(head_fitting, "split_score", fake_score)
+    score = head_fitting.cross_validated_score(model, plan, names, train, validation, 5)
+    assert len(folds) == head_fitting.CHOICE_FOLDS and score == pytest.approx(sum(range(1, 6)) / 50)
+    assert set().union(*folds) == set(range(50)) and sum(len(fold) for fold in folds) == 50  # a partition
+    for fold, (fitted, stopped) in zip(folds, fits):
+        assert fitted | stopped == set(range(50)) - fold and not fitted & stopped
+        assert len(stopped) == len(fitted | stopped) // 8
+    assert all(torch.equal(p, start[name]) for name, p in model.named_parameters() if name in names)
 
 
 def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_kept(pretrained, tmp_path):
@@ -525,14 +571,14 @@ def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_ke
     metrics = json.loads((output / "metrics.json").read_text())
     stage = metrics["head_stage"]
     assert [fit["variant"] for fit in stage["readouts"]] == ["att", "base"]
-    best = max(fit["validation_score"] for fit in stage["readouts"])
+    best = max(fit["cross_validated_score"] for fit in stage["readouts"])
     chosen = stage["readout"]["variant"]
-    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen)["validation_score"] == best
+    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen)["cross_validated_score"] == best
     config = json.loads((output / "config.json").read_text())
     assert config["variant"] == chosen and config["variant_candidates"] == ["att", "base"]
-    fitted = ", ".join(f"variant={fit['variant']} {fit['validation_score']:.4f}" for fit in stage["readouts"])
-    assert f"| head on the frozen backbone's features: chosen on validation | variant={chosen} (of {fitted}) |" in \
-        str(make_model_card(str(output)))
+    fitted = ", ".join(f"variant={fit['variant']} {fit['cross_validated_score']:.4f}" for fit in stage["readouts"])
+    assert (f"| head on the frozen backbone's features: chosen over folds of the training and validation documents "
+            f"| variant={chosen} (of {fitted}) |") in str(make_model_card(str(output)))
     reloaded = AutoModelForSequenceClassification.from_pretrained(output)
     assert reloaded.config.variant == chosen and reloaded.head.config.variant == chosen
     classifier = pipeline("text-classification", model=str(output))

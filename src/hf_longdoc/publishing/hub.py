@@ -329,9 +329,11 @@ def _head_stage_rows(stage):
                                         "start on validation") + paired_counts(stage) + " |"]
     if stage.get("readouts"):  # several heads fitted on the same features, the best on validation kept
         fitted = ", ".join(f"{settings_text({key: fit[key] for key in stage['readout']})} "
-                           f"{fit['validation_score']:.4f}" for fit in stage["readouts"])
+                           f"{fit.get('cross_validated_score', fit['validation_score']):.4f}"
+                           for fit in stage["readouts"])
         kept = settings_text(stage["readout"])
-        rows.append(f"| head on the frozen backbone's features: chosen on validation | {kept} (of {fitted}) |")
+        rows.append(f"| head on the frozen backbone's features: chosen over folds of the training and validation "
+                    f"documents | {kept} (of {fitted}) |")
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows
