@@ -490,7 +490,7 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
     budget cut it there; the head stage's when only the head trained), `planned_epochs`, `steps` (optimizer steps),
     `cut_by_time_budget`, and the batch per process and per optimizer step (per process x processes x gradient
     accumulation: under torchrun each process reads `batch_size` documents a step); `readout`, the head the head
-    stage chose on validation, where it chose one."""
+    stage chose over its folds, where it chose one."""
     state, args = trainer.state, plan.args
     if plan.stage.trains_end_to_end:
         epochs, steps = round(state.epoch or 0.0, 4), state.global_step
@@ -503,7 +503,7 @@ def what_ran(trainer, plan, head_report, budget, planned_epochs):
     ran = {"epochs": epochs, "planned_epochs": planned_epochs, "steps": steps, "cut_by_time_budget": bool(cut),
            "batch_per_process": batch["per_process"], "processes": batch["processes"],
            "gradient_accumulation": batch["gradient_accumulation"], "batch_per_step": batch["per_optimizer_step"]}
-    if head_report and "readout" in head_report:  # the head the stage chose on validation (`variant_candidates`)
+    if head_report and "readout" in head_report:  # the head the stage chose over its folds (`variant_candidates`)
         ran["readout"] = settings_text(head_report["readout"])
     return ran
 

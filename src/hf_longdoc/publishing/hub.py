@@ -327,7 +327,7 @@ def _head_stage_rows(stage):
                 "| weights saved | " + ("the warm start: fine-tuning ended clearly below it on validation"
                                         if stage["kept"] else "the fine-tuned model, not clearly below the warm "
                                         "start on validation") + paired_counts(stage) + " |"]
-    if stage.get("readouts"):  # several heads fitted on the same features, the best on validation kept
+    if stage.get("readouts"):  # several heads fitted on the same features, the best over the folds kept
         fitted = ", ".join(f"{settings_text({key: fit[key] for key in stage['readout']})} "
                            f"{fit.get('cross_validated_score', fit['validation_score']):.4f}"
                            for fit in stage["readouts"])

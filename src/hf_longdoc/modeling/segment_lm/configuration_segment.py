@@ -135,10 +135,11 @@ class SegmentLMConfig(PretrainedConfig):
             (head + tail's), in that proportion of a shorter W.
         variant_candidates (`list[str]`, *optional*):
             Head variants that training's head stage fits on the same cached frozen features besides `variant` (a
-            list, or one comma-separated string: `"att,base"`); the one of the best validation score is kept and
-            `variant` is set to it (ties: the head of fewer parameters, then `variant`, then the order given). With
-            `first_segment="head_tail"`, `base` (Eq. 1: the classifier on z_1 alone) is head + tail read with full
-            attention, and `att` (Eq. 3-5) the segments with it: the validation split says which the documents need.
+            list, or one comma-separated string: `"att,base"`); the one of the best score over 5 folds of the
+            training and validation documents together is kept and `variant` is set to it (ties: the head of fewer
+            parameters, then `variant`, then the order given). With `first_segment="head_tail"`, `base` (Eq. 1: the
+            classifier on z_1 alone) is head + tail read with full attention, and `att` (Eq. 3-5) the segments with
+            it: the folds say which the documents need.
             Not read at inference. None: `variant` alone.
         first_segment_dropout (`bool`, defaults to `False`):
             Whether the head + tail window's pass keeps the backbone's dropout in training. `False`: it runs in
