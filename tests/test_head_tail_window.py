@@ -60,6 +60,65 @@ def test_the_window_holds_the_first_and_last_document_ids_the_segments_read(toke
     assert not (in_head & in_tail).any()
 
 
+def reference_kept(ids, limit, width, tail, pad):
+    """What a reading of `limit` keeps of a document's ids with the window's `tail`, by search over every cut: the
+    first `head` and the ids from `start` on, both multiples of `width` (whole segments of the document's own), at
+    most `limit` ids, at least `tail` non-[PAD] ids from `start` on; the latest such `start`, then the longest head."""
+    if len(ids) <= limit:
+        return list(ids)
+    cuts = [(start, head) for start in range(0, len(ids), width) for head in range(width, start + 1, width)
+            if head + len(ids) - start <= limit and sum(t != pad for t in ids[start:]) >= tail]
+    if not cuts:  # the tail alone fills the reading: the last whole segments that fit
+        return ids[min(start for start in range(0, len(ids) + width, width) if len(ids) - start <= limit):]
+    start, head = max(cuts)
+    return ids[:head] + ids[start:]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_cut_document_keeps_its_first_segments_and_the_last_that_hold_its_tail(seed):
+    from hf_longdoc.modeling.segment_lm.modeling_segment import kept_positions
+
+    generator = torch.Generator().manual_seed(seed)
+    width = int(torch.randint(3, 9, (1,), generator=generator))
+    n, limit = (int(v) for v in torch.randint(1, 90, (2,), generator=generator))
+    tail = int(torch.randint(0, limit + 1, (1,), generator=generator))
+    ids = torch.randint(1, 20, (n,), generator=generator).tolist()
+    if seed % 2:  # a packed layout's [PAD] fill (id 0) inside
+        ids = [0 if (i % width) > width - 3 else t for i, t in enumerate(ids)]
+    kept = [ids[p] for p in kept_positions(ids, limit, width, tail, 0)]
+    expected = reference_kept(ids, limit, width, tail, 0) if tail else ids[:limit]
+    assert kept == expected and len(kept) <= max(limit, 0)
+
+
+def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_window_model):
+    """Train's tokenizer (truncation=True) keeps a cut document's first segments and the last ones, which hold its
+    last T ids; the model given the whole text cuts it alike; the window's tail is the document's own last T ids."""
+    tokenizer = AutoTokenizer.from_pretrained(saved_window_model)
+    model = AutoModelForSequenceClassification.from_pretrained(saved_window_model).eval()
+    config = model.config
+    whole = tokenizer(LONG)["input_ids"]
+    cut = tokenizer(LONG, truncation=True)["input_ids"]
+    tail = config.first_segment_length - 2 - config.first_segment_head
+    assert tokenizer.kept_tail == tail and len(whole) > tokenizer.model_max_length >= len(cut)
+    assert cut == whole[:1] + reference_kept(whole[1:-1], tokenizer.model_max_length - 2, config.segment_length - 2,
+                                             tail, tokenizer.pad_token_id) + whole[-1:]
+    segments, mask, _ = model.segment_lm.segments(torch.tensor([whole]), None)
+    window, window_mask = model.segment_lm.first_window(segments, mask)
+    assert window[0][window_mask[0]].tolist()[-tail - 1:-1] == whole[-tail - 1:-1]  # the document's last T ids
+    with torch.no_grad():
+        read_whole = model(input_ids=torch.tensor([whole])).logits
+        read_cut = model(input_ids=torch.tensor([cut])).logits
+    torch.testing.assert_close(read_whole, read_cut)
+    config.max_input_length = 120  # as `train` records its --max-length: the model cuts there, as the tokenizer did
+    shorter = tokenizer(LONG, truncation=True, max_length=120)["input_ids"]
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=torch.tensor([whole])).logits,
+                                   model(input_ids=torch.tensor([shorter])).logits)
+    with TestClient(create_app(saved_window_model)) as client:
+        coverage = client.post("/classify", json={"inputs": [LONG]}).json()[0]["coverage"]
+    assert coverage["cut"] and coverage["part_read"] == "start and end"
+
+
 def tiny_config(**settings):
     return SegmentLMConfig(backbone_config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
                                             "num_attention_heads": 2, "intermediate_size": 64,
@@ -256,7 +315,7 @@ def test_explain_gives_the_base_variants_window_whole_at_weight_one(saved_window
                 sentences_held(LONG, tail[0][0], tail[-1][1]): 1.0}
     assert {(p["start"], p["end"]): p["weight"] for p in evidence[0]} == expected
     assert all(LONG[p["start"]:p["end"]] == p["text"] for p in evidence[0])
-    assert evidence[0][0]["start"] == 0 and evidence[0][-1]["end"] < len(LONG)  # the tail of what was read
+    assert evidence[0][0]["start"] == 0 and evidence[0][-1]["end"] == len(LONG)  # the document's own end
 
 
 def test_a_model_saved_before_the_setting_reads_segment_one_as_before():

@@ -252,7 +252,47 @@ def test_the_window_mask_is_built_once_per_forward_and_let_go_after_it(monkeypat
         model(input_ids, attention_mask=attention_mask)
         model(input_ids, attention_mask=attention_mask)
     assert len(built) == 2  # one per forward, for both layers
-    assert model.longformer.patterns.values == {} and model.longformer.patterns.key is None
+    patterns = model.longformer.patterns.local
+    assert patterns.values == {} and patterns.key is None
+
+
+def test_threads_forwarding_one_model_at_once_each_read_their_own_window_mask():
+    """`predict` and the head stage run forwards of one model on several threads (`concurrent_inference`): each
+    forward must read the masks built from its own batch. A cache shared by the threads handed one forward another's
+    mask, of another length (a shape error in CI, 20 of these 160 forwards with it), or wrong numbers. Threads switch
+    every microsecond here, so the interleavings that broke it come within the second the test takes."""
+    import sys
+    import threading
+
+    model = SparseLongformerForSequenceClassification(SparseLongformerConfig(
+        **{**TINY, "num_hidden_layers": 4}, num_labels=2, global_selector="cls", attention_backend="blocked")).eval()
+    batches = [_documents([8 * (k + 1) + 3, 5], seed=k) for k in range(6)]
+    with torch.no_grad():
+        alone = [model(ids, attention_mask=mask).logits for ids, mask in batches]
+    failures = []
+
+    def forwards(thread):
+        for step in range(40):
+            k = (thread + step) % len(batches)
+            try:
+                with torch.no_grad():
+                    logits = model(batches[k][0], attention_mask=batches[k][1]).logits
+                if not torch.allclose(logits, alone[k], atol=1e-5):
+                    failures.append(f"batch {k}: other logits")
+            except RuntimeError as error:
+                failures.append(f"batch {k}: {error}")
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=forwards, args=(thread,)) for thread in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failures, failures[:3]
 
 
 def test_attention_checkpointing_is_the_devices_choice_by_default(monkeypatch):

@@ -229,7 +229,11 @@ class Reader:
         layout's [PAD] fill excluded), how many of them were read, whether it was cut, which part was read (`all`, or
         a cut document's `start` or `end`), and the chunks it was read in (1 unless `long="chunks"`)."""
         cut = document["cut"] and self.truncates
-        part = ("start" if self.settings.truncation_side == "right" else "end") if cut else "all"
+        part = "all"
+        if cut and self.settings.truncation_side == "left":
+            part = "end"
+        elif cut:  # a tokenizer that keeps a cut document's end too (the head + tail window's) reads both ends
+            part = "start and end" if self.plan.kept_positions is not None else "start"
         return {"document_ids": document["text_ids"], "ids_read": document["text_ids_read"], "cut": cut,
                 "part_read": part, "chunks": len(document["chunks"])}
 

@@ -154,6 +154,7 @@ class ChunkPlan:
     content: int | None
     step: int | None
     unit: int = 1
+    kept_positions: object = None  # the tokenizer's own rule for what a cut document keeps, `kept_ids(ids, limit)`
 
     def chunks(self, ids):
         """The id sequences that read all of `ids`: chunks of `content` ids, `step` apart, the last ending at the
@@ -171,9 +172,13 @@ class ChunkPlan:
 
     def kept(self, ids, side="right"):
         """The part of `ids` that `truncated` reads. Its end starts at a multiple of `unit` ids (elementwise: v bytes
-        a material), so its positions group the ids as the whole document's do."""
+        a material), so its positions group the ids as the whole document's do. A tokenizer that cuts documents its
+        own way (`kept_positions`: the segment LM's head + tail window keeps a document's first and last segments)
+        decides the `"right"` side, as its `truncation=True` does."""
         if not self.is_cut(ids):
             return ids
+        if side == "right" and self.kept_positions is not None:
+            return [ids[position] for position in self.kept_positions(ids, self.content)]
         if side == "right":
             return ids[: self.content]
         return ids[-(-(len(ids) - self.content) // self.unit) * self.unit:]
@@ -206,7 +211,8 @@ def chunk_plan(config, tokenizer, chunk_length=None, stride=0):
     stride = stride // unit * unit
     if content is not None and stride >= content:
         raise ValueError(f"`stride` ({stride}) must be smaller than a chunk's {content} text ids; lower it.")
-    return ChunkPlan(prefix, suffix, content, content - stride if content is not None else None, unit)
+    kept_positions = tokenizer.kept_ids if getattr(tokenizer, "kept_tail", 0) else None
+    return ChunkPlan(prefix, suffix, content, content - stride if content is not None else None, unit, kept_positions)
 
 
 # -- scores and decisions ---------------------------------------------------------------------------------------------

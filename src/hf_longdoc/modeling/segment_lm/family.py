@@ -12,7 +12,7 @@ from ...utils.catalog import EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
 from .configuration_segment import SegmentLMConfig, segments_to_read
-from .modeling_segment import SegmentHead, SegmentLMForSequenceClassification, SegmentLMModel
+from .modeling_segment import SegmentHead, SegmentLMForSequenceClassification, SegmentLMModel, window_tail_length
 from .tokenization_segment import SegmentLMTokenizer
 
 
@@ -94,8 +94,13 @@ class SegmentLMFamily(Family):
         tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(path)
         model = SegmentLMForSequenceClassification.from_backbone_pretrained(path, tokenizer=tokenizer,
                                                                             max_length=max_length, **settings)
-        if model.config.sentence_packing:  # segments of whole sentences: the tokenizer lays the document out
-            tokenizer = SegmentLMTokenizer.from_backbone(tokenizer, model.config.segment_length, True)
+        config = model.config
+        # segments of whole sentences, or a head + tail window reading a cut document's true end: the tokenizer lays
+        # the document out and cuts it (`SegmentLMTokenizer.kept_ids`)
+        kept_tail = window_tail_length(config)
+        if config.sentence_packing or kept_tail:
+            tokenizer = SegmentLMTokenizer.from_backbone(tokenizer, config.segment_length, config.sentence_packing,
+                                                         kept_tail=kept_tail)
         return model, tokenizer  # a decoder's tokenizer has gained a classification token
 
     def backbone_refusal(self, backbone_config):

@@ -202,6 +202,76 @@ def cut_into_segments(input_ids, attention_mask, num_segments, segment_length, c
     return segments, mask & present[..., None], present
 
 
+# Copied from hf_longdoc.modeling.segment_lm.tokenization_segment.kept_positions
+def kept_positions(ids, limit, width, kept_tail, pad_id):
+    """The positions of `ids` (a document's ids in segments of `width`, no special ids) that a reading of `limit` ids
+    keeps: all when they fit; with `kept_tail` T, its first segments and its last ones, as many whole segments as fit,
+    the last ones from the latest segment start after which T document ids (ids other than `pad_id`, a layout's
+    fill) follow, so that every kept segment is one of the document's own and its last T ids are read (the segments
+    between are left out); a tail that fills the reading alone: the last whole segments that fit. T = 0: the first
+    `limit` ids, as truncation keeps them."""
+    if len(ids) <= limit:
+        return list(range(len(ids)))
+    if not kept_tail:
+        return list(range(limit))
+    tail, held = len(ids), 0  # the latest segment start with T document ids after it
+    for start in range((len(ids) - 1) // width * width, -1, -width):
+        held += sum(1 for token in ids[start: tail] if token != pad_id)
+        tail = start
+        if held >= kept_tail:
+            break
+    head = max(limit - (len(ids) - tail), 0) // width * width
+    if head == 0:
+        return list(range(-(-(len(ids) - limit) // width) * width, len(ids)))
+    return list(range(head)) + list(range(tail, len(ids)))  # head < tail: the document is longer than `limit`
+
+
+def window_tail_length(config):
+    """T, the document ids the head + tail window reads from the document's end (W - 2 - H); 0 without it."""
+    if config.first_segment != "head_tail":
+        return 0
+    return config.first_segment_length - 2 - config.first_segment_head
+
+
+def keep_first_and_last_segments(input_ids, attention_mask, config):
+    """(input_ids, attention_mask) of flat, right-padded documents (b, n) with each one longer than the model reads
+    cut as its tokenizer's `truncation=True` cuts it when z_1 is the head + tail window (`SegmentLMTokenizer.kept_ids`:
+    its first segments and its last, which hold its last T ids): a `pipeline` without truncation, or a call with the
+    whole text, reads the document's true end as training did. Without the window, or in a traced graph (it reads
+    what its tokenizer cut), the inputs as they came. The reading is min(m·(L - 2), `max_input_length` less the
+    row's [CLS] and [SEP]) document ids."""
+    tail = window_tail_length(config)
+    if not tail or torch.compiler.is_compiling() or input_ids.dim() != 2:
+        return input_ids, attention_mask
+    width = config.segment_length - 2
+    capacity = config.num_segments * width
+    rows, cut = [], False
+    for ids, length in zip(input_ids.tolist(), attention_mask.bool().sum(dim=1).tolist()):
+        ids = ids[:length]
+        lead = int(bool(ids) and ids[0] == config.cls_token_id)
+        trail = int(len(ids) > lead and ids[-1] == config.sep_token_id)
+        reads = capacity
+        if config.max_input_length is not None:
+            reads = min(capacity, config.max_input_length - lead - trail)
+        content = ids[lead: len(ids) - trail]
+        kept = kept_positions(content, reads, width, tail, config.pad_token_id)
+        cut |= len(kept) < len(content)
+        rows.append(ids[:lead] + [content[p] for p in kept] + ids[len(ids) - trail:])
+    if not cut:
+        return input_ids, attention_mask
+    logger.warning_once("A document is longer than the model reads: reading its first and last segments (the last "
+                        f"ones hold its last {tail} ids, which the head + tail window reads), as its tokenizer's "
+                        "truncation=True cuts it, and ignoring the segments between. Truncate with the tokenizer to "
+                        "silence this.")
+    n = max(len(row) for row in rows)
+    ids = torch.full((len(rows), n), config.pad_token_id, dtype=input_ids.dtype, device=input_ids.device)
+    mask = torch.zeros((len(rows), n), dtype=attention_mask.dtype, device=attention_mask.device)
+    for row, kept in enumerate(rows):
+        ids[row, :len(kept)] = torch.tensor(kept, dtype=input_ids.dtype)
+        mask[row, :len(kept)] = 1
+    return ids, mask
+
+
 def head_tail_window(segments, mask, length, head, cls_id, sep_id, pad_id):
     """The head + tail window (`first_segment="head_tail"`) of documents read as segments (b, m, L) with their masks:
     [CLS], the first `head` document ids the segments hold, the last `length` - 2 - `head`, [SEP], padded to
@@ -452,7 +522,9 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             mask = attention_mask.bool()
             return input_ids, mask, mask.any(dim=2)  # (b, m, L), (b, m, L), (b, m)
         # the length it was trained to read first, as the tokenizer's truncation=True cuts it (its own m·(L - 2)
-        # limit is the segmenting's: the tokens past the last segment find no place there)
+        # limit is the segmenting's: the tokens past the last segment find no place there); with the head + tail
+        # window, a longer document's first and last segments, as its tokenizer keeps them
+        input_ids, attention_mask = keep_first_and_last_segments(input_ids, attention_mask, config)
         attention_mask, input_ids = keep_what_the_model_reads(None, config.max_input_length, "ids", attention_mask,
                                                               input_ids)
         return cut_into_segments(input_ids, attention_mask, config.num_segments, config.segment_length,

@@ -15,6 +15,10 @@ starts with the next sentence:
   attention mask is 1 there, so that padding added on the right, and a mask rebuilt from ids alone, stay as they
   are).
 - `sentence_packing=False` gives the backbone tokenizer's ids exactly (fixed windows).
+- With `kept_tail` T (the model's head + tail window reads the last T document ids, `first_segment="head_tail"`), a
+  document longer than `max_length` keeps its first segments and its last ones, the last holding at least its last T
+  ids, and the segments between are left out whole (`kept_ids`): the window's tail is then the document's own end,
+  where cutting the end would give it the end of what was read. Without, truncation cuts the end, as ever.
 - Pairs of texts, pre-split words and slow tokenizers are not laid out (the backbone's ids).
 
 Self-contained (Hub rule): imports only transformers and the standard library; `sentencex` is imported when a
@@ -71,6 +75,29 @@ def pack_sentences(offsets, spans, width):
     return segments
 
 
+def kept_positions(ids, limit, width, kept_tail, pad_id):
+    """The positions of `ids` (a document's ids in segments of `width`, no special ids) that a reading of `limit` ids
+    keeps: all when they fit; with `kept_tail` T, its first segments and its last ones, as many whole segments as fit,
+    the last ones from the latest segment start after which T document ids (ids other than `pad_id`, a layout's
+    fill) follow, so that every kept segment is one of the document's own and its last T ids are read (the segments
+    between are left out); a tail that fills the reading alone: the last whole segments that fit. T = 0: the first
+    `limit` ids, as truncation keeps them."""
+    if len(ids) <= limit:
+        return list(range(len(ids)))
+    if not kept_tail:
+        return list(range(limit))
+    tail, held = len(ids), 0  # the latest segment start with T document ids after it
+    for start in range((len(ids) - 1) // width * width, -1, -width):
+        held += sum(1 for token in ids[start: tail] if token != pad_id)
+        tail = start
+        if held >= kept_tail:
+            break
+    head = max(limit - (len(ids) - tail), 0) // width * width
+    if head == 0:
+        return list(range(-(-(len(ids) - limit) // width) * width, len(ids)))
+    return list(range(head)) + list(range(tail, len(ids)))  # head < tail: the document is longer than `limit`
+
+
 class SegmentLMTokenizer(PreTrainedTokenizerFast):
     """A backbone's fast tokenizer that lays documents out in segments of whole sentences (see the module docstring).
 
@@ -79,6 +106,8 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
         sentence_packing (`bool`, defaults to `False`): lay documents out by sentence; False: the backbone's ids
             (`from_backbone` sets it as the model's config says).
         sentence_language (`str`, defaults to `"en"`): the language whose sentence rules sentencex applies.
+        kept_tail (`int`, defaults to 0): T, the document ids at its end that a document cut by `truncation` keeps
+            (`kept_ids`); 0: truncation keeps the document's start.
     Every other argument is `PreTrainedTokenizerFast`'s (`from_backbone` copies the backbone tokenizer's)."""
 
     # No `__init__` of its own: Transformers then loads the class from its tokenizer.json as it is (a subclass with
@@ -96,22 +125,30 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
     def sentence_language(self):
         return self.init_kwargs.get("sentence_language", SENTENCE_LANGUAGE)
 
+    @property
+    def kept_tail(self):
+        return int(self.init_kwargs.get("kept_tail", 0))
+
     @classmethod
-    def from_backbone(cls, tokenizer, segment_length, sentence_packing=True, sentence_language=SENTENCE_LANGUAGE):
+    def from_backbone(cls, tokenizer, segment_length, sentence_packing=True, sentence_language=SENTENCE_LANGUAGE,
+                      kept_tail=0):
         """This tokenizer around the fast tokenizer `tokenizer` (its vocabulary, special tokens, input names and
         maximum length)."""
         if isinstance(segment_length, bool) or not isinstance(segment_length, int) or segment_length < 3:
             raise ValueError(f"`segment_length` must be an integer of at least 3 ([CLS], one id, [SEP]), got "
                              f"{segment_length!r}.")
+        if isinstance(kept_tail, bool) or not isinstance(kept_tail, int) or kept_tail < 0:
+            raise ValueError(f"`kept_tail` must be a non-negative integer (document ids), got {kept_tail!r}.")
         if not getattr(tokenizer, "is_fast", False):
-            raise ValueError(f"Packing sentences into segments needs a fast tokenizer (its offsets say which sentence "
-                             f"a token belongs to); {type(tokenizer).__name__} is a slow one.")
+            raise ValueError(f"Laying documents out in segments needs a fast tokenizer (its offsets say which sentence "
+                             f"a token belongs to and where a cut document's parts are); {type(tokenizer).__name__} is "
+                             "a slow one.")
         specials = {name: getattr(tokenizer, name) for name in ("bos_token", "eos_token", "unk_token", "sep_token",
                                                                  "pad_token", "cls_token", "mask_token")
                     if getattr(tokenizer, name, None) is not None}
         packed = cls(tokenizer_object=tokenizer.backend_tokenizer, model_max_length=tokenizer.model_max_length,
                      segment_length=segment_length, sentence_packing=sentence_packing,
-                     sentence_language=sentence_language, padding_side="right",
+                     sentence_language=sentence_language, kept_tail=kept_tail, padding_side="right",
                      model_input_names=list(tokenizer.model_input_names), **specials)  # saved: BERT's token_type_ids
         return packed
 
@@ -127,7 +164,9 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
 
     def lay_out(self, text, ids, offsets):
         """(ids, offsets) of one text laid out in segments of whole sentences (module docstring), without special
-        ids; a segment's padding has offsets (0, 0)."""
+        ids; a segment's padding has offsets (0, 0). Without sentence packing, the ids as they are."""
+        if not self.sentence_packing:
+            return list(ids), [tuple(place) for place in offsets]
         width = self.segment_length - 2
         segments = pack_sentences(offsets, sentence_spans(text, self.sentence_language), width)
         laid, places = [], []
@@ -136,6 +175,12 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
             laid += [ids[p] for p in positions] + [self.pad_token_id] * padding
             places += [tuple(offsets[p]) for p in positions] + [(0, 0)] * padding
         return laid, places
+
+    def kept_ids(self, ids, limit):
+        """The positions of a document's laid-out ids (`lay_out`'s, no special ids) that a reading of `limit` ids
+        keeps (`kept_positions` with this tokenizer's `kept_tail`; without one, the first `limit`). `predict`,
+        `serve` and the pipelines cut documents through this, as `truncation=True` does."""
+        return kept_positions(ids, limit, self.segment_length - 2, self.kept_tail, self.pad_token_id)
 
     def __call__(self, text=None, text_pair=None, *args, add_special_tokens=True, padding=False, truncation=None,
                  max_length=None, return_tensors=None, return_offsets_mapping=False, return_overflowing_tokens=False,
@@ -150,7 +195,9 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
                       pad_to_multiple_of=pad_to_multiple_of, padding_side=padding_side)
         single = isinstance(text, str)
         texts = [text] if single else text
-        if (not self.sentence_packing or text_pair is not None or args or kwargs.get("is_split_into_words")
+        cuts_ends = self.kept_tail and truncation not in (None, False, "do_not_truncate")
+        if ((not self.sentence_packing and not cuts_ends) or text_pair is not None or args
+                or kwargs.get("is_split_into_words")
                 or kwargs.get("text_target") is not None or not isinstance(texts, (list, tuple))
                 or not all(isinstance(t, str) for t in texts)):
             return super().__call__(text, text_pair, *args, **passed, **kwargs)
@@ -168,9 +215,11 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
             laid, places = self.lay_out(document, ids, offsets)
             windows = [(laid, places)]
             if limit is not None and len(laid) > limit:
-                windows = [(laid[:limit], places[:limit])]
+                kept = self.kept_ids(laid, limit)
+                windows = [([laid[p] for p in kept], [places[p] for p in kept])]
                 if return_overflowing_tokens:  # what was cut, as one more row (the length counts say it was cut)
-                    windows.append((laid[limit:], places[limit:]))
+                    cut = sorted(set(range(len(laid))) - set(kept))
+                    windows.append(([laid[p] for p in cut], [places[p] for p in cut]))
             for window_ids, window_places in windows:
                 while window_ids and window_ids[-1] == self.pad_token_id and window_places[-1] == (0, 0):
                     window_ids, window_places = window_ids[:-1], window_places[:-1]  # no padding before [SEP]
@@ -210,4 +259,4 @@ class SegmentLMTokenizer(PreTrainedTokenizerFast):
 
 SegmentLMTokenizer.register_for_auto_class("AutoTokenizer")
 
-__all__ = ["SegmentLMTokenizer", "pack_sentences", "sentence_spans"]
+__all__ = ["SegmentLMTokenizer", "kept_positions", "pack_sentences", "sentence_spans"]

@@ -45,6 +45,7 @@ import functools
 import importlib.util
 import os
 import re
+import threading
 import warnings
 
 import torch
@@ -467,24 +468,35 @@ def as_kv_blocks(blocks):
 class ForwardPatterns:
     """What every layer of one forward derives from the same (b, n) pad and global tensors (the blocked backend's
     window mask and global slots, the flex block mask), built by the first layer and reused by the others: the layers
-    receive the same tensor objects, so the values are rebuilt only when those tensors are new objects."""
+    receive the same tensor objects, so the values are rebuilt only when those tensors are new objects.
+
+    Kept per thread: `predict` and the head stage run several forwards of one model at once on the CPU
+    (`concurrent_inference`), and one thread's new batch must neither replace nor clear another's masks."""
 
     def __init__(self):
-        self.key, self.values = None, {}
+        self.local = threading.local()
 
     def get(self, name, is_pad, is_global, build):
         if torch.compiler.is_compiling():  # a traced graph holds no state between layers
             return build()
-        if self.key is None or self.key[0] is not is_pad or self.key[1] is not is_global:
-            self.key, self.values = (is_pad, is_global), {}  # (the tensors held, so no object id is reused)
-        if name not in self.values:
-            self.values[name] = build()
-        return self.values[name]
+        key = getattr(self.local, "key", None)
+        if key is None or key[0] is not is_pad or key[1] is not is_global:
+            self.local.key, self.local.values = (is_pad, is_global), {}  # (the tensors held: no object id is reused)
+        values = self.local.values
+        if name not in values:
+            values[name] = build()
+        return values[name]
 
     def clear(self):
-        """Let go of the last forward's values (the window mask is (b, n / c, c, G + 3c) booleans: 117 MB at batch 4
-        and 32,768 tokens), once every layer has run."""
-        self.key, self.values = None, {}
+        """Let go of this thread's last forward's values (the window mask is (b, n / c, c, G + 3c) booleans: 117 MB at
+        batch 4 and 32,768 tokens), once every layer has run."""
+        self.local.key, self.local.values = None, {}
+
+    def __deepcopy__(self, memo):  # a copied model starts with nothing cached (a thread-local cannot be copied)
+        return ForwardPatterns()
+
+    def __reduce__(self):
+        return ForwardPatterns, ()
 
 
 class SparseLongformerSelfAttention(LongformerSelfAttention):
