@@ -119,6 +119,25 @@ def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_window
     assert coverage["cut"] and coverage["part_read"] == "start and end"
 
 
+def test_with_sentence_packing_a_cut_document_keeps_whole_segments_of_its_own_layout(tmp_path):
+    tokenizer = fit_wordpiece_tokenizer([LONG] * 5, vocab_size=150, model_max_length=64)
+    backbone = save_tiny_bert(tmp_path, tokenizer, max_positions=64)
+    model, tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=3, segment_length=16,
+                                                            first_segment="head_tail", sentence_packing=True)
+    model.eval()
+    tail = model.config.first_segment_length - 2 - model.config.first_segment_head
+    assert tokenizer.sentence_packing and tokenizer.kept_tail == tail
+    whole = tokenizer(LONG)["input_ids"]  # laid out: every segment but the last padded to 14 ids
+    cut = tokenizer(LONG, truncation=True, max_length=120)["input_ids"]
+    assert cut == whole[:1] + reference_kept(whole[1:-1], 118, 14, tail, tokenizer.pad_token_id) + whole[-1:]
+    text_ids = [t for t in whole[1:-1] if t != tokenizer.pad_token_id]
+    assert [t for t in cut[1:-1] if t != tokenizer.pad_token_id][-tail:] == text_ids[-tail:]
+    model.config.max_input_length = 120
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids=torch.tensor([whole])).logits,
+                                   model(input_ids=torch.tensor([cut])).logits)
+
+
 def tiny_config(**settings):
     return SegmentLMConfig(backbone_config={"model_type": "bert", "hidden_size": 32, "num_hidden_layers": 2,
                                             "num_attention_heads": 2, "intermediate_size": 64,
