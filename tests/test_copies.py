@@ -57,6 +57,8 @@ EXPECTED_COPIES = {
     },
     # the segment LM's tokenizer finds sentences as the explanations do (its file travels to the Hub alone)
     "hf_longdoc.utils.sentences.sentence_spans": {"modeling/segment_lm/tokenization_segment.py"},
+    # the model cuts a whole text given to it as its tokenizer's truncation=True cuts it (the head + tail window)
+    "hf_longdoc.modeling.segment_lm.tokenization_segment.kept_positions": {"modeling/segment_lm/modeling_segment.py"},
     # the package-side originals of what the families read from a checkpoint (no family imports another)
     "hf_longdoc.modeling.backbones.backbone_positions": {
         "modeling/elementwise/configuration_elementwise.py",
