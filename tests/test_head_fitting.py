@@ -3,6 +3,7 @@ as the warm start of fine-tuning (linear probing, then fine-tuning). Tiny random
 downloaded."""
 
 import json
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -513,8 +514,8 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     outcomes = {"att": (0.75, 0.95), "base": (0.875, 0.40), "rnn": (0.875, 0.30)}  # (over the folds, validation)
     fitted = {}
 
-    def fake_folds(model, plan, names, *args):
-        return outcomes[model.config.variant][0]
+    def fake_folds(model, plan, names, *args, alongside=None, workers=1):
+        return outcomes[model.config.variant][0], alongside()
 
     def fake_fit(model, family, names, *args, **kwargs):
         variant = model.config.variant
@@ -575,12 +576,62 @@ def test_the_choice_scores_each_fold_by_a_head_that_never_saw_it(pretrained, mon
 
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     monkeypatch.setattr(head_fitting, "split_score", fake_score)
-    score = head_fitting.cross_validated_score(model, plan, names, train, validation, 5)
-    assert len(folds) == head_fitting.CHOICE_FOLDS and score == pytest.approx(sum(range(1, 6)) / 50)
+    score, nothing = head_fitting.cross_validated_score(model, plan, names, train, validation, 5)
+    assert nothing is None and len(folds) == head_fitting.CHOICE_FOLDS
+    assert score == pytest.approx(sum(range(1, 6)) / 50)
     assert set().union(*folds) == set(range(50)) and sum(len(fold) for fold in folds) == 50  # a partition
     for fold, (fitted, stopped) in zip(folds, fits):
         assert fitted | stopped == set(range(50)) - fold and not fitted & stopped
         assert len(stopped) == len(fitted | stopped) // 8
+    assert all(torch.equal(p, start[name]) for name, p in model.named_parameters() if name in names)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the folds fork only on Linux")
+def test_folds_fitted_in_forked_processes_score_as_in_one(pretrained, monkeypatch):
+    """The choice's folds shared with a forked copy of the process (`workers=2`) give the same score, to the bit, as
+    all fitted here, and the head's own fit done alongside is the same fit; a copy that fails leaves its folds to
+    this process (logged), with the same score."""
+    from hf_longdoc.training import head_fitting
+
+    model, _ = build_from_backbone("segment_lm", str(pretrained), ["a", "b", "c"], False, {"segment_length": 50},
+                                   max_length=200)
+    family = FAMILIES["segment_lm"]
+    plan = FitPlan(SimpleNamespace(per_device_train_batch_size=4, seed=3, bf16=False, fp16=False), family=family,
+                   head_parameters=tuple(new_parameter_names(model, family)))
+    generator = torch.Generator().manual_seed(0)
+    m, d = model.config.num_segments, model.config.hidden_size
+    labels = torch.randint(0, 3, (40,), generator=generator)
+    z = torch.randn(40, m, d, generator=generator) + labels[:, None, None]  # separable, not trivially
+    present = torch.ones(40, m, dtype=torch.bool)
+    present[::3, m // 2:] = False
+    train, validation = ([z[:32], present[:32]], labels[:32]), ([z[32:], present[32:]], labels[32:])
+    names = set(plan.head_parameters)
+
+    def head():
+        return {name: p.detach().clone() for name, p in model.named_parameters() if name in names}
+
+    start = head()
+
+    def own_fit():
+        torch.manual_seed(plan.seed)
+        return fit_head(model, family, names, train, validation, 4, 1e-3, 4, plan.seed)[0]["best_epoch"]
+
+    results = {}
+    for workers in (1, 2):
+        model.load_state_dict(start, strict=False)
+        results[workers] = head_fitting.cross_validated_score(model, plan, names, train, validation, 4,
+                                                              alongside=own_fit, workers=workers), head()
+    (score, best_epoch), fitted = results[1]
+    assert results[2][0] == (score, best_epoch)
+    assert all(torch.equal(fitted[name], results[2][1][name]) for name in names)
+    assert any(not torch.equal(fitted[name], start[name]) for name in names)  # left as the head's own fit left it
+
+    def failing(work):  # a copy that dies before it sends anything
+        return SimpleNamespace(results=lambda: None)
+
+    monkeypatch.setattr(head_fitting, "ForkedWork", failing)
+    model.load_state_dict(start, strict=False)
+    assert head_fitting.cross_validated_score(model, plan, names, train, validation, 4, workers=2) == (score, None)
     assert all(torch.equal(p, start[name]) for name, p in model.named_parameters() if name in names)
 
 

@@ -33,7 +33,7 @@ from ..metrics import compute_metrics_fn, correct_decisions, score_name
 from ..saving.run_folder import RunDiverged
 from ..utils.parsing import settings_text
 from ..utils.rules import NON_NEGATIVE_INTEGER
-from ..utils.threads import one_thread_each, per_thread, reading_workers, small_op_phase
+from ..utils.threads import forked_workers, one_thread_each, per_thread, reading_workers, small_op_phase
 
 logger = logging.getLogger(__name__)
 
@@ -241,29 +241,107 @@ def split_score(model, family, features, labels, multi_label, threshold):
                                                                      label_ids=labels.numpy()))[score_name(multi_label)]
 
 
-def cross_validated_score(model, plan, names, train, validation, epochs):
+def fold_score(model, plan, names, features, labels, folds, k, epochs):
+    """Fold `k`'s score by the head (the parameters `names`) fitted from where it is now on the other folds, its
+    epochs stopped on an eighth of them. The head's dropout draws from `plan.seed` + `k`, so a fold scores the same
+    in any process and any order."""
+    fold = folds[k]
+    rest = torch.cat([other for j, other in enumerate(folds) if j != k])
+    stop, fit_rows = rest[:len(rest) // 8], rest[len(rest) // 8:]
+    part = [([feature[rows] for feature in features], labels[rows]) for rows in (fit_rows, stop)]
+    torch.manual_seed(plan.seed + k)
+    fit_head(model, plan.family, names, *part, epochs, plan.head_learning_rate or 1e-3, plan.batch_size, plan.seed,
+             plan.multi_label, plan.threshold, deadline=plan.deadline)
+    return split_score(model, plan.family, [feature[fold] for feature in features], labels[fold], plan.multi_label,
+                       plan.threshold)
+
+
+def cross_validated_score(model, plan, names, train, validation, epochs, alongside=None, workers=1):
     """The mean score of the model's head (the parameters `names`, as they are now) over `CHOICE_FOLDS` folds of the
     training and validation documents together, each fold scored by the head fitted anew on the others (its epochs
-    stopped on an eighth of them); the head is left as it came. What the choice among heads weighs: 640 documents
-    where the validation split alone has 80, whose best epoch flatters the larger head (bbc-late, seed 42, z_1 as the
-    head + tail window: `att` 79 of 80 on validation, .941 over the folds and .906 on test; `base` .963, .950 and
-    .913)."""
+    stopped on an eighth of them; `fold_score`). What the choice among heads weighs: 640 documents where the
+    validation split alone has 80, whose best epoch flatters the larger head (bbc-late, seed 42, z_1 as the head +
+    tail window: `att` 79 of 80 on validation, .941 over the folds and .906 on test; `base` .963, .950 and .913).
+
+    The folds are independent fits on one thread each: with `workers` > 1 (`threads.forked_workers`), that many
+    processes share them, this one and `workers` - 1 forked copies of it (the features and the model shared with
+    it, not copied), each fold's score the same as in this process. `alongside()`: more work of this process that
+    starts from the head as it is now (the head's own fit), done after its share of folds, its result returned with
+    the score; the head is then left as `alongside` left it, else as it came. Returns (score, `alongside()`'s
+    result or None)."""
     features = [torch.cat(pair) for pair in zip(train[0], validation[0])]
     labels = torch.cat([train[1], validation[1]])
     start = {name: p.detach().clone() for name, p in model.named_parameters() if name in names}
     order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(plan.seed))
-    scores = []
-    for fold in order.chunk(CHOICE_FOLDS):
-        rest = order[~torch.isin(order, fold)]
-        stop, fit_rows = rest[:len(rest) // 8], rest[len(rest) // 8:]
+    folds = list(order.chunk(CHOICE_FOLDS))
+    jobs = list(range(len(folds))) + ([None] if alongside is not None else [])  # None: `alongside`
+    workers = max(1, min(workers, len(jobs)))
+    shares = [jobs[-1 - w::-workers][::-1] for w in range(workers)]  # this process ends with `alongside`
+
+    def score(share):
+        """{k: fold k's score} of the folds in `share`, each fitted from the starting head."""
+        scores = {}
+        for k in share:
+            model.load_state_dict(start, strict=False)
+            scores[k] = fold_score(model, plan, names, features, labels, folds, k, epochs)
+        return scores
+
+    children = [ForkedWork(lambda share=share: score(share)) for share in shares[1:]]  # forked from the start head
+    scores = score([k for k in shares[0] if k is not None])
+    result = None
+    if alongside is not None:
         model.load_state_dict(start, strict=False)
-        part = [([feature[rows] for feature in features], labels[rows]) for rows in (fit_rows, stop)]
-        fit_head(model, plan.family, names, *part, epochs, plan.head_learning_rate or 1e-3, plan.batch_size,
-                 plan.seed, plan.multi_label, plan.threshold, deadline=plan.deadline)
-        scores.append(split_score(model, plan.family, [feature[fold] for feature in features], labels[fold],
-                                  plan.multi_label, plan.threshold))
-    model.load_state_dict(start, strict=False)
-    return sum(scores) / len(scores)
+        result = alongside()
+    for child, share in zip(children, shares[1:]):
+        received = child.results()
+        if received is None:  # the copy failed (its reason logged): its folds are fitted here
+            kept = {name: p.detach().clone() for name, p in model.named_parameters() if name in names}
+            received = score(share)
+            model.load_state_dict(kept, strict=False)
+        scores.update(received)
+    if alongside is None:
+        model.load_state_dict(start, strict=False)
+    return sum(scores[k] for k in range(len(folds))) / len(folds), result
+
+
+class ForkedWork:
+    """`work()` in a forked copy of this process on one thread (Linux, CPU; `threads.forked_workers`), its result
+    (small picklable values) sent back through a pipe; `results()` waits for it, None if the copy failed
+    (logged)."""
+
+    def __init__(self, work):
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        self.receiver, sender = context.Pipe(duplex=False)
+
+        def run():
+            torch.set_num_threads(1)  # no parallel region in a forked copy (an OpenMP pool does not survive a fork)
+            try:
+                sender.send(("done", work()))
+            except Exception as error:  # reported to the parent, which then does the work itself
+                sender.send(("failed", f"{type(error).__name__}: {error}"))
+            finally:
+                sender.close()
+
+        self.process = context.Process(target=run, daemon=True)
+        self.process.start()
+        sender.close()
+
+    def results(self):
+        try:
+            status, value = self.receiver.recv()
+        except (EOFError, OSError) as error:
+            status, value = "failed", f"it ended without a result ({type(error).__name__}; exit code "\
+                                      f"{self.process.exitcode})"
+        finally:
+            self.receiver.close()
+            self.process.join()
+        if status == "done":
+            return value
+        logger.warning("A forked process fitting the head choice's folds failed (%s): its folds are fitted in this "
+                       "process instead.", value)
+        return None
 
 
 def fit_readouts(model, plan, train, validation, epochs):
@@ -286,14 +364,21 @@ def fit_readouts(model, plan, train, validation, epochs):
     if not choices:
         return fit(plan.head_parameters)
     fitted = []  # (score over the folds, -head parameters, -order, settings, head module, report, calibrated state)
+    workers = forked_workers(model.device)
     for order, changes in enumerate([{}] + choices):
         if changes:
             set_seed(plan.seed)
             plan.family.set_readout(model, changes)
         settings = {key: getattr(model.config, key) for choice in choices for key in choice}
         names = set(head_parameter_names(model, plan) if changes else plan.head_parameters)
-        folds_score = cross_validated_score(model, plan, names, train, validation, epochs)
-        report, calibrated = fit(names)
+
+        def fit_on_the_training_split(names=names):
+            set_seed(plan.seed)  # the head's dropout: the same draws whichever process fits the folds
+            return fit(names)
+
+        folds_score, (report, calibrated) = cross_validated_score(model, plan, names, train, validation, epochs,
+                                                                  alongside=fit_on_the_training_split,
+                                                                  workers=workers)
         size = sum(p.numel() for name, p in model.named_parameters() if name in names)
         fitted.append((folds_score, -size, -order, settings, model.head, report, calibrated))
     score, _, _, settings, head, report, calibrated = max(fitted, key=lambda fit: fit[:3])

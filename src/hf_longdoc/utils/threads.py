@@ -24,6 +24,7 @@ imported, nothing is changed.
 import contextlib
 import logging
 import os
+import sys
 import threading
 
 import torch
@@ -85,6 +86,16 @@ def reading_workers(device, concurrent=True):
     return torch.get_num_threads()
 
 
+def forked_workers(device):
+    """How many processes a phase of independent one-thread fits may use (the head choice's folds,
+    `head_fitting.cross_validated_score`): this one and forked copies of it, one per thread of this process, on a
+    Linux CPU, unless the user chose the thread count. 1 on a GPU (CUDA does not survive a fork) and on other systems
+    (macOS and Windows start a process anew, which would copy the model and features by pickling them)."""
+    if not sys.platform.startswith("linux") or torch.device(device).type != "cpu" or user_set_threads():
+        return 1
+    return torch.get_num_threads()
+
+
 def per_thread(make):
     """A function that returns this thread's own object, made by `make()` on its first call in each thread (for
     what two threads must not share, such as a fast tokenizer, which can fail "Already borrowed" when it pads or cuts
@@ -139,5 +150,5 @@ def small_op_phase(what, device="cpu"):
         yield
 
 
-__all__ = ["available_cores", "one_thread_each", "per_thread", "reading_workers", "share_cores", "small_op_phase",
-           "user_set_threads"]
+__all__ = ["available_cores", "forked_workers", "one_thread_each", "per_thread", "reading_workers", "share_cores",
+           "small_op_phase", "user_set_threads"]
