@@ -53,13 +53,16 @@ def split_rows(dataset, texts, seed):
     return {split: torch.tensor([row_of[text] for text in data[split]["text"]]) for split in data}
 
 
-def encode_mode(documents, label_names, backbone, mode, batch_size):
-    """(features of every document, the family, a model to fit heads on, fill): the segment vectors for `mode`
-    = (packed, max_length); fill is the share of the read ids that are document text."""
+def encode_mode(documents, label_names, backbone, mode, batch_size, settings=None):
+    """(features of every document, the family, a model to fit heads on, about): the segment vectors for `mode`
+    = (packed, max_length) and the model's other `settings` (e.g. `first_segment`); `about` holds the fill (the
+    share of the read ids that are document text) and `covered`, which segments the head + tail window holds whole
+    (`window_covered`)."""
     packed, max_length = mode
     family = get_family("segment_lm")
     check_backbone(family, backbone)
-    model, tokenizer = wrap_backbone(family, backbone, label_names, False, {"sentence_packing": packed}, max_length)
+    model, tokenizer = wrap_backbone(family, backbone, label_names, False,
+                                     {"sentence_packing": packed, **(settings or {})}, max_length)
     tokenizer.model_max_length = reading_length(model.config, max_length)  # cut where the model stops reading
     encoded = tokenize(DatasetDict({"all": documents}), tokenizer, tokenizer.model_max_length)["all"]
     started = time.perf_counter()
@@ -71,7 +74,42 @@ def encode_mode(documents, label_names, backbone, mode, batch_size):
     text_ids = sum(sum(token not in specials for token in row) for row in ids)
     fill = text_ids / sum(len(row) for row in ids)
     cut = sum(encoded["truncated"]) if "truncated" in encoded.column_names else None
-    return features, family, model, {"fill": round(fill, 3), "cut": cut, "encode_seconds": round(seconds, 1)}
+    covered = window_covered(ids, model.config, pad)
+    return features, family, model, {"fill": round(fill, 3), "cut": cut, "encode_seconds": round(seconds, 1),
+                                     "covered": covered}
+
+
+def window_covered(ids, config, pad):
+    """(documents, m) bool: the segments whose every document id the head + tail window also reads (its first H and
+    last T document ids; `first_segment_head`, W - 2 - H), from each document's read ids (a [CLS], the segments'
+    slots of L - 2, a [SEP]; a packed layout's pads hold slots but are no document ids)."""
+    width, m = config.segment_length - 2, config.num_segments
+    head = config.first_segment_head
+    tail = config.first_segment_length - 2 - head
+    covered = torch.zeros(len(ids), m, dtype=torch.bool)
+    for row, document in enumerate(ids):
+        slots = document[1:-1]
+        rank, ranks = 0, []
+        for token in slots:
+            ranks.append(rank if token != pad else None)
+            rank += token != pad
+        for i in range(min(m, -(-len(slots) // width))):
+            held = [r for r in ranks[i * width:(i + 1) * width] if r is not None]
+            covered[row, i] = bool(held) and (held[-1] < head or held[0] >= rank - tail)
+    return covered
+
+
+def partitioned(features, covered):
+    """The features with x_2..x_m the segments the window does not hold whole: z_1 (the window) first, then the other
+    present segments in order, the rest absent (a partition of the document at segment granularity, as the paper's
+    x_1..x_m partition it)."""
+    z, present = features
+    kept = present.clone()
+    kept[:, 1:] &= ~covered[:, 1:]
+    order = torch.sort((~kept).to(torch.uint8), dim=1, stable=True).indices  # kept segments first, in order
+    z = z.gather(1, order[..., None].expand_as(z))
+    present = torch.arange(z.shape[1])[None] < kept.sum(1, keepdim=True)
+    return [z * present[..., None], present]
 
 
 def fit_variant(model, family, variant, features, labels, rows, seed, learning_rate):
@@ -117,20 +155,23 @@ def mode_name(mode):
     return f"{'packed' if mode[0] else 'fixed'}-{mode[1]}"
 
 
-def save_features(folder, mode, features, labels, rows):
-    """`features` (z, present), `labels` and each split seed's rows, as FOLDER/{fixed,packed}-IDS.safetensors."""
+def save_features(folder, mode, features, labels, rows, covered):
+    """`features` (z, present), `labels`, which segments the window holds whole, and each split seed's rows, as
+    FOLDER/{fixed,packed}-IDS.safetensors."""
     from pathlib import Path
 
     from safetensors.torch import save_file
 
     Path(folder).mkdir(parents=True, exist_ok=True)
-    tensors = {"z": features[0].contiguous(), "present": features[1].contiguous(), "labels": labels}
+    tensors = {"z": features[0].contiguous(), "present": features[1].contiguous(), "labels": labels,
+               "covered": covered.contiguous()}
     tensors.update({f"rows_{seed}_{split}": index for seed, splits in rows.items() for split, index in splits.items()})
     save_file(tensors, str(Path(folder) / f"{mode_name(mode)}.safetensors"))
 
 
 def saved_features(folder, mode):
-    """(z, present) that `save_features` wrote for `mode` into `folder`, or None."""
+    """((z, present), covered) that `save_features` wrote for `mode` into `folder` (covered None if it saved none),
+    or None."""
     from pathlib import Path
 
     from safetensors.torch import load_file
@@ -139,7 +180,7 @@ def saved_features(folder, mode):
     if not folder or not path.exists():
         return None
     tensors = load_file(str(path))
-    return [tensors["z"], tensors["present"].bool()]
+    return [tensors["z"], tensors["present"].bool()], tensors.get("covered")
 
 
 def save_head_tail(folder, vectors):
@@ -205,6 +246,13 @@ def main(argv=None):
                              "paper's first segment read as one window of 512 tokens with full attention)")
     parser.add_argument("--no-segment-first", action="store_true",
                         help="with --head-tail-first-segment, fit the heads with z_1 as the window only")
+    parser.add_argument("--first-segment", choices=("segment", "head_tail"), default="segment",
+                        help="what z_1 is in the encoded features: the first segment, or the model's own head + tail "
+                             "window (`--config first_segment=head_tail`: one pass over the first 128 and last 382 "
+                             "document ids read, a cut document's true end kept)")
+    parser.add_argument("--partition", action="store_true",
+                        help="with --first-segment head_tail, also fit each head with x_2..x_m the segments the "
+                             "window does not hold whole (the document partitioned at segment granularity)")
     parser.add_argument("--save-features", metavar="DIR",
                         help="write each mode's cached features and the labels there (safetensors), and read them "
                              "back instead of encoding when a later run finds them there")
@@ -244,21 +292,30 @@ def main(argv=None):
         print(json.dumps(printed[-1]), flush=True)
     for mode in modes:
         saved = saved_features(args.save_features, mode)
+        settings = {"first_segment": args.first_segment}
         if saved is not None:  # encoded by an earlier run: fit the heads on it
             family = get_family("segment_lm")
             check_backbone(family, args.backbone)
             model, _ = wrap_backbone(family, args.backbone, label_names, False,
-                                     {"sentence_packing": mode[0], "num_segments": saved[0].shape[1]}, mode[1])
-            features, about = saved, {"fill": None, "cut": None, "encode_seconds": None}
+                                     {"sentence_packing": mode[0], "num_segments": saved[0][0].shape[1], **settings},
+                                     mode[1])
+            (features, covered), about = saved, {"fill": None, "cut": None, "encode_seconds": None}
         else:
-            features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size)
+            features, family, model, about = encode_mode(documents, label_names, args.backbone, mode, args.batch_size,
+                                                         settings)
+            covered = about.pop("covered")
             if args.save_features:
-                save_features(args.save_features, mode, features, labels, rows)
-        layout = {"dataset": args.dataset, "segments": mode_name(mode).split("-")[0], "ids": mode[1]}
+                save_features(args.save_features, mode, features, labels, rows, covered)
+        layout = {"dataset": args.dataset, "segments": mode_name(mode).split("-")[0], "ids": mode[1],
+                  "first_segment": args.first_segment}
         for readout, scores in pooled_readouts(features, labels, rows).items():
             printed.append({**layout, "reader": f"logistic regression on the {readout}", "test": summary(scores)})
             print(json.dumps(printed[-1]), flush=True)
         firsts = {} if args.head_tail_first_segment and args.no_segment_first else {"z_1": features}
+        if args.partition:
+            if args.first_segment != "head_tail" or covered is None:
+                raise ValueError("--partition needs --first-segment head_tail (and features saved with it).")
+            firsts["x_2..x_m outside the window"] = partitioned(features, covered)
         if args.head_tail_first_segment:
             z = features[0].clone()
             z[:, 0] = torch.as_tensor(vectors, dtype=z.dtype)
@@ -267,7 +324,7 @@ def main(argv=None):
             for variant in [name for name in args.variants.split(",") if name]:
                 results = [fit_variant(model, family, variant, read, labels, rows[seed], seed,
                                        args.head_learning_rate) for seed in SPLIT_SEEDS]
-                printed.append({**layout, **about, "variant": variant, "first_segment": first,
+                printed.append({**layout, **about, "variant": variant, "read": first,
                                 "validation": summary([r[0] for r in results]),
                                 "test": summary([r[1] for r in results]),
                                 "validation_loss": summary([r[2] for r in results])})
