@@ -17,7 +17,7 @@ from fresh_process import run_without_hf_longdoc
 from hf_longdoc import FAMILIES, SegmentLMConfig
 from hf_longdoc.data import fit_wordpiece_tokenizer
 from hf_longdoc.inference.explaining import explain
-from hf_longdoc.modeling.segment_lm.family import head_tail_parts, segment_of_positions, segments_read
+from hf_longdoc.modeling.segment_lm.family import head_tail_parts, segment_of_positions
 from hf_longdoc.modeling.segment_lm.modeling_segment import (
     SegmentLMForSequenceClassification,
     cut_into_segments,
@@ -222,59 +222,13 @@ def test_the_base_variant_over_the_window_is_head_and_tail():
         assert model(input_ids=ids).logits[0].tolist() == pytest.approx(expected, abs=1e-5)
 
 
-def test_skipping_the_windows_segments_partitions_the_document_as_the_papers_x():
-    """`skip_window_segments`: x_1 is the window (the first 25 and last 13 of 60 document ids here) and x_2..x_m the
-    segments of 10 ids that hold an id outside it (ids 20-29, 30-39 and 40-49; 0-19 lie in its head, 50-59 in its
-    tail), so every document id is read in one of them; z holds z_1 and those three, in order, and the classifier
-    reads Eq. 5 over them; the two segments the window holds are never encoded."""
-    torch.manual_seed(0)
-    model = SegmentLMForSequenceClassification(tiny_config(skip_window_segments=True, first_segment_head=25,
-                                                           gradient_mode="selected")).eval()
-    ids = torch.cat([torch.tensor([[101]]), torch.randint(200, 300, (1, 60)), torch.tensor([[102]])], dim=1)
-    document = ids[0, 1:-1].tolist()
-    backbone = model.segment_lm.backbone
-
-    def pooled(x):
-        return backbone(input_ids=torch.tensor([x])).last_hidden_state[0].mean(dim=0)
-
-    with torch.no_grad():
-        reference = torch.stack([pooled(reference_window(document, 40, 25))]
-                                + [pooled([101] + document[i:i + 10] + [102]) for i in (20, 30, 40)])
-        z, present, _ = model.segment_lm.encode_document(ids, torch.ones_like(ids))
-        assert present[0].tolist() == [True] * 4 + [False] * 2
-        torch.testing.assert_close(z[0, :4], reference, atol=1e-5, rtol=1e-5)
-        assert not z[0, 4:].any()
-        padded = torch.cat([reference, torch.zeros(2, reference.shape[1])])[None]
-        expected = model.head(padded, present)[0]
-        torch.testing.assert_close(model(input_ids=ids).logits, expected, atol=1e-5, rtol=1e-5)
-    # training: the segments the window holds are not encoded; M(α) at place 2 is segment 4 (ids 30-39)
-    encoded = []
-    original = model.segment_lm.encode
-    model.segment_lm.encode = lambda segments, mask: encoded.append(len(segments)) or original(segments, mask)
-    model.train()
-    _, _, encode_selected = model.segment_lm.encode_document(ids, torch.ones_like(ids))
-    assert sum(encoded) == 4  # the window and three segments, of six
-    model.eval()  # z_M's own pass without dropout, to compare
-    with torch.no_grad():
-        torch.testing.assert_close(encode_selected(torch.tensor([2]))[0], reference[2], atol=1e-5, rtol=1e-5)
-    # the explanation's map of the same places
-    segment = segment_of_positions(ids, torch.ones_like(ids), 6, 12, 101, 102, 0)
-    in_head, in_tail = head_tail_parts(segment, 40, 25)
-    assert segments_read(segment[0], [in_head[0], in_tail[0]], 6, True) == [0, 2, 3, 4]
-    assert segments_read(segment[0], [in_head[0], in_tail[0]], 6, False) == list(range(6))
-    with pytest.raises(ValueError, match="skip_window_segments"):
-        SegmentLMConfig(skip_window_segments=True)
-
-
-@pytest.fixture(scope="module", params=[False, True], ids=["every-segment", "skip-window-segments"])
-def saved_window_model(tmp_path_factory, request):
-    """A segment LM with the head + tail window around a tiny backbone, saved as `train` saves it: every segment read
-    beside the window, or those outside it (`skip_window_segments`)."""
+@pytest.fixture(scope="module")
+def saved_window_model(tmp_path_factory):
+    """A segment LM with the head + tail window around a tiny backbone, saved as `train` saves it."""
     tokenizer = fit_wordpiece_tokenizer([LONG] * 5, vocab_size=150, model_max_length=64)
     backbone = save_tiny_bert(tmp_path_factory.mktemp("backbone"), tokenizer, max_positions=64)
     model, tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=3, segment_length=16,
-                                                            first_segment="head_tail",
-                                                            skip_window_segments=request.param)
+                                                            first_segment="head_tail")
     tokenizer.model_max_length = FAMILIES["segment_lm"].reading_length(model.config)
     torch.manual_seed(0)
     with torch.no_grad():

@@ -133,14 +133,6 @@ class SegmentLMConfig(PretrainedConfig):
         first_segment_head (`int`, *optional*):
             H, the window's ids from the document's start (the rest, W − 2 − H, from its end). Unset: 128 of 512
             (head + tail's), in that proportion of a shorter W.
-        skip_window_segments (`bool`, defaults to `False`):
-            With `first_segment="head_tail"`, whether segments 2..m leave out the segments the window holds whole
-            (every document id of theirs among its first H and last W − 2 − H): then x_1 (the window) and x_2..x_m
-            (the segments between its head and its tail, and the two its ends cut into) partition the document, as
-            the paper's x = (x_1, ..., x_m) does (Section 3: "divide the long document into a sequence of segments"),
-            instead of reading the window's ids twice, and the LM encodes about a quarter fewer ids at 2,048
-            (MiniLM, segments of 32: 17 of 68 segments). z then holds z_1 and the segments read, in document order,
-            first; α (Eq. 4) and M(α) index that order. `False`: every segment is read, beside the window.
         variant_candidates (`list[str]`, *optional*):
             Head variants that training's head stage fits on the same cached frozen features besides `variant` (a
             list, or one comma-separated string: `"att,base"`); the one of the best score over 5 folds of the
@@ -203,7 +195,6 @@ class SegmentLMConfig(PretrainedConfig):
         first_segment_length=None,
         first_segment_head=None,
         first_segment_dropout=False,
-        skip_window_segments=False,
         variant_candidates=None,
         classifier_dropout=0.1,
         cls_token_id=None,
@@ -249,11 +240,6 @@ class SegmentLMConfig(PretrainedConfig):
         if first_segment_head > first_segment_length - 2:
             raise ValueError(f"`first_segment_head` ({first_segment_head}) exceeds the {first_segment_length - 2} "
                              f"document ids of the head + tail window (`first_segment_length` − 2); lower it.")
-        if not isinstance(skip_window_segments, bool):
-            raise ValueError(f"`skip_window_segments` must be True or False, got {skip_window_segments!r}.")
-        if skip_window_segments and first_segment != "head_tail":
-            raise ValueError("`skip_window_segments` leaves out the segments the head + tail window holds; it needs "
-                             "`first_segment=\"head_tail\"`.")
         if isinstance(variant_candidates, str):
             variant_candidates = [name.strip() for name in variant_candidates.split(",") if name.strip()]
         if variant_candidates is not None:
@@ -287,7 +273,6 @@ class SegmentLMConfig(PretrainedConfig):
         self.first_segment_length = first_segment_length
         self.first_segment_head = first_segment_head
         self.first_segment_dropout = bool(first_segment_dropout)
-        self.skip_window_segments = skip_window_segments
         self.variant_candidates = variant_candidates
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),

@@ -47,17 +47,6 @@ def head_tail_parts(segment, length, head):
     return in_head, read & ~in_head & (rank >= total - (length - 2 - head))
 
 
-def segments_read(segment, window, num_segments, skip_window_segments):
-    """The segment each place of z holds for one document, from its positions' segments (n,) and the window's head
-    and tail parts (`head_tail_parts`, or None): every segment, or with `skip_window_segments` segment 1's place
-    (the window) and then the present segments not held whole by the window, in order (the model's
-    `segments_first`, which `tests/test_head_tail_window.py` holds it to)."""
-    if window is None or not skip_window_segments:
-        return list(range(num_segments))
-    outside = ~(window[0] | window[1])
-    return [0] + [i for i in range(1, num_segments) if (outside & (segment == i)).any()]
-
-
 class SegmentLMFamily(Family):
     """The segment LM: a pretrained LM over m segments; its frozen segment vectors feed the head stage, and its α
     over segments is its evidence."""
@@ -85,7 +74,7 @@ class SegmentLMFamily(Family):
     variants = {"variant": SEGMENT_VARIANTS}
     bench_reference = ("base", "time")  # the paper's Table 3 reports time as a multiple of Base
     card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
-                     "segment_pooling", "gradient_mode", "sentence_packing", "first_segment", "skip_window_segments")
+                     "segment_pooling", "gradient_mode", "sentence_packing", "first_segment")
 
     def reading_length(self, config):
         """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
@@ -153,8 +142,7 @@ class SegmentLMFamily(Family):
         exactly the α the forward returned (`outputs.attentions[0]`, (b, m)). With `first_segment="head_tail"`, α_1
         weighs the head + tail window: its head and its tail are two passages at α_1. The `base` variant's
         classifier reads z_1 alone (Eq. 1): segment 1 (or the window) is the whole document vector, weight 1, and
-        no other segment is a passage. With `skip_window_segments`, α's places are the segments read
-        (`segments_read`)."""
+        no other segment is a passage."""
         config = model.config
         segment = segment_of_positions(input_ids, attention_mask, config.num_segments, config.segment_length,
                                        config.cls_token_id, config.sep_token_id, config.pad_token_id,
@@ -168,13 +156,9 @@ class SegmentLMFamily(Family):
         passages = []
         for row in range(len(segment)):
             document = []
-            parts_of_window = None if window is None else [part[row] for part in window]
-            for i, place in enumerate(segments_read(segment[row], parts_of_window, config.num_segments,
-                                                    config.skip_window_segments)):
-                if i >= alpha.shape[1]:
-                    break
+            for i in range(alpha.shape[1]):
                 # x_1 as the window: its head and its tail, each a passage; else the segment's positions
-                parts = [part[row] for part in window] if i == 0 and window is not None else [segment[row] == place]
+                parts = [part[row] for part in window] if i == 0 and window is not None else [segment[row] == i]
                 for part in parts:
                     positions = part.nonzero().flatten()
                     if len(positions):  # an empty text's one segment is [CLS] [SEP] alone: no passage

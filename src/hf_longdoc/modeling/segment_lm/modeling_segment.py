@@ -272,33 +272,22 @@ def keep_first_and_last_segments(input_ids, attention_mask, config):
     return ids, mask
 
 
-def window_reads(segments, mask, length, head):
-    """Where the head + tail window's ids lie in documents read as segments (b, m, L) with their masks, over the
-    flattened (b, m·L) grid: `inner` (the segments' document ids, in order: not the [CLS] and [SEP] around each
-    segment, nor a packed layout's padding), `keep` (those the window reads: the first `head` and the last `length`
-    - 2 - `head`; all of a document of at most `length` - 2 ids), `rank` (each document id's place in the document)
-    and `total` (b, 1), the document ids read."""
-    b, m, segment_length = segments.shape
-    position = torch.arange(segment_length, device=segments.device)
-    ends = mask.sum(dim=2, keepdim=True) - 1  # (b, m, 1): each present segment's [SEP]
-    inner = (mask & (position >= 1) & (position < ends)).view(b, m * segment_length)  # document ids, in order
-    rank = inner.long().cumsum(dim=1) - 1  # (b, m·L): the k-th document id
-    total = inner.sum(dim=1, keepdim=True)  # (b, 1)
-    keep = inner & ((rank < head) | (rank >= total - (length - 2 - head)))
-    return inner, keep, rank, total
-
-
 def head_tail_window(segments, mask, length, head, cls_id, sep_id, pad_id):
     """The head + tail window (`first_segment="head_tail"`) of documents read as segments (b, m, L) with their masks:
     [CLS], the first `head` document ids the segments hold, the last `length` - 2 - `head`, [SEP], padded to
     `length` ids (a document of at most `length` - 2 ids whole). Built from the segments, so that it reads exactly the
-    document ids they read (`window_reads`). Returns (ids, mask), (b, `length`) each; no data-dependent shapes, so the
-    graph exports."""
+    document ids they read (the [CLS] and [SEP] around each segment, and a packed layout's padding, are no document
+    ids). Returns (ids, mask), (b, `length`) each; no data-dependent shapes, so the graph exports."""
     b, m, segment_length = segments.shape
+    position = torch.arange(segment_length, device=segments.device)
+    ends = mask.sum(dim=2, keepdim=True) - 1  # (b, m, 1): each present segment's [SEP]
+    inner = (mask & (position >= 1) & (position < ends)).view(b, m * segment_length)  # document ids, in order
     ids = segments.reshape(b, m * segment_length)
     width = length - 2
-    inner, keep, rank, total = window_reads(segments, mask, length, head)
+    rank = inner.long().cumsum(dim=1) - 1  # (b, m·L): the k-th document id
+    total = inner.sum(dim=1, keepdim=True)  # (b, 1)
     skipped = (total - width).clamp(min=0)  # the middle ids left out
+    keep = inner & ((rank < head) | (rank >= total - (width - head)))
     slot = torch.where(rank < head, rank, rank - skipped)
     target = torch.where(keep, slot, width)  # what is not kept goes to one extra column, dropped after
     grid = torch.full((b, width + 1), pad_id, dtype=ids.dtype, device=ids.device)
@@ -308,31 +297,6 @@ def head_tail_window(segments, mask, length, head, cls_id, sep_id, pad_id):
     window = window.scatter(1, held + 1, sep_id)  # [SEP] right after the last id
     window_mask = torch.arange(length, device=ids.device) < held + 2  # (b, length)
     return window, window_mask
-
-
-def segments_in_window(segments, mask, length, head):
-    """(b, m) bool: the segments 2..m whose every document id the head + tail window reads too (`window_reads`),
-    which `skip_window_segments` leaves out. Segment 1's place is the window's own (z_1), never one of them."""
-    b, m, segment_length = segments.shape
-    inner, keep, _, _ = window_reads(segments, mask, length, head)
-    inner, keep = inner.view(b, m, segment_length), keep.view(b, m, segment_length)
-    held = inner.any(dim=2) & ~(inner & ~keep).any(dim=2)  # (b, m)
-    return held & (torch.arange(m, device=segments.device) > 0)
-
-
-def segments_first(z, present, read):
-    """z (b, m, d) and its masks with each document's `read` segments (b, m) moved to the front, in order, and zeros
-    behind them: (z, present, order), `order` (b, m) the segment each place now holds (0 behind the segments read).
-    The biLSTM and α of Eq. 3-4 read a document's present segments as a prefix. No data-dependent shapes (a
-    scatter, as `cut_into_segments` lays out ids), so the graph exports."""
-    b, m, d = z.shape
-    read = read & present
-    place = torch.where(read, read.long().cumsum(dim=1) - 1, m)  # (b, m): what is not read goes to an extra place
-    z = z.new_zeros(b, m + 1, d).scatter(1, place[..., None].expand(b, m, d), z)[:, :m]
-    segment = torch.arange(m, device=z.device).expand(b, m)
-    order = place.new_zeros(b, m + 1).scatter(1, place, segment)[:, :m]
-    present = torch.arange(m, device=z.device) < read.sum(dim=1, keepdim=True)
-    return z, present, order
 
 
 def backbone_without_pooler(backbone_config):
@@ -597,14 +561,6 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return head_tail_window(segments, mask, config.first_segment_length, config.first_segment_head,
                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
-    def skipped_segments(self, segments, mask):
-        """(b, m) bool: the segments `skip_window_segments` leaves out (those the head + tail window holds whole), or
-        None when every segment is read."""
-        config = self.config
-        if config.first_segment != "head_tail" or not config.skip_window_segments:
-            return None
-        return segments_in_window(segments, mask, config.first_segment_length, config.first_segment_head)
-
     def encode_document(self, input_ids, attention_mask=None, gradient_mode=None, every_segment=False):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
@@ -615,11 +571,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         `none`: no gradient; `selected`: every segment without gradient, and z_M re-encoded with it (Table 4's "No
         x_1 gradients"). Passes without gradient or under checkpointing take at most `segments_per_pass` segments,
         so peak memory does not grow with m. `every_segment`: encode every present segment even for `base`, which
-        reads z_1 alone (a cache other variants are fitted on).
-
-        With `skip_window_segments`, the segments the head + tail window holds whole are not encoded, and z holds
-        z_1 (the window) and the other present segments first, in document order (`segments_first`): x_1..x_m
-        partition the document, as the paper's x does, and M(α) indexes that order."""
+        reads z_1 alone (a cache other variants are fitted on)."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
         mode = gradient_mode or self.config.gradient_mode
@@ -631,16 +583,11 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
         first[::m] = True
         window = self.first_window(segments, mask)  # x_1 as the head + tail window, or None: x_1 is segment 1
-        skipped = self.skipped_segments(segments, mask)  # (b, m), or None: every present segment is read
-        if skipped is not None:
-            flat_present = flat_present & ~skipped.view(-1)
         if torch.compiler.is_compiling():  # a traced graph (ONNX export): every segment, absent ones zeroed after
             read = flat_present & first if self.config.variant == "base" else flat_present
             z = torch.where(read[:, None], self.encode(flat, flat_mask), 0.0).view(b, m, d)
             if window is not None:
                 z = torch.cat([self.encode(*window)[:, None].to(z.dtype), z[:, 1:]], dim=1)
-            if skipped is not None:
-                z, present, _ = segments_first(z, present, present & ~skipped)
             return z, present, None
         with_grad = {"paper": first & flat_present, "full": flat_present}.get(mode, torch.zeros_like(first))
         without_grad = flat_present & ~with_grad
@@ -675,17 +622,12 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
             base = z.to(encoded.dtype) if z is not None else encoded.new_zeros(b * m, d)
             z = base.index_put((first.nonzero().flatten(),), encoded)  # (b·m, d)
         z = z.view(b, m, d)  # (b, m, d)
-        order = None
-        if skipped is not None:  # the segments read first; M(α) then indexes `order`
-            z, present, order = segments_first(z, present, present & ~skipped)
 
         def encode_selected(selected):
             """z_M with gradient: z_1 where M = 1 in paper mode (it has gradient already), one batched forward for
             the others (x_1's window where M = 1 in selected mode)."""
             rows = torch.arange(b, device=segments.device)
             out = z[rows, selected]  # (b, d)
-            if order is not None:  # the segment at place M of the segments read
-                selected = order[rows, selected]
             other = selected != 0 if mode == "paper" else torch.ones_like(selected, dtype=torch.bool)
             if window is not None and mode != "paper" and (selected == 0).any():
                 at_first = selected == 0
@@ -865,4 +807,4 @@ class SegmentLMForSequenceClassification(SegmentLMPreTrainedModel):
 
 
 __all__ = ["SENTENCE_SEGMENT_LENGTH", "SegmentHead", "SegmentLMModel", "SegmentLMForSequenceClassification",
-           "SegmentLMPreTrainedModel", "cut_into_segments", "head_tail_window", "segments_in_window"]
+           "SegmentLMPreTrainedModel", "cut_into_segments", "head_tail_window"]
