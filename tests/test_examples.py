@@ -276,13 +276,18 @@ def test_readout_probe_fits_every_head_on_each_layout_and_split(tmp_path):
     assert [row["reader"].split(" on the ")[1] for row in pooled] == ["mean of all segments",
                                                                       "mean of the last 16 segments"] * 2
     rows = rows[:2] + [row for row in rows[2:] if "reader" not in row]
-    heads = [(row["segments"], row["first_segment"], row["variant"]) for row in rows[2:]]
+    heads = [(row["segments"], row["read"], row["variant"]) for row in rows[2:]]
     assert heads == [(segments, first, variant) for segments in ("fixed", "packed")
                      for first in ("z_1", "head+tail window") for variant in ("att", "rnn")]
     assert all(len(row["test"]["splits"]) == 3 and 0 <= row["test"]["mean"] <= 1 for row in rows)
     assert rows[6]["fill"] <= rows[2]["fill"]  # whole sentences may leave padding in their segments
     saved = load_file(tmp_path / "features" / "packed-80.safetensors")
     assert len(saved["z"]) == len(saved["labels"]) == 40 and len(saved["rows_42_train"]) < 40
+    # z_1 the model's own window, and the heads fitted again on the segments outside it
+    rows = readout_probe.main([dataset, "--backbone", str(tmp_path / "bert"), "--modes", "fixed:80",
+                               "--variants", "att", "--first-segment", "head_tail", "--partition", "--no-head-tail"])
+    heads = [(row["first_segment"], row["read"]) for row in rows if "variant" in row]
+    assert heads == [("head_tail", "z_1"), ("head_tail", "x_2..x_m outside the window")]
 
 
 def test_frozen_longformer_probe_reads_out_every_state_it_names(tmp_path, capsys):
