@@ -15,6 +15,7 @@ from backbone_models import build_from_backbone
 from hf_longdoc import FAMILIES
 from hf_longdoc.cli import main
 from hf_longdoc.data import fit_wordpiece_tokenizer, make_long_document_task
+from hf_longdoc.modeling.segment_lm.modeling_segment import window_tail_length
 from hf_longdoc.publishing.hub import make_model_card
 from hf_longdoc.training.head_fitting import (
     FitPlan,
@@ -25,6 +26,7 @@ from hf_longdoc.training.head_fitting import (
     new_parameter_names,
 )
 from hf_longdoc.training.recipe import training_arguments
+from hf_longdoc.utils.parsing import settings_text
 from tiny_bert import save_tiny_bert
 
 
@@ -635,25 +637,35 @@ def test_folds_fitted_in_forked_processes_score_as_in_one(pretrained, monkeypatc
     assert all(torch.equal(p, start[name]) for name, p in model.named_parameters() if name in names)
 
 
-def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_kept(pretrained, tmp_path):
+@pytest.mark.parametrize("settings, candidates", [
+    (["first_segment=head_tail", "variant_candidates=att,base"], ["att", "base"]),  # both read the window
+    (["variant_candidates=att,base:head_tail"], ["att", "base:head_tail"]),  # att on segment 1, base on the window
+])
+def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_kept(pretrained, tmp_path, settings,
+                                                                                   candidates):
     output = tmp_path / "choice"
     assert main(["train", "--model", "segment_lm", "--backbone", str(pretrained), "--max-length", "200",
                  "--task-size", "24", "--task-words", "60,150", "--epochs", "1", "--head-epochs", "3",
-                 "--config", "first_segment=head_tail", "variant_candidates=att,base",
-                 "--output-dir", str(output)]) == 0
+                 "--config", *settings, "--output-dir", str(output)]) == 0
     metrics = json.loads((output / "metrics.json").read_text())
     stage = metrics["head_stage"]
     assert [fit["variant"] for fit in stage["readouts"]] == ["att", "base"]
     best = max(fit["cross_validated_score"] for fit in stage["readouts"])
-    chosen = stage["readout"]["variant"]
-    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen)["cross_validated_score"] == best
+    chosen = stage["readout"]
+    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen["variant"])["cross_validated_score"] \
+        == best
     config = json.loads((output / "config.json").read_text())
-    assert config["variant"] == chosen and config["variant_candidates"] == ["att", "base"]
-    fitted = ", ".join(f"variant={fit['variant']} {fit['cross_validated_score']:.4f}" for fit in stage["readouts"])
+    assert config["variant_candidates"] == candidates and config["keep_document_end"]
+    assert {key: config[key] for key in chosen} == chosen
+    assert config["first_segment"] == ("segment" if chosen == {"variant": "att", "first_segment": "segment"}
+                                       else "head_tail")
+    fitted = ", ".join(f"{settings_text({key: fit[key] for key in chosen})} {fit['cross_validated_score']:.4f}"
+                       for fit in stage["readouts"])
     assert (f"| head on the frozen backbone's features: chosen over folds of the training and validation documents "
-            f"| variant={chosen} (of {fitted}) |") in str(make_model_card(str(output)))
+            f"| {settings_text(chosen)} (of {fitted}) |") in str(make_model_card(str(output)))
     reloaded = AutoModelForSequenceClassification.from_pretrained(output)
-    assert reloaded.config.variant == chosen and reloaded.head.config.variant == chosen
+    assert reloaded.config.variant == chosen["variant"] and reloaded.head.config.variant == chosen["variant"]
+    assert AutoTokenizer.from_pretrained(output).kept_tail == window_tail_length(reloaded.config) > 0
     classifier = pipeline("text-classification", model=str(output))
     assert classifier("markets rallied as the bank held rates " * 30)[0]["label"].startswith("topic_")
 
@@ -691,8 +703,54 @@ def test_variant_candidates_are_checked():
     from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
 
     assert SegmentLMConfig(variant_candidates="att, base").variant_candidates == ["att", "base"]
-    with pytest.raises(ValueError, match="`variant_candidates` must hold variants"):
-        SegmentLMConfig(variant_candidates=["att", "mean"])
+    for wrong in (["att", "mean"], ["att", "base:window"], ["att:"], [3]):
+        with pytest.raises(ValueError, match="`variant_candidates` must hold variants"):
+            SegmentLMConfig(variant_candidates=wrong)
+    assert not SegmentLMConfig(variant_candidates="att,base").keep_document_end
+    assert SegmentLMConfig(variant_candidates="att,base:head_tail").keep_document_end  # a cut keeps the window's tail
+    assert not SegmentLMConfig(variant_candidates="att,base:head_tail", keep_document_end=False).keep_document_end
+    with pytest.raises(ValueError, match="`keep_document_end` must be True, False or None"):
+        SegmentLMConfig(keep_document_end="yes")
+
+
+@pytest.mark.parametrize("candidates, choices", [
+    ("att,base,att", [{"variant": "base"}]),
+    ("att,base:head_tail,rnn", [{"variant": "base", "first_segment": "head_tail"},
+                                {"variant": "rnn", "first_segment": "segment"}]),  # each says what x_1 is
+    ("att:segment,att:head_tail,base:segment", [{"variant": "att", "first_segment": "head_tail"},
+                                                {"variant": "base", "first_segment": "segment"}]),
+])
+def test_the_heads_to_weigh_are_the_candidates_other_than_the_configured_one(candidates, choices):
+    from hf_longdoc.modeling.segment_lm.configuration_segment import SegmentLMConfig
+
+    assert FAMILIES["segment_lm"].readout_choices(SegmentLMConfig(variant_candidates=candidates)) == choices
+
+
+def test_the_cache_holds_segment_one_and_the_window_for_heads_that_read_either(pretrained):
+    """With `att` on segment 1 weighed against `base` on the head + tail window, the cache holds z with z_1 = LM
+    (segment 1) and the window's vector apart; each head's logits on it are the logits of the model that reads as
+    that head does."""
+    family = FAMILIES["segment_lm"]
+    model, tokenizer = build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False,
+                                           {"variant_candidates": "att,base:head_tail", "segment_length": 16},
+                                           max_length=200)
+    model.eval()
+    texts = ["markets rallied as the bank held rates " * 40, "the club won the final"]
+    batch = tokenizer(texts, truncation=True, padding=True, return_tensors="pt")
+    features = family.frozen_features(model, batch["input_ids"], batch["attention_mask"])
+    assert len(features) == 3 and features[2].shape == (2, model.config.hidden_size)
+    for readout in ({"variant": "att", "first_segment": "segment"},
+                    {"variant": "base", "first_segment": "head_tail"}):
+        family.set_readout(model, readout)
+        model.eval()  # the new head too
+        with torch.no_grad():
+            torch.testing.assert_close(family.head_logits(model, *features), model(**batch).logits)
+    z, _, _ = model.segment_lm.encode_document(batch["input_ids"], batch["attention_mask"], gradient_mode="none")
+    torch.testing.assert_close(features[2], z[:, 0])  # the window's vector: z_1 of the model reading x_1 as it
+    single = FAMILIES["segment_lm"].frozen_features(
+        build_from_backbone("segment_lm", str(pretrained), ["a", "b"], False, {"segment_length": 16},
+                            max_length=200)[0].eval(), batch["input_ids"], batch["attention_mask"])
+    assert len(single) == 2  # one way of reading x_1: no window apart
 
 @pytest.mark.parametrize("candidates", [None, "base,att"])
 def test_a_base_head_stage_caches_every_segment_when_another_variant_may_be_fitted(pretrained, candidates):

@@ -90,11 +90,11 @@ def test_a_cut_document_keeps_its_first_segments_and_the_last_that_hold_its_tail
     assert kept == expected and len(kept) <= max(limit, 0)
 
 
-def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_window_model):
+def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_reading_model):
     """Train's tokenizer (truncation=True) keeps a cut document's first segments and the last ones, which hold its
     last T ids; the model given the whole text cuts it alike; the window's tail is the document's own last T ids."""
-    tokenizer = AutoTokenizer.from_pretrained(saved_window_model)
-    model = AutoModelForSequenceClassification.from_pretrained(saved_window_model).eval()
+    tokenizer = AutoTokenizer.from_pretrained(saved_reading_model)
+    model = AutoModelForSequenceClassification.from_pretrained(saved_reading_model).eval()
     config = model.config
     whole = tokenizer(LONG)["input_ids"]
     cut = tokenizer(LONG, truncation=True)["input_ids"]
@@ -103,7 +103,7 @@ def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_window
     assert cut == whole[:1] + reference_kept(whole[1:-1], tokenizer.model_max_length - 2, config.segment_length - 2,
                                              tail, tokenizer.pad_token_id) + whole[-1:]
     segments, mask, _ = model.segment_lm.segments(torch.tensor([whole]), None)
-    window, window_mask = model.segment_lm.first_window(segments, mask)
+    window, window_mask = model.segment_lm.first_window(segments, mask, "head_tail")
     assert window[0][window_mask[0]].tolist()[-tail - 1:-1] == whole[-tail - 1:-1]  # the document's last T ids
     with torch.no_grad():
         read_whole = model(input_ids=torch.tensor([whole])).logits
@@ -114,7 +114,7 @@ def test_the_tokenizer_and_the_model_read_a_long_documents_true_end(saved_window
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=torch.tensor([whole])).logits,
                                    model(input_ids=torch.tensor([shorter])).logits)
-    with TestClient(create_app(saved_window_model)) as client:
+    with TestClient(create_app(saved_reading_model)) as client:
         coverage = client.post("/classify", json={"inputs": [LONG]}).json()[0]["coverage"]
     assert coverage["cut"] and coverage["part_read"] == "start and end"
 
@@ -222,22 +222,37 @@ def test_the_base_variant_over_the_window_is_head_and_tail():
         assert model(input_ids=ids).logits[0].tolist() == pytest.approx(expected, abs=1e-5)
 
 
-@pytest.fixture(scope="module")
-def saved_window_model(tmp_path_factory):
-    """A segment LM with the head + tail window around a tiny backbone, saved as `train` saves it."""
+def save_window_model(folder, **settings):
+    """A segment LM around a tiny backbone, with `settings` (the head + tail window, or the cut that keeps the
+    document's end for it), saved in `folder` as `train` saves it."""
     tokenizer = fit_wordpiece_tokenizer([LONG] * 5, vocab_size=150, model_max_length=64)
-    backbone = save_tiny_bert(tmp_path_factory.mktemp("backbone"), tokenizer, max_positions=64)
+    backbone = save_tiny_bert(folder / "backbone", tokenizer, max_positions=64)
     model, tokenizer = FAMILIES["segment_lm"].from_backbone(backbone, None, 200, num_labels=3, segment_length=16,
-                                                            first_segment="head_tail")
+                                                            **settings)
+    assert model.config.keep_document_end and tokenizer.kept_tail == 64 - 2 - 16  # W - 2 - H
     tokenizer.model_max_length = FAMILIES["segment_lm"].reading_length(model.config)
     torch.manual_seed(0)
     with torch.no_grad():
         model.head.context.mul_(20)  # an uneven α
     model.config.id2label, model.config.label2id = LABELS, {v: k for k, v in LABELS.items()}
-    folder = tmp_path_factory.mktemp("window")
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
+    model.save_pretrained(folder / "model")
+    tokenizer.save_pretrained(folder / "model")
+    return str(folder / "model")
+
+
+@pytest.fixture(scope="module")
+def saved_window_model(tmp_path_factory):
+    return save_window_model(tmp_path_factory.mktemp("window"), first_segment="head_tail")
+
+
+# z_1 as the window; and a model whose head stage weighed `base` on the window against `att` with segment 1 and kept
+# `att`: it reads a cut document's true end as the window would have (`keep_document_end`)
+READINGS = {"window": {"first_segment": "head_tail"}, "end kept": {"variant_candidates": "att,base:head_tail"}}
+
+
+@pytest.fixture(scope="module", params=list(READINGS))
+def saved_reading_model(tmp_path_factory, request):
+    return save_window_model(tmp_path_factory.mktemp("reading"), **READINGS[request.param])
 
 
 DOCUMENTS = [LONG, SENTENCES[0], " ".join(SENTENCES * 3)]
@@ -247,22 +262,22 @@ def trained_reading(folder):
     """Scores as `train` reads a document: the tokenizer with truncation=True, then the model."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    assert model.config.first_segment == "head_tail"
+    assert model.config.keep_document_end
     with torch.no_grad():
         return [model(**tokenizer(text, truncation=True, return_tensors="pt")).logits.softmax(-1)[0].tolist()
                 for text in DOCUMENTS]
 
 
-def test_every_path_reads_a_document_as_train_does(saved_window_model, tmp_path):
-    expected = trained_reading(saved_window_model)
+def test_every_path_reads_a_document_as_train_does(saved_reading_model, tmp_path):
+    expected = trained_reading(saved_reading_model)
     names = [LABELS[i] for i in range(3)]
-    classify = pipeline("text-classification", model=saved_window_model, top_k=None, truncation=True)
-    untruncated = pipeline("text-classification", model=saved_window_model, top_k=None)  # the model cuts it
-    long_classify = pipeline("long-document-classification", model=saved_window_model)
+    classify = pipeline("text-classification", model=saved_reading_model, top_k=None, truncation=True)
+    untruncated = pipeline("text-classification", model=saved_reading_model, top_k=None)  # the model cuts it
+    long_classify = pipeline("long-document-classification", model=saved_reading_model)
     corpus = datasets.Dataset.from_dict({"text": DOCUMENTS})
-    predicted = hf_longdoc.predict(saved_window_model, corpus)
-    onnx = hf_longdoc.predict(saved_window_model, corpus, backend="onnxruntime", graph_dir=str(tmp_path / "onnx"))
-    with TestClient(create_app(saved_window_model)) as client:
+    predicted = hf_longdoc.predict(saved_reading_model, corpus)
+    onnx = hf_longdoc.predict(saved_reading_model, corpus, backend="onnxruntime", graph_dir=str(tmp_path / "onnx"))
+    with TestClient(create_app(saved_reading_model)) as client:
         served = client.post("/classify", json={"inputs": DOCUMENTS}).json()
     for text, scores, row, graph_row, answer in zip(DOCUMENTS, expected, predicted, onnx, served):
         for piped in (classify, untruncated):
@@ -276,8 +291,8 @@ def test_every_path_reads_a_document_as_train_does(saved_window_model, tmp_path)
         assert [answer["scores"][name] for name in names] == pytest.approx(scores, abs=1e-5)
 
 
-def test_the_hub_copy_reads_the_window_without_hf_longdoc(saved_window_model, tmp_path):
-    expected = trained_reading(saved_window_model)
+def test_the_hub_copy_reads_the_window_without_hf_longdoc(saved_reading_model, tmp_path):
+    expected = trained_reading(saved_reading_model)
     code = """
         import json, sys
         import torch
@@ -290,7 +305,7 @@ def test_the_hub_copy_reads_the_window_without_hf_longdoc(saved_window_model, tm
                       for text in texts]
         print(json.dumps(scores))
     """
-    result = run_without_hf_longdoc(code, saved_window_model, json.dumps(DOCUMENTS), workdir=tmp_path)
+    result = run_without_hf_longdoc(code, saved_reading_model, json.dumps(DOCUMENTS), workdir=tmp_path)
     for got, scores in zip(json.loads(result.stdout.strip().splitlines()[-1]), expected):
         assert got == pytest.approx(scores, abs=1e-5)
 
@@ -340,9 +355,11 @@ def test_explain_gives_the_base_variants_window_whole_at_weight_one(saved_window
 def test_a_model_saved_before_the_setting_reads_segment_one_as_before():
     config = SegmentLMConfig(num_segments=4, segment_length=16)
     saved = config.to_dict()
-    for name in ("first_segment", "first_segment_length", "first_segment_head"):
+    for name in ("first_segment", "first_segment_length", "first_segment_head", "keep_document_end"):
         saved.pop(name)
     assert SegmentLMConfig.from_dict(saved).first_segment == "segment"
+    assert not SegmentLMConfig.from_dict(saved).keep_document_end  # its first ids, as it was cut
+    assert SegmentLMConfig.from_dict({**saved, "first_segment": "head_tail"}).keep_document_end
     torch.manual_seed(0)
     model = SegmentLMForSequenceClassification(config).eval()
     assert model.segment_lm.first_window(*model.segment_lm.segments(torch.tensor([[101, 7, 8, 102]]), None)[:2]) \

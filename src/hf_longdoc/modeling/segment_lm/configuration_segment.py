@@ -21,6 +21,16 @@ HEAD_TAIL_LENGTH = 512
 HEAD_TAIL_HEAD = 128
 
 
+def candidate_readout(name, first_segment):
+    """{"variant", "first_segment"} of a `variant_candidates` entry, `variant` or `variant:first_segment` (the
+    config's `first_segment` when it names none); None when it names an unknown variant or first segment."""
+    variant, colon, first = name.partition(":")
+    first = first if colon else first_segment
+    if variant not in VARIANTS or first not in FIRST_SEGMENTS:
+        return None
+    return {"variant": variant, "first_segment": first}
+
+
 # Copied from hf_longdoc.modeling.backbones.backbone_positions
 def backbone_positions(backbone_config):
     """How many positions the backbone reads (None: no table): its `max_position_embeddings` (GPT-2:
@@ -134,13 +144,20 @@ class SegmentLMConfig(PretrainedConfig):
             H, the window's ids from the document's start (the rest, W − 2 − H, from its end). Unset: 128 of 512
             (head + tail's), in that proportion of a shorter W.
         variant_candidates (`list[str]`, *optional*):
-            Head variants that training's head stage fits on the same cached frozen features besides `variant` (a
-            list, or one comma-separated string: `"att,base"`); the one of the best score over 5 folds of the
-            training and validation documents together is kept and `variant` is set to it (ties: the head of fewer
-            parameters, then `variant`, then the order given). With `first_segment="head_tail"`, `base` (Eq. 1: the
-            classifier on z_1 alone) is head + tail read with full attention, and `att` (Eq. 3-5) the segments with
-            it: the folds say which the documents need.
-            Not read at inference. None: `variant` alone.
+            Heads that training's head stage fits on the same cached frozen features besides `variant` with
+            `first_segment` (a list, or one comma-separated string: `"att,base"`); the one of the best score over 5
+            folds of the training and validation documents together is kept, and `variant` (and `first_segment`) set
+            to it (ties: the head of fewer parameters, then the configured one, then the order given). Each is a
+            variant, read with `first_segment`, or `variant:first_segment` to read z_1 otherwise: `"att,base:head_tail"`
+            weighs `att` over the segments (Eq. 3-5) against `base` on the head + tail window (Eq. 1 with x_1 the
+            window: head + tail read with full attention); the head stage then caches segment 1's vector and the
+            window's, and the folds say which the documents need. Not read at inference. None: `variant` alone.
+        keep_document_end (`bool`, *optional*):
+            Whether a document longer than the model reads is cut to its first segments and its last ones, which hold
+            its last `first_segment_length` − 2 − `first_segment_head` document ids (what the head + tail window reads
+            from its end), instead of its first ids (`SegmentLMTokenizer`'s `kept_tail`; `forward` cuts a longer input
+            the same way). Unset: `True` when `first_segment` or a `variant_candidates` entry is `"head_tail"`, so that
+            every head the stage weighs reads the document as the window does.
         first_segment_dropout (`bool`, defaults to `False`):
             Whether the head + tail window's pass keeps the backbone's dropout in training. `False`: it runs in
             evaluation mode (no dropout; its gradient unchanged otherwise), because with dropout on the attention
@@ -196,6 +213,7 @@ class SegmentLMConfig(PretrainedConfig):
         first_segment_head=None,
         first_segment_dropout=False,
         variant_candidates=None,
+        keep_document_end=None,
         classifier_dropout=0.1,
         cls_token_id=None,
         sep_token_id=None,
@@ -244,9 +262,18 @@ class SegmentLMConfig(PretrainedConfig):
             variant_candidates = [name.strip() for name in variant_candidates.split(",") if name.strip()]
         if variant_candidates is not None:
             variant_candidates = list(variant_candidates)
-            unknown = [name for name in variant_candidates if name not in VARIANTS]
+            unknown = [name for name in variant_candidates if not isinstance(name, str)
+                       or candidate_readout(name, first_segment) is None]
             if unknown:
-                raise ValueError(f"`variant_candidates` must hold variants of {VARIANTS}, got {unknown!r}.")
+                raise ValueError(f"`variant_candidates` must hold variants of {VARIANTS}, each alone or as "
+                                 f"variant:first_segment with a first segment of {FIRST_SEGMENTS} (e.g. "
+                                 f"'att,base:head_tail'), got {unknown!r}.")
+        if keep_document_end is None:
+            firsts = {candidate_readout(name, first_segment)["first_segment"] for name in variant_candidates or ()}
+            keep_document_end = "head_tail" in firsts | {first_segment}
+        if not isinstance(keep_document_end, bool):
+            raise ValueError(f"`keep_document_end` must be True, False or None (None: True with a head + tail "
+                             f"window), got {keep_document_end!r}.")
         hidden = backbone_config.hidden_size
         lstm_hidden_size = hidden if lstm_hidden_size is None else lstm_hidden_size
         if isinstance(lstm_hidden_size, bool) or not isinstance(lstm_hidden_size, int) or lstm_hidden_size < 2 \
@@ -274,6 +301,7 @@ class SegmentLMConfig(PretrainedConfig):
         self.first_segment_head = first_segment_head
         self.first_segment_dropout = bool(first_segment_dropout)
         self.variant_candidates = variant_candidates
+        self.keep_document_end = keep_document_end
         self.classifier_dropout = classifier_dropout
         self.cls_token_id = _first_set(cls_token_id, getattr(backbone_config, "cls_token_id", None),
                                        getattr(backbone_config, "bos_token_id", None), 101)

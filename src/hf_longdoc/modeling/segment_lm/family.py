@@ -11,7 +11,7 @@ from transformers import AutoTokenizer
 from ...utils.catalog import EVIDENCE_WEIGHTS
 from ..registry import Family, register_family
 from .configuration_segment import VARIANTS as SEGMENT_VARIANTS
-from .configuration_segment import SegmentLMConfig, segments_to_read
+from .configuration_segment import SegmentLMConfig, candidate_readout, segments_to_read
 from .modeling_segment import SegmentHead, SegmentLMForSequenceClassification, SegmentLMModel, window_tail_length
 from .tokenization_segment import SegmentLMTokenizer
 
@@ -74,7 +74,7 @@ class SegmentLMFamily(Family):
     variants = {"variant": SEGMENT_VARIANTS}
     bench_reference = ("base", "time")  # the paper's Table 3 reports time as a multiple of Base
     card_settings = ("hidden_size", "num_hidden_layers", "vocab_size", "variant", "num_segments", "segment_length",
-                     "segment_pooling", "gradient_mode", "sentence_packing", "first_segment")
+                     "segment_pooling", "gradient_mode", "sentence_packing", "first_segment", "keep_document_end")
 
     def reading_length(self, config):
         """m segments of L - 2 document tokens, plus the [CLS] and [SEP] a tokenizer adds (dropped before cutting)."""
@@ -111,17 +111,36 @@ class SegmentLMFamily(Family):
 
     def frozen_features(self, model, input_ids, attention_mask):
         """z (b, m, d) and the present-segment mask (b, m): all the segment LM's head reads (Eq. 3-7); every segment
-        when the head stage may fit another variant on them (`variant_candidates`)."""
-        z, present, _ = model.segment_lm.encode_document(input_ids, attention_mask, gradient_mode="none",
-                                                         every_segment=bool(self.readout_choices(model.config)))
+        when the head stage may fit another variant on them (`variant_candidates`). When the heads it weighs read
+        x_1 both ways (segment 1 and the head + tail window), z_1 is segment 1's vector and the window's (b, d)
+        comes third, for `head_logits` to put in z_1's place where the head reads the window."""
+        config = model.config
+        choices = self.readout_choices(config)
+        both = any(choice.get("first_segment", config.first_segment) != config.first_segment for choice in choices)
+        encoder = model.segment_lm
+        z, present, _ = encoder.encode_document(input_ids, attention_mask, gradient_mode="none",
+                                                every_segment=bool(choices), first_segment="segment" if both else None)
+        if both:
+            return z, present, encoder.window_vectors(input_ids, attention_mask).to(z.dtype)
         return z, present
 
-    def head_logits(self, model, z, present):
+    def head_logits(self, model, z, present, window=None):
+        if window is not None and model.config.first_segment == "head_tail":  # z_1 = LM(the window), Eq. 1
+            z = torch.cat([window[:, None], z[:, 1:]], dim=1)
         return model.head(z, present)[0]
 
     def readout_choices(self, config):
-        """The variants of `variant_candidates` other than `variant`, each a head of Eq. 1-7 over the same z."""
-        return [{"variant": name} for name in dict.fromkeys(config.variant_candidates or ()) if name != config.variant]
+        """The heads of `variant_candidates` other than the configured one, each a head of Eq. 1-7 over the same z:
+        {"variant"}, or {"variant", "first_segment"} when an entry names what x_1 is (segment 1 or the head + tail
+        window), then each of them, so that every choice sets all that tells them apart."""
+        names = config.variant_candidates or ()
+        named = any(":" in name for name in names)
+        choices = [{"variant": config.variant, "first_segment": config.first_segment}]  # the configured head
+        for name in names:
+            choice = candidate_readout(name, config.first_segment)
+            if choice not in choices:
+                choices.append(choice)
+        return [choice if named else {"variant": choice["variant"]} for choice in choices[1:]]
 
     def set_readout(self, model, changes, head=None):
         replaced = model.head

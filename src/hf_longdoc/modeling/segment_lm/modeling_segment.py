@@ -227,8 +227,9 @@ def kept_positions(ids, limit, width, kept_tail, pad_id):
 
 
 def window_tail_length(config):
-    """T, the document ids the head + tail window reads from the document's end (W - 2 - H); 0 without it."""
-    if config.first_segment != "head_tail":
+    """T, the document ids the head + tail window reads from the document's end (W - 2 - H), which a cut document
+    keeps (`keep_document_end`); 0 where it is cut to its first ids."""
+    if not config.keep_document_end:
         return 0
     return config.first_segment_length - 2 - config.first_segment_head
 
@@ -552,16 +553,24 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return_dict = self.config.return_dict if return_dict is None else return_dict
         return output if return_dict else output.to_tuple()
 
-    def first_window(self, segments, mask):
+    def first_window(self, segments, mask, first_segment=None):
         """(ids, mask) of the head + tail window, (b, W) each, that z_1 reads with `first_segment="head_tail"`, or
-        None with `"segment"` (x_1 is segment 1)."""
+        None with `"segment"` (x_1 is segment 1). `first_segment`: instead of the config's."""
         config = self.config
-        if config.first_segment != "head_tail":
+        if (first_segment or config.first_segment) != "head_tail":
             return None
         return head_tail_window(segments, mask, config.first_segment_length, config.first_segment_head,
                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
-    def encode_document(self, input_ids, attention_mask=None, gradient_mode=None, every_segment=False):
+    def window_vectors(self, input_ids, attention_mask=None):
+        """(b, d): the LM's vectors of the documents' head + tail windows, without gradient: z_1 of a head that reads
+        x_1 as the window (`variant_candidates` entries `variant:head_tail`), cached beside segment 1's."""
+        segments, mask, _ = self.segments(input_ids, attention_mask)
+        with torch.no_grad(), self.stopped_segment_mode():
+            return self.encode_in_passes(*self.first_window(segments, mask, "head_tail"))
+
+    def encode_document(self, input_ids, attention_mask=None, gradient_mode=None, every_segment=False,
+                        first_segment=None):
         """z (b, m, d) with zeros for absent segments, the present mask (b, m), and a function that encodes the
         segments chosen per document with gradient (for z_M(α) of Eq. 5/7 in `paper` mode; None otherwise).
 
@@ -571,7 +580,8 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         `none`: no gradient; `selected`: every segment without gradient, and z_M re-encoded with it (Table 4's "No
         x_1 gradients"). Passes without gradient or under checkpointing take at most `segments_per_pass` segments,
         so peak memory does not grow with m. `every_segment`: encode every present segment even for `base`, which
-        reads z_1 alone (a cache other variants are fitted on)."""
+        reads z_1 alone (a cache other variants are fitted on). `first_segment`: what x_1 is, instead of the
+        config's."""
         segments, mask, present = self.segments(input_ids, attention_mask)
         b, m, length = segments.shape
         mode = gradient_mode or self.config.gradient_mode
@@ -582,7 +592,7 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         d = self.config.hidden_size
         first = torch.zeros(b * m, dtype=torch.bool, device=segments.device)
         first[::m] = True
-        window = self.first_window(segments, mask)  # x_1 as the head + tail window, or None: x_1 is segment 1
+        window = self.first_window(segments, mask, first_segment)  # x_1 as the window, or None: segment 1
         if torch.compiler.is_compiling():  # a traced graph (ONNX export): every segment, absent ones zeroed after
             read = flat_present & first if self.config.variant == "base" else flat_present
             z = torch.where(read[:, None], self.encode(flat, flat_mask), 0.0).view(b, m, d)
