@@ -324,6 +324,18 @@ def test_explain_gives_the_window_as_its_head_and_tail_in_whole_sentences(saved_
         assert passage["text"].startswith(tuple(SENTENCES)) and passage["text"].endswith(".")  # whole sentences
 
 
+def test_explain_of_a_cut_document_points_at_its_own_sentences(saved_reading_model):
+    """Whatever x_1 is, the evidence of a document cut to its first and last segments is whole sentences of the
+    text, its offsets pointing at them, some from the document's end (read past the segments left out)."""
+    tokenizer = AutoTokenizer.from_pretrained(saved_reading_model)
+    model = AutoModelForSequenceClassification.from_pretrained(saved_reading_model).eval()
+    _, evidence = explain(model, tokenizer, [LONG], k=50, max_length=None)
+    assert evidence[0] and max(passage["end"] for passage in evidence[0]) == len(LONG)
+    for passage in evidence[0]:
+        assert LONG[passage["start"]:passage["end"]] == passage["text"]
+        assert passage["text"].startswith(tuple(SENTENCES)) and passage["text"].endswith(".")
+
+
 def sentences_held(document, start, end):
     """The characters [start, end) widened or trimmed to the sentences of `document` (SENTENCES joined by spaces) at
     least half inside them: the rule `--explain` shows a passage by."""
