@@ -68,8 +68,8 @@ class ClassifyRequest(Strict):
 class Coverage(BaseModel):
     """How much of the document the model read: its text's ids (special tokens and the [PAD] fill of a sentence
     layout excluded), how many of them were read, whether it was cut, which part was read (`all`, or a cut
-    document's `start`, `end`, or `start and end` for a segment LM whose head + tail window keeps its first and last
-    segments), and the chunks it was read in (1 unless the server reads `--long chunks`)."""
+    document's `start`, `end`, or `start and end` for a segment LM that keeps a cut document's first and last segments,
+    `keep_document_end`), and the chunks it was read in (1 unless the server reads `--long chunks`)."""
 
     document_ids: int
     ids_read: int
