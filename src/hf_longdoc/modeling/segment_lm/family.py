@@ -116,13 +116,15 @@ class SegmentLMFamily(Family):
         comes third, for `head_logits` to put in z_1's place where the head reads the window."""
         config = model.config
         choices = self.readout_choices(config)
-        both = any(choice.get("first_segment", config.first_segment) != config.first_segment for choice in choices)
         encoder = model.segment_lm
-        z, present, _ = encoder.encode_document(input_ids, attention_mask, gradient_mode="none",
-                                                every_segment=bool(choices), first_segment="segment" if both else None)
-        if both:
-            return z, present, encoder.window_vectors(input_ids, attention_mask).to(z.dtype)
-        return z, present
+        if all(choice.get("first_segment", config.first_segment) == config.first_segment for choice in choices):
+            z, present, _ = encoder.encode_document(input_ids, attention_mask, gradient_mode="none",
+                                                    every_segment=bool(choices))
+            return z, present
+        segments, mask, _ = encoder.segments(input_ids, attention_mask)  # cut once, read both ways
+        z, present, _ = encoder.encode_document(segments, mask, gradient_mode="none", every_segment=True,
+                                                first_segment="segment")
+        return z, present, encoder.window_vectors(segments, mask).to(z.dtype)
 
     def head_logits(self, model, z, present, window=None):
         if window is not None and model.config.first_segment == "head_tail":  # z_1 = LM(the window), Eq. 1
@@ -131,8 +133,8 @@ class SegmentLMFamily(Family):
 
     def readout_choices(self, config):
         """The heads of `variant_candidates` other than the configured one, each a head of Eq. 1-7 over the same z:
-        {"variant"}, or {"variant", "first_segment"} when an entry names what x_1 is (segment 1 or the head + tail
-        window), then each of them, so that every choice sets all that tells them apart."""
+        {"variant"}, or, when any entry names what x_1 is (segment 1 or the head + tail window), {"variant",
+        "first_segment"} for every head, so that setting one never keeps the x_1 of the head set before it."""
         names = config.variant_candidates or ()
         named = any(":" in name for name in names)
         choices = [{"variant": config.variant, "first_segment": config.first_segment}]  # the configured head

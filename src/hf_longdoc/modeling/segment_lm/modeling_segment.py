@@ -562,10 +562,10 @@ class SegmentLMModel(SegmentLMPreTrainedModel):
         return head_tail_window(segments, mask, config.first_segment_length, config.first_segment_head,
                                 config.cls_token_id, config.sep_token_id, config.pad_token_id)
 
-    def window_vectors(self, input_ids, attention_mask=None):
-        """(b, d): the LM's vectors of the documents' head + tail windows, without gradient: z_1 of a head that reads
-        x_1 as the window (`variant_candidates` entries `variant:head_tail`), cached beside segment 1's."""
-        segments, mask, _ = self.segments(input_ids, attention_mask)
+    def window_vectors(self, segments, mask):
+        """(b, d): the LM's vectors of the head + tail windows of documents read as segments (b, m, L) with their
+        masks (`segments`), without gradient: z_1 of a head that reads x_1 as the window (`variant_candidates`
+        entries `variant:head_tail`), cached beside segment 1's."""
         with torch.no_grad(), self.stopped_segment_mode():
             return self.encode_in_passes(*self.first_window(segments, mask, "head_tail"))
 
