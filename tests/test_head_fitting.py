@@ -3,6 +3,7 @@ as the warm start of fine-tuning (linear probing, then fine-tuning). Tiny random
 downloaded."""
 
 import json
+import math
 import sys
 from types import SimpleNamespace
 
@@ -517,7 +518,7 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     fitted = {}
 
     def fake_folds(model, plan, names, *args, alongside=None, workers=1):
-        return outcomes[model.config.variant][0], alongside()
+        return [outcomes[model.config.variant][0]] * head_fitting.CHOICE_FOLDS, alongside()
 
     def fake_fit(model, family, names, *args, **kwargs):
         variant = model.config.variant
@@ -536,6 +537,8 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     assert model.config.variant == "base" and model.head is fitted["base"]  # .875 twice: the smaller head
     assert report["readout"] == {"variant": "base"} and [fit["variant"] for fit in report["readouts"]] == list(fitted)
     assert [fit["cross_validated_score"] for fit in report["readouts"]] == [0.75, 0.875, 0.875]
+    assert [fit["standard_error"] for fit in report["readouts"]] == [0.0, 0.0, 0.0]
+    assert report["readouts"][0]["fold_scores"] == [0.75] * head_fitting.CHOICE_FOLDS
     assert [fit["validation_score"] for fit in report["readouts"]] == [0.95, 0.40, 0.30]
     sizes = [fit["head_parameters"] for fit in report["readouts"]]
     assert sizes[1] < sizes[2] < sizes[0] and sizes[1] == sum(p.numel() for p in fitted["base"].parameters())
@@ -545,6 +548,26 @@ def test_the_head_stage_keeps_the_readout_validation_prefers(pretrained, monkeyp
     family.set_readout(model, {"variant": "att"})
     report, _ = head_fitting.fit_readouts(model, plan, None, None, 5)
     assert model.config.variant == "att" and model.head is fitted["att"] and report["readout"] == {"variant": "att"}
+
+
+def test_the_choice_keeps_the_smallest_head_within_one_standard_error_of_the_best():
+    """The one-standard-error rule (Hastie, Tibshirani & Friedman, Sec. 7.10), checked against its statement: the
+    standard error is the fold scores' sample standard deviation over sqrt(folds), of the best mean's head; among the
+    heads whose mean is at least the best mean minus it, the one of fewest parameters, then the configured order."""
+    from hf_longdoc.training.head_fitting import FoldScores, one_standard_error_choice
+
+    att = FoldScores([0.90, 0.95, 0.85, 0.90, 0.90])  # mean .90, sd sqrt(.005 / 4) = .0354, SE .0158
+    assert att.mean == pytest.approx(0.90) and att.standard_error == pytest.approx(math.sqrt(0.005 / 4 / 5))
+    within, outside = FoldScores([0.89] * 5), FoldScores([0.88] * 5)
+    assert one_standard_error_choice([(att, 1_000_000), (within, 2_000)]) == 1  # .89 >= .90 - .0158
+    assert one_standard_error_choice([(att, 1_000_000), (outside, 2_000)]) == 0  # .88 < .8842
+    assert one_standard_error_choice([(within, 2_000), (att, 1_000_000)]) == 0  # the order does not matter
+    assert one_standard_error_choice([(att, 1_000_000), (within, 2_000), (FoldScores([0.885] * 5), 2_000)]) == 1
+    assert one_standard_error_choice([(within, 2_000), (att, 500)]) == 1  # the best is also the smallest
+    exact = FoldScores([0.9] * 5)  # no spread: only a tie is within reach
+    assert exact.standard_error == 0.0
+    assert one_standard_error_choice([(exact, 1_000_000), (FoldScores([0.8999] * 5), 2_000)]) == 0
+    assert one_standard_error_choice([(exact, 1_000_000), (FoldScores([0.9] * 5), 2_000)]) == 1
 
 
 def test_the_choice_scores_each_fold_by_a_head_that_never_saw_it(pretrained, monkeypatch):
@@ -578,9 +601,9 @@ def test_the_choice_scores_each_fold_by_a_head_that_never_saw_it(pretrained, mon
 
     monkeypatch.setattr(head_fitting, "fit_head", fake_fit)
     monkeypatch.setattr(head_fitting, "split_score", fake_score)
-    score, nothing = head_fitting.cross_validated_score(model, plan, names, train, validation, 5)
+    scores, nothing = head_fitting.cross_validated_score(model, plan, names, train, validation, 5)
     assert nothing is None and len(folds) == head_fitting.CHOICE_FOLDS
-    assert score == pytest.approx(sum(range(1, 6)) / 50)
+    assert scores == pytest.approx([k / 10 for k in range(1, 6)])
     assert set().union(*folds) == set(range(50)) and sum(len(fold) for fold in folds) == 50  # a partition
     for fold, (fitted, stopped) in zip(folds, fits):
         assert fitted | stopped == set(range(50)) - fold and not fitted & stopped
@@ -623,8 +646,8 @@ def test_folds_fitted_in_forked_processes_score_as_in_one(pretrained, monkeypatc
         model.load_state_dict(start, strict=False)
         results[workers] = head_fitting.cross_validated_score(model, plan, names, train, validation, 4,
                                                               alongside=own_fit, workers=workers), head()
-    (score, best_epoch), fitted = results[1]
-    assert results[2][0] == (score, best_epoch)
+    (scores, best_epoch), fitted = results[1]
+    assert results[2][0] == (scores, best_epoch)
     assert all(torch.equal(fitted[name], results[2][1][name]) for name in names)
     assert any(not torch.equal(fitted[name], start[name]) for name in names)  # left as the head's own fit left it
 
@@ -633,7 +656,7 @@ def test_folds_fitted_in_forked_processes_score_as_in_one(pretrained, monkeypatc
 
     monkeypatch.setattr(head_fitting, "ForkedWork", failing)
     model.load_state_dict(start, strict=False)
-    assert head_fitting.cross_validated_score(model, plan, names, train, validation, 4, workers=2) == (score, None)
+    assert head_fitting.cross_validated_score(model, plan, names, train, validation, 4, workers=2) == (scores, None)
     assert all(torch.equal(p, start[name]) for name, p in model.named_parameters() if name in names)
 
 
@@ -650,10 +673,13 @@ def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_ke
     metrics = json.loads((output / "metrics.json").read_text())
     stage = metrics["head_stage"]
     assert [fit["variant"] for fit in stage["readouts"]] == ["att", "base"]
-    best = max(fit["cross_validated_score"] for fit in stage["readouts"])
+    best = max(stage["readouts"], key=lambda fit: fit["cross_validated_score"])
     chosen = stage["readout"]
-    assert next(fit for fit in stage["readouts"] if fit["variant"] == chosen["variant"])["cross_validated_score"] \
-        == best
+    kept = next(fit for fit in stage["readouts"] if fit["variant"] == chosen["variant"])
+    assert kept["cross_validated_score"] >= best["cross_validated_score"] - best["standard_error"]
+    assert all(fit["head_parameters"] >= kept["head_parameters"] for fit in stage["readouts"]
+               if fit["cross_validated_score"] >= best["cross_validated_score"] - best["standard_error"])
+    assert all(len(fit["fold_scores"]) == 5 for fit in stage["readouts"])
     config = json.loads((output / "config.json").read_text())
     assert config["variant_candidates"] == candidates and config["keep_document_end"]
     assert {key: config[key] for key in chosen} == chosen
@@ -662,7 +688,8 @@ def test_variant_candidates_train_end_to_end_and_the_card_says_which_head_was_ke
     fitted = ", ".join(f"{settings_text({key: fit[key] for key in chosen})} {fit['cross_validated_score']:.4f}"
                        for fit in stage["readouts"])
     assert (f"| head on the frozen backbone's features: chosen over folds of the training and validation documents "
-            f"| {settings_text(chosen)} (of {fitted}) |") in str(make_model_card(str(output)))
+            f"(the smallest within one standard error of the best) | {settings_text(chosen)} (of {fitted}) |") \
+        in str(make_model_card(str(output)))
     reloaded = AutoModelForSequenceClassification.from_pretrained(output)
     assert reloaded.config.variant == chosen["variant"] and reloaded.head.config.variant == chosen["variant"]
     assert AutoTokenizer.from_pretrained(output).kept_tail == window_tail_length(reloaded.config) > 0

@@ -327,13 +327,13 @@ def _head_stage_rows(stage):
                 "| weights saved | " + ("the warm start: fine-tuning ended clearly below it on validation"
                                         if stage["kept"] else "the fine-tuned model, not clearly below the warm "
                                         "start on validation") + paired_counts(stage) + " |"]
-    if stage.get("readouts"):  # several heads fitted on the same features, the best over the folds kept
+    if stage.get("readouts"):  # several heads fitted on the same features, chosen over the folds
         fitted = ", ".join(f"{settings_text({key: fit[key] for key in stage['readout']})} "
                            f"{fit.get('cross_validated_score', fit['validation_score']):.4f}"
                            for fit in stage["readouts"])
         kept = settings_text(stage["readout"])
         rows.append(f"| head on the frozen backbone's features: chosen over folds of the training and validation "
-                    f"documents | {kept} (of {fitted}) |")
+                    f"documents (the smallest within one standard error of the best) | {kept} (of {fitted}) |")
     if stage.get("learning_rate"):
         rows.append(f"| head on the frozen backbone's features: learning rate | {stage['learning_rate']} |")
     return rows

@@ -257,7 +257,7 @@ def fold_score(model, plan, names, features, labels, folds, k, epochs):
 
 
 def cross_validated_score(model, plan, names, train, validation, epochs, alongside=None, workers=1):
-    """The mean score of the model's head (the parameters `names`, as they are now) over `CHOICE_FOLDS` folds of the
+    """The scores of the model's head (the parameters `names`, as they are now) over `CHOICE_FOLDS` folds of the
     training and validation documents together, each fold scored by the head fitted anew on the others (its epochs
     stopped on an eighth of them; `fold_score`). What the choice among heads weighs: 640 documents where the
     validation split alone has 80, whose best epoch flatters the larger head (bbc-late, seed 42, z_1 as the head +
@@ -267,8 +267,8 @@ def cross_validated_score(model, plan, names, train, validation, epochs, alongsi
     processes share them, this one and `workers` - 1 forked copies of it (the features and the model shared with
     it, not copied), each fold's score the same as in this process. `alongside()`: more work of this process that
     starts from the head as it is now (the head's own fit), done after its share of folds, its result returned with
-    the score; the head is then left as `alongside` left it, else as it came. Returns (score, `alongside()`'s
-    result or None)."""
+    the scores; the head is then left as `alongside` left it, else as it came. Returns (each fold's score, in fold
+    order; `alongside()`'s result or None)."""
     features = [torch.cat(pair) for pair in zip(train[0], validation[0])]
     labels = torch.cat([train[1], validation[1]])
     start = {name: p.detach().clone() for name, p in model.named_parameters() if name in names}
@@ -301,7 +301,7 @@ def cross_validated_score(model, plan, names, train, validation, epochs, alongsi
         scores.update(received)
     if alongside is None:
         model.load_state_dict(start, strict=False)
-    return sum(scores[k] for k in range(len(folds))) / len(folds), result
+    return [scores[k] for k in range(len(folds))], result
 
 
 class ForkedWork:
@@ -344,16 +344,48 @@ class ForkedWork:
         return None
 
 
+class FoldScores(NamedTuple):
+    """A head's scores over the choice's folds (`cross_validated_score`): their mean and its standard error."""
+
+    scores: list
+
+    @property
+    def mean(self):
+        return sum(self.scores) / len(self.scores)
+
+    @property
+    def standard_error(self):
+        """The sample standard deviation of the fold scores over sqrt(folds): the standard error of their mean."""
+        deviations = sum((score - self.mean) ** 2 for score in self.scores)
+        return math.sqrt(deviations / (len(self.scores) - 1) / len(self.scores)) if len(self.scores) > 1 else 0.0
+
+
+def one_standard_error_choice(fitted):
+    """The index of the head to keep among `fitted`, (`FoldScores`, parameters) pairs in the configured order: the
+    head of fewest parameters whose mean score over the folds is within one standard error of the best mean (then the
+    configured order), the one-standard-error rule of cross-validation (Breiman et al., "Classification and
+    Regression Trees", 1984, Sec. 3.4.3; Hastie, Tibshirani & Friedman, "The Elements of Statistical Learning", 2nd
+    ed., Sec. 7.10). Why the smaller head on near-ties: the folds score heads on the frozen backbone, and the heads
+    the choice weighs differ 500-fold in size (the segment LM's linear `base` on the head + tail window against
+    `att`); a linear head on frozen features understates what fine-tuning makes of it (bbc-late, seed 43, the folds
+    .9359 against `att`'s .9375: `att` fine-tuned .944 on test, `base` on the window .969, docs/results.md), and
+    within one standard error the folds cannot tell the two apart anyway."""
+    best = max(range(len(fitted)), key=lambda i: (fitted[i][0].mean, -fitted[i][1], -i))
+    floor = fitted[best][0].mean - fitted[best][0].standard_error
+    return max((i for i in range(len(fitted)) if fitted[i][0].mean >= floor), key=lambda i: (-fitted[i][1], -i))
+
+
 def fit_readouts(model, plan, train, validation, epochs):
     """`fit_head` for the model's head and for each other head its family offers (`readout_choices`, e.g. the
     segment LM's `variant_candidates`) on the same cached features, each new one drawn after `set_seed(plan.seed)`.
-    The head of the best `cross_validated_score` stays in the model with its settings, fitted on the training split
-    and stopped on validation as a single head is (ties: the head of fewer parameters, then the configured one). Not
-    the validation split's score alone: 80 documents cannot tell apart heads a few documents apart, and the best of a
-    larger head's epochs flatters it; not the validation loss for ties: it favours the head that fits fastest
-    (bbc-late, seed 43, z_1 as the head + tail window: `att` and `base` both 75 of 80, losses .19 and .47, the linear
-    `base` head still converging when its accuracy stopped it). Returns (its report, with each candidate's scores,
-    loss and size under `readouts` when there were several; its calibrated state)."""
+    Each head is scored over `CHOICE_FOLDS` folds (`cross_validated_score`), and the one `one_standard_error_choice`
+    picks stays in the model with its settings, fitted on the training split and stopped on validation as a single
+    head is. Not the validation split's score alone: 80 documents cannot tell apart heads a few documents apart, and
+    the best of a larger head's epochs flatters it; not the validation loss for ties: it favours the head that fits
+    fastest (bbc-late, seed 43, z_1 as the head + tail window: `att` and `base` both 75 of 80, losses .19 and .47,
+    the linear `base` head still converging when its accuracy stopped it). Returns (its report, with each
+    candidate's fold scores, their mean, its standard error, validation score, loss and size under `readouts` when
+    there were several; its calibrated state)."""
     from transformers import set_seed
 
     def fit(names):
@@ -363,9 +395,9 @@ def fit_readouts(model, plan, train, validation, epochs):
     choices = plan.family.readout_choices(model.config) if plan.family is not None else []
     if not choices:
         return fit(plan.head_parameters)
-    fitted = []  # (score over the folds, -head parameters, -order, settings, head module, report, calibrated state)
+    fitted = []  # (FoldScores, head parameters, settings, head module, report, calibrated state)
     workers = forked_workers(model.device)
-    for order, changes in enumerate([{}] + choices):
+    for changes in [{}] + choices:
         if changes:
             set_seed(plan.seed)
             plan.family.set_readout(model, changes)
@@ -376,22 +408,25 @@ def fit_readouts(model, plan, train, validation, epochs):
             set_seed(plan.seed)  # the head's dropout: the same draws whichever process fits the folds
             return fit(names)
 
-        folds_score, (report, calibrated) = cross_validated_score(model, plan, names, train, validation, epochs,
+        fold_scores, (report, calibrated) = cross_validated_score(model, plan, names, train, validation, epochs,
                                                                   alongside=fit_on_the_training_split,
                                                                   workers=workers)
         size = sum(p.numel() for name, p in model.named_parameters() if name in names)
-        fitted.append((folds_score, -size, -order, settings, model.head, report, calibrated))
-    score, _, _, settings, head, report, calibrated = max(fitted, key=lambda fit: fit[:3])
+        fitted.append((FoldScores(fold_scores), size, settings, model.head, report, calibrated))
+    folds, size, settings, head, report, calibrated = fitted[one_standard_error_choice(fitted)]
+    best = max(fit[0].mean for fit in fitted)
     plan.family.set_readout(model, settings, head)
     key = f"validation_{score_name(plan.multi_label)}"
     report = {**report, "readout": settings,
-              "readouts": [{**fit[3], "cross_validated_score": fit[0], "validation_score": fit[5][key],
-                            "validation_loss": fit[5]["lowest_validation_loss"], "head_parameters": -fit[1]}
+              "readouts": [{**fit[2], "cross_validated_score": fit[0].mean, "standard_error": fit[0].standard_error,
+                            "fold_scores": fit[0].scores, "validation_score": fit[4][key],
+                            "validation_loss": fit[4]["lowest_validation_loss"], "head_parameters": fit[1]}
                            for fit in fitted]}
-    logger.info("The head stage keeps the head of %s: %.4f over %d folds of the training and validation documents "
-                "(%s).", settings_text(settings), score, CHOICE_FOLDS,
-                ", ".join(f"{settings_text(fit[3])}: {fit[0]:.4f}, validation {fit[5][key]:.4f}, {-fit[1]} parameters"
-                          for fit in fitted))
+    logger.info("The head stage keeps the head of %s, the smallest within one standard error of the best mean score "
+                "over %d folds of the training and validation documents (%.4f; its own %.4f): %s.",
+                settings_text(settings), CHOICE_FOLDS, best, folds.mean,
+                ", ".join(f"{settings_text(fit[2])}: {fit[0].mean:.4f} ± {fit[0].standard_error:.4f}, validation "
+                          f"{fit[4][key]:.4f}, {fit[1]} parameters" for fit in fitted))
     return report, calibrated
 
 

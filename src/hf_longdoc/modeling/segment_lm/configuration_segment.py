@@ -145,9 +145,10 @@ class SegmentLMConfig(PretrainedConfig):
             (head + tail's), in that proportion of a shorter W.
         variant_candidates (`list[str]`, *optional*):
             Heads that training's head stage fits on the same cached frozen features besides `variant` with
-            `first_segment` (a list, or one comma-separated string: `"att,base"`); the one of the best score over 5
-            folds of the training and validation documents together is kept, and `variant` (and `first_segment`) set
-            to it (ties: the head of fewer parameters, then the configured one, then the order given). Each is a
+            `first_segment` (a list, or one comma-separated string: `"att,base"`), each scored over 5 folds of the
+            training and validation documents together; the head of fewest parameters whose mean score is within one
+            standard error of the best is kept (the one-standard-error rule; then the configured one, then the order
+            given), and `variant` (and `first_segment`) set to it. Each is a
             variant, read with `first_segment`, or `variant:first_segment` to read z_1 otherwise: `"att,base:head_tail"`
             weighs `att` over the segments (Eq. 3-5) against `base` on the head + tail window (Eq. 1 with x_1 the
             window: head + tail read with full attention); the head stage then caches segment 1's vector and the
