@@ -19,6 +19,7 @@ The cache lives in memory only: nothing is written into the run's folder.
 import copy
 import logging
 import math
+import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -351,13 +352,12 @@ class FoldScores(NamedTuple):
 
     @property
     def mean(self):
-        return sum(self.scores) / len(self.scores)
+        return statistics.fmean(self.scores)
 
     @property
     def standard_error(self):
         """The sample standard deviation of the fold scores over sqrt(folds): the standard error of their mean."""
-        deviations = sum((score - self.mean) ** 2 for score in self.scores)
-        return math.sqrt(deviations / (len(self.scores) - 1) / len(self.scores)) if len(self.scores) > 1 else 0.0
+        return statistics.stdev(self.scores) / math.sqrt(len(self.scores)) if len(self.scores) > 1 else 0.0
 
 
 def one_standard_error_choice(fitted):
@@ -413,7 +413,7 @@ def fit_readouts(model, plan, train, validation, epochs):
                                                                   workers=workers)
         size = sum(p.numel() for name, p in model.named_parameters() if name in names)
         fitted.append((FoldScores(fold_scores), size, settings, model.head, report, calibrated))
-    folds, size, settings, head, report, calibrated = fitted[one_standard_error_choice(fitted)]
+    folds, _, settings, head, report, calibrated = fitted[one_standard_error_choice(fitted)]
     best = max(fit[0].mean for fit in fitted)
     plan.family.set_readout(model, settings, head)
     key = f"validation_{score_name(plan.multi_label)}"
